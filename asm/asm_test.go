@@ -1,0 +1,234 @@
+package asm_test
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/asm"
+)
+
+func TestReadTSCAdvances(t *testing.T) {
+	for _, read := range []struct {
+		name string
+		fn   func() uint64
+	}{{"ReadTSC", asm.ReadTSC}, {"ReadTSCOrdered", asm.ReadTSCOrdered}} {
+		a := read.fn()
+		time.Sleep(2 * time.Millisecond)
+		b := read.fn()
+		if b <= a {
+			t.Errorf("%s did not advance over 2ms: %d then %d", read.name, a, b)
+		}
+	}
+}
+
+// TestReadTSCOrderedAcrossGoroutines checks that a counter value read after
+// observing another goroutine's release store is never below the value that
+// goroutine read before the store.
+func TestReadTSCOrderedAcrossGoroutines(t *testing.T) {
+	const rounds = 20000
+	var stamp uint64
+	var seq uint32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := uint32(1); i <= rounds; i++ {
+			for asm.LoadAcquire32(&seq) != 2*i-1 {
+				asm.Pause()
+			}
+			if now, before := asm.ReadTSCOrdered(), asm.LoadAcquire64(&stamp); now < before {
+				t.Errorf("round %d: counter went back across goroutines: %d < %d", i, now, before)
+				return
+			}
+			asm.StoreRelease32(&seq, 2*i)
+		}
+	}()
+	for i := uint32(1); i <= rounds; i++ {
+		asm.StoreRelease64(&stamp, asm.ReadTSCOrdered())
+		asm.StoreRelease32(&seq, 2*i-1)
+		for asm.LoadAcquire32(&seq) != 2*i {
+			asm.Pause()
+			if t.Failed() {
+				return
+			}
+		}
+	}
+	<-done
+}
+
+// TestReleaseAcquireMessagePassing is the message-passing litmus test: a
+// consumer that sees the flag through LoadAcquire must see every store the
+// producer made before StoreRelease of the flag.
+func TestReleaseAcquireMessagePassing(t *testing.T) {
+	const n = 200000
+	var data [4]uint64
+	var flag32 uint32
+	var flag64 uint64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := uint64(1); i <= n; i++ {
+			for uint64(asm.LoadAcquire32(&flag32)) != i {
+				runtime.Gosched()
+			}
+			for j := range data {
+				if data[j] != i*uint64(j+1) {
+					t.Errorf("round %d: data[%d] = %d, want %d", i, j, data[j], i*uint64(j+1))
+					return
+				}
+			}
+			asm.StoreRelease64(&flag64, i)
+		}
+	}()
+	for i := uint64(1); i <= n; i++ {
+		for j := range data {
+			data[j] = i * uint64(j+1)
+		}
+		asm.StoreRelease32(&flag32, uint32(i))
+		for asm.LoadAcquire64(&flag64) != i {
+			runtime.Gosched()
+			if t.Failed() {
+				wg.Wait()
+				return
+			}
+		}
+	}
+	wg.Wait()
+}
+
+func TestStoreLoadValues(t *testing.T) {
+	var a uint32
+	var b uint64
+	for _, v := range []uint32{0, 1, 0x8000_0000, ^uint32(0)} {
+		asm.StoreRelease32(&a, v)
+		if got := asm.LoadAcquire32(&a); got != v {
+			t.Errorf("32-bit round trip of %#x gave %#x", v, got)
+		}
+	}
+	for _, v := range []uint64{0, 1, 1 << 32, 1<<63 | 5, ^uint64(0)} {
+		asm.StoreRelease64(&b, v)
+		if got := asm.LoadAcquire64(&b); got != v {
+			t.Errorf("64-bit round trip of %#x gave %#x", v, got)
+		}
+	}
+	// The 32-bit store must not touch the neighbouring word.
+	var pair [2]uint32
+	pair[1] = 0xdeadbeef
+	asm.StoreRelease32(&pair[0], 7)
+	if pair[1] != 0xdeadbeef {
+		t.Errorf("StoreRelease32 clobbered the next word: %#x", pair[1])
+	}
+}
+
+func TestPauseReturns(t *testing.T) {
+	for i := 0; i < 1000; i++ {
+		asm.Pause()
+	}
+}
+
+var sink uint64
+
+func BenchmarkReadTSC(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		sink += asm.ReadTSC()
+	}
+}
+
+func BenchmarkReadTSCOrdered(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		sink += asm.ReadTSCOrdered()
+	}
+}
+
+func BenchmarkTimeNow(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		sink += uint64(time.Now().UnixNano())
+	}
+}
+
+func BenchmarkPause(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		asm.Pause()
+	}
+}
+
+func BenchmarkStoreRelease32(b *testing.B) {
+	var x uint32
+	for i := 0; i < b.N; i++ {
+		asm.StoreRelease32(&x, uint32(i))
+	}
+}
+
+func BenchmarkStoreRelease64(b *testing.B) {
+	var x uint64
+	for i := 0; i < b.N; i++ {
+		asm.StoreRelease64(&x, uint64(i))
+	}
+}
+
+func BenchmarkAtomicStore64(b *testing.B) {
+	var x atomic.Uint64
+	for i := 0; i < b.N; i++ {
+		x.Store(uint64(i))
+	}
+}
+
+func BenchmarkLoadAcquire32(b *testing.B) {
+	var x uint32 = 3
+	var s uint32
+	for i := 0; i < b.N; i++ {
+		s += asm.LoadAcquire32(&x)
+	}
+	sink += uint64(s)
+}
+
+func BenchmarkLoadAcquire64(b *testing.B) {
+	var x uint64 = 3
+	for i := 0; i < b.N; i++ {
+		sink += asm.LoadAcquire64(&x)
+	}
+}
+
+// pingPong measures one-way handoff latency between two goroutines locked to
+// OS threads, publishing each turn with store. It reports ns per one-way
+// handoff, the figure that bounds shared-memory message latency.
+func pingPong(b *testing.B, store func(*uint64, uint64)) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("needs two Ps for a cross-core ping-pong")
+	}
+	var line struct {
+		_    [64]byte
+		ping uint64
+		_    [56]byte
+		pong uint64
+		_    [56]byte
+	}
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer close(done)
+		for i := uint64(1); i <= uint64(b.N); i++ {
+			for asm.LoadAcquire64(&line.ping) != i {
+			}
+			store(&line.pong, i)
+		}
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	for i := uint64(1); i <= uint64(b.N); i++ {
+		store(&line.ping, i)
+		for asm.LoadAcquire64(&line.pong) != i {
+		}
+	}
+	b.StopTimer()
+	<-done
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/handoff")
+}
+
+func BenchmarkHandoffStoreRelease(b *testing.B) { pingPong(b, asm.StoreRelease64) }
+
+func BenchmarkHandoffAtomicStore(b *testing.B) { pingPong(b, atomic.StoreUint64) }

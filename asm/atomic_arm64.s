@@ -1,0 +1,31 @@
+//go:build !race
+
+#include "textflag.h"
+
+// func StoreRelease32(addr *uint32, v uint32)
+TEXT ·StoreRelease32(SB), NOSPLIT|NOFRAME, $0-12
+	MOVD  addr+0(FP), R0
+	MOVWU v+8(FP), R1
+	STLRW R1, (R0)
+	RET
+
+// func StoreRelease64(addr *uint64, v uint64)
+TEXT ·StoreRelease64(SB), NOSPLIT|NOFRAME, $0-16
+	MOVD addr+0(FP), R0
+	MOVD v+8(FP), R1
+	STLR R1, (R0)
+	RET
+
+// func LoadAcquire32(addr *uint32) uint32
+TEXT ·LoadAcquire32(SB), NOSPLIT|NOFRAME, $0-12
+	MOVD  addr+0(FP), R0
+	LDARW (R0), R1
+	MOVW  R1, ret+8(FP)
+	RET
+
+// func LoadAcquire64(addr *uint64) uint64
+TEXT ·LoadAcquire64(SB), NOSPLIT|NOFRAME, $0-16
+	MOVD addr+0(FP), R0
+	LDAR (R0), R1
+	MOVD R1, ret+8(FP)
+	RET

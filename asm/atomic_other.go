@@ -1,0 +1,20 @@
+//go:build race || !(amd64 || arm64)
+
+package asm
+
+import "sync/atomic"
+
+// StoreRelease32 stores v into *addr with release semantics: every load and
+// store before it in program order is visible to another CPU before v is.
+// This build uses sync/atomic (sequentially consistent, so also a release).
+func StoreRelease32(addr *uint32, v uint32) { atomic.StoreUint32(addr, v) }
+
+// StoreRelease64 stores v into *addr with release semantics.
+func StoreRelease64(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
+
+// LoadAcquire32 loads *addr with acquire semantics: no later load or store
+// in program order is performed before it.
+func LoadAcquire32(addr *uint32) uint32 { return atomic.LoadUint32(addr) }
+
+// LoadAcquire64 loads *addr with acquire semantics.
+func LoadAcquire64(addr *uint64) uint64 { return atomic.LoadUint64(addr) }

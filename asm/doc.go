@@ -1,0 +1,17 @@
+// Package asm holds the few machine instructions Tachyon needs that Go does
+// not expose: reading the time-stamp counter, the spin-wait hint, and
+// release stores and acquire loads that cost no more than plain moves.
+//
+// On amd64 a sync/atomic store compiles to XCHG, a full fence that adds
+// about 200 ns to every cross-core handoff on the machines Tachyon targets.
+// Under x86-TSO a plain MOV already has release semantics and a plain load
+// acquire semantics, so StoreRelease and LoadAcquire are single moves in
+// assembly. On arm64 they are STLR and LDAR. Other architectures, and any
+// build with the race detector (which cannot see stores made in
+// assembly), use sync/atomic instead, so every access stays visible to the
+// detector.
+//
+// ReadTSC reads the CPU's cycle counter (RDTSC on amd64, CNTVCT_EL0 on
+// arm64); on other architectures it reads the monotonic clock in
+// nanoseconds and HasTSC is false.
+package asm

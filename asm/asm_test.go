@@ -232,3 +232,51 @@ func pingPong(b *testing.B, store func(*uint64, uint64)) {
 func BenchmarkHandoffStoreRelease(b *testing.B) { pingPong(b, asm.StoreRelease64) }
 
 func BenchmarkHandoffAtomicStore(b *testing.B) { pingPong(b, atomic.StoreUint64) }
+
+// TestFenceStoreLoad is the store-buffering litmus test: in each round two
+// goroutines start together, store their own flag, fence, and load the
+// other's. Without the fence x86 lets each load pass the earlier store, and
+// both read the old value in some rounds; with it, at least one must see
+// the other's store.
+func TestFenceStoreLoad(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two Ps")
+	}
+	const rounds = 50000
+	var x, y [16]uint32 // flags on their own lines
+	var r1, r2 [rounds]uint32
+	var start [2][16]uint32
+	var wg sync.WaitGroup
+	wg.Add(1)
+	run := func(me int, mine, other *uint32, out []uint32) {
+		for i := uint32(1); i <= rounds; i++ {
+			// Two-party barrier: announce round i, wait for the peer.
+			asm.StoreRelease32(&start[me][0], i)
+			for asm.LoadAcquire32(&start[1-me][0]) < i {
+			}
+			asm.StoreRelease32(mine, i)
+			asm.Fence()
+			out[i-1] = asm.LoadAcquire32(other)
+		}
+	}
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread()
+		run(1, &y[0], &x[0], r2[:])
+	}()
+	runtime.LockOSThread()
+	run(0, &x[0], &y[0], r1[:])
+	runtime.UnlockOSThread()
+	wg.Wait()
+	for i := uint32(1); i <= rounds; i++ {
+		if r1[i-1] < i && r2[i-1] < i {
+			t.Fatalf("round %d: both goroutines missed the other's store (store-load reordering not fenced)", i)
+		}
+	}
+}
+
+func BenchmarkFence(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		asm.Fence()
+	}
+}

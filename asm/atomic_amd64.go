@@ -23,3 +23,12 @@ func LoadAcquire32(addr *uint32) uint32
 //
 //go:noescape
 func LoadAcquire64(addr *uint64) uint64
+
+// Fence orders every earlier load and store before every later one,
+// including a later load after an earlier store, which x86-TSO otherwise
+// lets pass (LOCK ORQ $0 on the stack: Linux's smp_mb, cheaper than MFENCE).
+// Use it where two threads each store then check the other's flag, as a
+// sleeper and its waker do.
+//
+//go:noescape
+func Fence()

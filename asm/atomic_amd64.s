@@ -33,3 +33,9 @@ TEXT ·LoadAcquire64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ (AX), AX
 	MOVQ AX, ret+8(FP)
 	RET
+
+// func Fence()
+TEXT ·Fence(SB), NOSPLIT|NOFRAME, $0-0
+	LOCK
+	ORQ $0, (SP)
+	RET

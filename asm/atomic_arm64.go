@@ -23,3 +23,10 @@ func LoadAcquire32(addr *uint32) uint32
 //
 //go:noescape
 func LoadAcquire64(addr *uint64) uint64
+
+// Fence orders every earlier load and store before every later one (DMB
+// ISH). Use it where two threads each store then check the other's flag,
+// as a sleeper and its waker do.
+//
+//go:noescape
+func Fence()

@@ -29,3 +29,8 @@ TEXT ·LoadAcquire64(SB), NOSPLIT|NOFRAME, $0-16
 	LDAR (R0), R1
 	MOVD R1, ret+8(FP)
 	RET
+
+// func Fence()
+TEXT ·Fence(SB), NOSPLIT|NOFRAME, $0-0
+	DMB $0xb
+	RET

@@ -18,3 +18,10 @@ func LoadAcquire32(addr *uint32) uint32 { return atomic.LoadUint32(addr) }
 
 // LoadAcquire64 loads *addr with acquire semantics.
 func LoadAcquire64(addr *uint64) uint64 { return atomic.LoadUint64(addr) }
+
+var fenceWord atomic.Uint32
+
+// Fence orders every earlier load and store before every later one. This
+// build uses a sequentially consistent read-modify-write, which the race
+// detector also sees as synchronization.
+func Fence() { fenceWord.Add(0) }

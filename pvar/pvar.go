@@ -1,0 +1,406 @@
+// Package pvar is Tachyon's registry of performance variables: every
+// counter, level and high-watermark that a layer keeps about itself,
+// registered in one place with its name, class and documentation.
+//
+// The registry is what the MPI tool information interface (MPI_T) exposes
+// and what tests and benchmarks read. Writers update values on hot paths,
+// so a writer that is the only one to touch its value (one engine, one
+// endpoint) takes a shard of the variable and updates it with a plain load
+// and a release store: no locked instruction, no shared cache line. Readers
+// sum (or, for watermarks, take the maximum of) the shards.
+package pvar
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tachyon-hpc/tachyon/asm"
+)
+
+// Class is the kind of a performance variable, with the meanings of MPI_T's
+// classes.
+type Class int
+
+// Classes of performance variables.
+const (
+	// ClassState: a value out of a fixed set of states.
+	ClassState Class = iota
+	// ClassLevel: the current use of a resource (messages queued).
+	ClassLevel
+	// ClassSize: the size of a resource (bytes of a buffer).
+	ClassSize
+	// ClassPercentage: a fraction of a resource in use.
+	ClassPercentage
+	// ClassHighWatermark: the largest value a level has reached.
+	ClassHighWatermark
+	// ClassLowWatermark: the smallest value a level has reached.
+	ClassLowWatermark
+	// ClassCounter: how many times something happened; never decreases.
+	ClassCounter
+	// ClassAggregate: a sum of values (bytes sent).
+	ClassAggregate
+	// ClassTimer: time spent, in clock counts.
+	ClassTimer
+	// ClassGeneric: anything else.
+	ClassGeneric
+)
+
+var classNames = [...]string{"state", "level", "size", "percentage", "highwatermark",
+	"lowwatermark", "counter", "aggregate", "timer", "generic"}
+
+func (c Class) String() string {
+	if c < 0 || int(c) >= len(classNames) {
+		return "Class(" + strconv.Itoa(int(c)) + ")"
+	}
+	return classNames[c]
+}
+
+// Var is the registry's record of one performance variable.
+type Var struct {
+	name, doc, unit, category string
+	class                     Class
+	read                      func() int64
+}
+
+// Name returns the variable's name, lowercase with underscores.
+func (v *Var) Name() string { return v.name }
+
+// Doc returns the variable's documentation.
+func (v *Var) Doc() string { return v.doc }
+
+// Class returns the variable's class.
+func (v *Var) Class() Class { return v.class }
+
+// Unit returns the unit of the value ("bytes", "messages"), "" if none.
+func (v *Var) Unit() string { return v.unit }
+
+// Category returns the category the variable is filed under: the part of
+// its name before the first underscore.
+func (v *Var) Category() string { return v.category }
+
+// Read returns the variable's current value.
+func (v *Var) Read() int64 { return v.read() }
+
+// An Option adjusts a variable's metadata at registration.
+type Option func(*Var)
+
+// WithUnit names the unit of the value.
+func WithUnit(unit string) Option { return func(v *Var) { v.unit = unit } }
+
+var registry struct {
+	sync.Mutex
+	vars map[string]*Var
+}
+
+func register(v *Var, opts []Option) {
+	for _, o := range opts {
+		o(v)
+	}
+	if !validName(v.name) {
+		panic("pvar: invalid performance variable name " + strconv.Quote(v.name))
+	}
+	v.category, _, _ = strings.Cut(v.name, "_")
+	registry.Lock()
+	defer registry.Unlock()
+	if registry.vars == nil {
+		registry.vars = make(map[string]*Var)
+	}
+	if _, dup := registry.vars[v.name]; dup {
+		panic("pvar: performance variable " + v.name + " registered twice")
+	}
+	registry.vars[v.name] = v
+}
+
+func validName(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Lookup returns the variable registered under name.
+func Lookup(name string) (*Var, bool) {
+	registry.Lock()
+	defer registry.Unlock()
+	v, ok := registry.vars[name]
+	return v, ok
+}
+
+// All returns every registered variable sorted by name.
+func All() []*Var {
+	registry.Lock()
+	all := make([]*Var, 0, len(registry.vars))
+	for _, v := range registry.vars {
+		all = append(all, v)
+	}
+	registry.Unlock()
+	slices.SortFunc(all, func(a, b *Var) int { return strings.Compare(a.name, b.name) })
+	return all
+}
+
+// Snapshot returns the current value of every variable, by name.
+func Snapshot() map[string]int64 {
+	m := make(map[string]int64)
+	for _, v := range All() {
+		m[v.name] = v.read()
+	}
+	return m
+}
+
+// Format returns the variables whose names start with prefix, one
+// "name value unit" line each, for logs and debugging.
+func Format(prefix string) string {
+	var b strings.Builder
+	for _, v := range All() {
+		if strings.HasPrefix(v.name, prefix) {
+			fmt.Fprintf(&b, "%s %d %s\n", v.name, v.read(), v.unit)
+		}
+	}
+	return b.String()
+}
+
+// shardSet tracks the live shards of one variable.
+type shardSet[S any] struct {
+	mu     sync.Mutex
+	shards atomic.Pointer[[]*S] // copy on write: readers do not lock
+}
+
+func (s *shardSet[S]) add(x *S) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next []*S
+	if p := s.shards.Load(); p != nil {
+		next = slices.Clone(*p)
+	}
+	next = append(next, x)
+	s.shards.Store(&next)
+}
+
+// remove drops x and, under the set's lock, calls retire so that a value
+// folded into a total never counts twice or goes missing for a reader.
+func (s *shardSet[S]) remove(x *S, retire func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.shards.Load()
+	if p == nil {
+		return false
+	}
+	i := slices.Index(*p, x)
+	if i < 0 {
+		return false
+	}
+	retire()
+	next := slices.Delete(slices.Clone(*p), i, i+1)
+	s.shards.Store(&next)
+	return true
+}
+
+func (s *shardSet[S]) each(f func(*S)) {
+	if p := s.shards.Load(); p != nil {
+		for _, x := range *p {
+			f(x)
+		}
+	}
+}
+
+// pad keeps a shard's value on a cache line of its own.
+type pad [56]byte
+
+// Counter counts events; its value never decreases.
+type Counter struct {
+	*Var
+	shared  atomic.Uint64 // Add from any goroutine
+	retired atomic.Uint64 // totals of closed shards
+	set     shardSet[CounterShard]
+}
+
+// NewCounter registers a counter.
+func NewCounter(name, doc string, opts ...Option) *Counter {
+	c := &Counter{Var: &Var{name: name, doc: doc, class: ClassCounter}}
+	c.read = func() int64 { return int64(c.Value()) }
+	register(c.Var, opts)
+	return c
+}
+
+// Add adds n from any goroutine, with an atomic add. Hot paths with a
+// single writer use a shard instead.
+func (c *Counter) Add(n uint64) { c.shared.Add(n) }
+
+// Value returns the count so far.
+func (c *Counter) Value() uint64 {
+	c.set.mu.Lock() // a consistent view across a shard's Close
+	defer c.set.mu.Unlock()
+	v := c.shared.Load() + c.retired.Load()
+	c.set.each(func(s *CounterShard) { v += asm.LoadAcquire64(&s.v) })
+	return v
+}
+
+// Shard returns a new part of the counter for one writer at a time.
+func (c *Counter) Shard() *CounterShard {
+	s := &CounterShard{c: c}
+	c.set.add(s)
+	return s
+}
+
+// CounterShard is a part of a Counter that one goroutine at a time updates
+// without locked instructions. Its count stays in the Counter after Close.
+type CounterShard struct {
+	_ pad
+	v uint64
+	c *Counter
+	_ pad
+}
+
+// Add adds n. Only one goroutine at a time may update a shard.
+func (s *CounterShard) Add(n uint64) { asm.StoreRelease64(&s.v, s.v+n) }
+
+// Inc adds one.
+func (s *CounterShard) Inc() { asm.StoreRelease64(&s.v, s.v+1) }
+
+// Load returns the shard's own count.
+func (s *CounterShard) Load() uint64 { return asm.LoadAcquire64(&s.v) }
+
+// Close detaches the shard, keeping its count in the counter's total.
+// Updates after Close are not counted.
+func (s *CounterShard) Close() {
+	s.c.set.remove(s, func() { s.c.retired.Add(asm.LoadAcquire64(&s.v)) })
+}
+
+// Level is the current use of a resource, which rises and falls.
+type Level struct {
+	*Var
+	shared atomic.Int64
+	set    shardSet[LevelShard]
+}
+
+// NewLevel registers a level.
+func NewLevel(name, doc string, opts ...Option) *Level {
+	l := &Level{Var: &Var{name: name, doc: doc, class: ClassLevel}}
+	l.read = l.Value
+	register(l.Var, opts)
+	return l
+}
+
+// Add adds n (negative to lower it) from any goroutine.
+func (l *Level) Add(n int64) { l.shared.Add(n) }
+
+// Value returns the current level.
+func (l *Level) Value() int64 {
+	v := l.shared.Load()
+	l.set.each(func(s *LevelShard) { v += int64(asm.LoadAcquire64(&s.v)) })
+	return v
+}
+
+// Shard returns a new part of the level for one writer at a time.
+func (l *Level) Shard() *LevelShard {
+	s := &LevelShard{l: l}
+	l.set.add(s)
+	return s
+}
+
+// LevelShard is a part of a Level that one goroutine at a time updates
+// without locked instructions. Close removes its contribution: the resource
+// it measured is gone.
+type LevelShard struct {
+	_ pad
+	v uint64
+	l *Level
+	_ pad
+}
+
+// Set sets the shard's part of the level.
+func (s *LevelShard) Set(v int64) { asm.StoreRelease64(&s.v, uint64(v)) }
+
+// Add raises the shard's part by n.
+func (s *LevelShard) Add(n int64) { asm.StoreRelease64(&s.v, s.v+uint64(n)) }
+
+// Sub lowers the shard's part by n.
+func (s *LevelShard) Sub(n int64) { asm.StoreRelease64(&s.v, s.v-uint64(n)) }
+
+// Load returns the shard's part.
+func (s *LevelShard) Load() int64 { return int64(asm.LoadAcquire64(&s.v)) }
+
+// Close removes the shard and its contribution from the level.
+func (s *LevelShard) Close() { s.l.set.remove(s, func() {}) }
+
+// HighWatermark is the largest value a level has reached.
+type HighWatermark struct {
+	*Var
+	shared  atomic.Int64
+	retired atomic.Int64
+	set     shardSet[WatermarkShard]
+}
+
+// NewHighWatermark registers a high-watermark.
+func NewHighWatermark(name, doc string, opts ...Option) *HighWatermark {
+	h := &HighWatermark{Var: &Var{name: name, doc: doc, class: ClassHighWatermark}}
+	h.read = h.Value
+	register(h.Var, opts)
+	return h
+}
+
+// Observe records v from any goroutine.
+func (h *HighWatermark) Observe(v int64) { storeMax(&h.shared, v) }
+
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// Value returns the highest value observed.
+func (h *HighWatermark) Value() int64 {
+	h.set.mu.Lock()
+	defer h.set.mu.Unlock()
+	v := max(h.shared.Load(), h.retired.Load())
+	h.set.each(func(s *WatermarkShard) { v = max(v, int64(asm.LoadAcquire64(&s.v))) })
+	return v
+}
+
+// Shard returns a new part of the watermark for one writer at a time.
+func (h *HighWatermark) Shard() *WatermarkShard {
+	s := &WatermarkShard{h: h}
+	h.set.add(s)
+	return s
+}
+
+// WatermarkShard is a part of a HighWatermark that one goroutine at a time
+// updates without locked instructions. Its maximum stays after Close.
+type WatermarkShard struct {
+	_ pad
+	v uint64
+	h *HighWatermark
+	_ pad
+}
+
+// Observe records v.
+func (s *WatermarkShard) Observe(v int64) {
+	if v > int64(s.v) {
+		asm.StoreRelease64(&s.v, uint64(v))
+	}
+}
+
+// Close detaches the shard, keeping its maximum.
+func (s *WatermarkShard) Close() {
+	s.h.set.remove(s, func() { storeMax(&s.h.retired, int64(asm.LoadAcquire64(&s.v))) })
+}
+
+// NewFunc registers a variable whose value read computes on demand, for
+// values another structure already keeps (a queue's length).
+func NewFunc(name, doc string, class Class, read func() int64, opts ...Option) *Var {
+	v := &Var{name: name, doc: doc, class: class, read: read}
+	register(v, opts)
+	return v
+}

@@ -1,0 +1,377 @@
+package progress
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/progress/wheel"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// One call to Progress, in order:
+//
+//  1. Take the polling flag; if another goroutine holds it, return at once:
+//     that goroutine is making the progress this caller wanted.
+//  2. Poll every registered Poller once (transports' receive queues).
+//  3. If a timer may be due, read the clock and fire every due timer.
+//  4. Release the flag.
+//
+// Goroutines that wait (Wait, WaitAny, WaitAll, the dedicated progress
+// goroutine) call Progress in a loop and, while it finds nothing to do, back
+// off: spin for progress_spin, then poll with a PAUSE between calls until
+// progress_pause has passed, then park on the engine's Doorbell until it
+// rings, a timer is close to due, or progress_park_max elapses.
+
+var (
+	spinTime = cvar.NewDuration("progress_spin", 50*time.Microsecond,
+		"How long a waiting goroutine calls Progress back to back after the last work it found, before it starts pausing between calls.",
+		cvar.WithCategory("progress"), cvar.WithRange(0, int64(time.Second)))
+	pauseTime = cvar.NewDuration("progress_pause", time.Millisecond,
+		"How long a waiting goroutine keeps polling, with a PAUSE instruction between calls, after the spin phase and before it parks.",
+		cvar.WithCategory("progress"), cvar.WithRange(0, int64(10*time.Second)))
+	parkMax = cvar.NewDuration("progress_park_max", 20*time.Millisecond,
+		"Longest a parked goroutine sleeps before polling again even if nothing rang its doorbell: the bound on how late a transport that cannot ring (a NIC queue without interrupts) is noticed by an idle engine. Each wake-up costs about 50 us of CPU here, so 20 ms keeps an idle engine near 0.5% of a core; 1 ms would cost about 5%.",
+		cvar.WithCategory("progress"), cvar.WithRange(int64(10*time.Microsecond), int64(time.Minute)))
+	parkMargin = cvar.NewDuration("progress_park_margin", 200*time.Microsecond,
+		"How long before the next timer's due time a parked goroutine wakes to spin, covering the kernel's timer slack and wake-up latency so that timers are not late.",
+		cvar.WithCategory("progress"), cvar.WithRange(0, int64(time.Second)))
+	granularity = cvar.NewDuration("wheel_granularity", time.Microsecond,
+		"Tick of the timer wheel, rounded down to a power of two clock counts: timers fire within about one tick after their due time, and a finer tick costs more cascading work.",
+		cvar.WithCategory("progress"), cvar.WithRange(1, int64(time.Second)))
+	progressCPU = cvar.NewInt("progress_cpu", -1,
+		"CPU to pin the dedicated progress goroutine's OS thread to when Start is not told one; -1 leaves it to the scheduler.",
+		cvar.WithCategory("progress"), cvar.WithRange(-1, 1<<20))
+)
+
+var (
+	pvPolls = pvar.NewCounter("progress_polls",
+		"Calls to Progress that took the polling flag.")
+	pvWork = pvar.NewCounter("progress_events",
+		"Events handled by pollers and timers across all calls to Progress.")
+	pvFired = pvar.NewCounter("progress_timers_fired",
+		"Timers fired by the timer wheel.")
+	pvParks = pvar.NewCounter("progress_parks",
+		"Times a waiting goroutine parked on a doorbell.")
+	pvTimers = pvar.NewLevel("progress_timers_pending",
+		"Timers armed on the wheel and not yet fired or cancelled.")
+)
+
+// Poller is a source of work for the engine: a transport's receive queue, a
+// NIC ring, a shared-memory inbox.
+type Poller interface {
+	// Poll handles whatever is ready without blocking and returns how many
+	// events it handled (0 when there was nothing). The engine never calls
+	// Poll from two goroutines at once.
+	Poll() int
+}
+
+// ErrClosed reports use of an engine after Close.
+var ErrClosed = errors.New("progress: engine closed")
+
+// Engine drives pollers and timers. All its methods are safe for concurrent
+// use; pollers and timer callbacks run on one goroutine at a time.
+type Engine struct {
+	polling uint32 // 1 while a goroutine is inside Progress (the polling flag)
+	_       [60]byte
+
+	pollers atomic.Pointer[[]Poller]
+	wheel   *wheel.Wheel
+	nextDue uint64 // lower bound of the next timer's due count, ^0 when none (asm loads and stores)
+
+	bell    *Doorbell
+	own     Doorbell
+	spin, pause, parkMax, margin time.Duration
+	spinC, pauseC, marginC       uint64 // the same in clock counts
+
+	polls, work, fired *pvar.CounterShard // written under the polling flag
+	pending                   *pvar.LevelShard
+
+	mu       sync.Mutex // registration, Start/Stop, Close: never the message path
+	running  atomic.Bool
+	stopping atomic.Bool
+	stopped  chan struct{}
+	closed   atomic.Bool
+}
+
+// Option configures an Engine.
+type Option func(*Engine) error
+
+// WithDoorbell makes the engine park on d, which may live in shared memory so
+// that other processes can wake it.
+func WithDoorbell(d *Doorbell) Option {
+	return func(e *Engine) error {
+		if d == nil {
+			return errors.New("progress: nil doorbell")
+		}
+		e.bell = d
+		return nil
+	}
+}
+
+// WithIdle overrides the control variables progress_spin, progress_pause
+// and progress_park_max for this engine.
+func WithIdle(spin, pause, parkMax time.Duration) Option {
+	return func(e *Engine) error {
+		if spin < 0 || pause < 0 || parkMax <= 0 {
+			return fmt.Errorf("progress: idle durations must be non-negative and park max positive (got %v, %v, %v)", spin, pause, parkMax)
+		}
+		e.spin, e.pause, e.parkMax = spin, pause, parkMax
+		return nil
+	}
+}
+
+// New returns an engine with no pollers and no timers, configured by the
+// control variables and opts. It starts the clock if it is not running.
+func New(opts ...Option) (*Engine, error) {
+	if errs := cvar.Problems(); len(errs) > 0 {
+		return nil, fmt.Errorf("progress: bad control variable settings: %w", errors.Join(errs...))
+	}
+	c := clockNow()
+	e := &Engine{
+		spin:    spinTime.Get(),
+		pause:   pauseTime.Get(),
+		parkMax: parkMax.Get(),
+		margin:  parkMargin.Get(),
+		nextDue: ^uint64(0),
+	}
+	e.bell = &e.own
+	e.pollers.Store(new([]Poller))
+	e.wheel = wheel.New(tickShift(granularity.Get(), c.countsPerSec), c.read())
+	for _, o := range opts {
+		if err := o(e); err != nil {
+			return nil, err
+		}
+	}
+	e.spinC = durationToCounts(e.spin, c)
+	e.pauseC = durationToCounts(e.pause, c)
+	e.marginC = durationToCounts(e.margin, c)
+	e.polls, e.work, e.fired = pvPolls.Shard(), pvWork.Shard(), pvFired.Shard()
+	e.pending = pvTimers.Shard()
+	return e, nil
+}
+
+// tickShift returns the largest shift whose 2^shift clock counts do not
+// exceed the granularity g.
+func tickShift(g time.Duration, countsPerSec float64) uint {
+	counts := g.Seconds() * countsPerSec
+	shift := uint(0)
+	for shift < 40 && float64(uint64(2)<<shift) <= counts {
+		shift++
+	}
+	return shift
+}
+
+// Doorbell returns the doorbell the engine parks on. Ring it after giving
+// the engine work from outside Progress.
+func (e *Engine) Doorbell() *Doorbell { return e.bell }
+
+// Register adds p to the pollers Progress calls, and returns a function that
+// removes it again. Registration is safe while other goroutines call
+// Progress: a poll already under way may still call a poller just removed.
+func (e *Engine) Register(p Poller) (unregister func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := *e.pollers.Load()
+	next := make([]Poller, len(old), len(old)+1)
+	copy(next, old)
+	next = append(next, p)
+	e.pollers.Store(&next)
+	e.bell.Ring()
+	var once sync.Once
+	return func() { once.Do(func() { e.unregister(p) }) }
+}
+
+func (e *Engine) unregister(p Poller) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := *e.pollers.Load()
+	next := make([]Poller, 0, len(old))
+	removed := false
+	for _, q := range old {
+		if !removed && q == p {
+			removed = true
+			continue
+		}
+		next = append(next, q)
+	}
+	e.pollers.Store(&next)
+}
+
+// Progress polls every registered poller once and fires the timers that are
+// due, and returns how many events that handled. If another goroutine is
+// inside Progress, it returns 0 at once.
+func (e *Engine) Progress() int {
+	if !atomic.CompareAndSwapUint32(&e.polling, 0, 1) {
+		return 0
+	}
+	n := e.poll()
+	asm.StoreRelease32(&e.polling, 0)
+	return n
+}
+
+// poll is Progress's body; the caller holds the polling flag.
+func (e *Engine) poll() int {
+	n := 0
+	for _, p := range *e.pollers.Load() {
+		n += p.Poll()
+	}
+	if due := asm.LoadAcquire64(&e.nextDue); due != ^uint64(0) {
+		if now := theClock.Load().read(); now >= due {
+			n += e.fire(now)
+		}
+	}
+	e.polls.Inc()
+	if n > 0 {
+		e.work.Add(uint64(n))
+	}
+	return n
+}
+
+// fire advances the wheel to now; the caller holds the polling flag.
+func (e *Engine) fire(now uint64) int {
+	n := e.wheel.Advance(now)
+	e.fired.Add(uint64(n))
+	e.timersChanged()
+	return n
+}
+
+// timersChanged refreshes the cached timer state; the caller holds the
+// polling flag.
+func (e *Engine) timersChanged() {
+	e.pending.Set(int64(e.wheel.Len()))
+	due, ok := e.wheel.NextDue()
+	if !ok {
+		due = ^uint64(0)
+	}
+	asm.StoreRelease64(&e.nextDue, due)
+}
+
+// lock takes the polling flag, waiting for a goroutine inside Progress to
+// leave. It is for operations off the message path (arming timers).
+func (e *Engine) lock() {
+	for i := 0; !atomic.CompareAndSwapUint32(&e.polling, 0, 1); i++ {
+		if i < 64 {
+			asm.Pause()
+		} else {
+			runtime.Gosched()
+		}
+	}
+}
+
+func (e *Engine) unlock() { asm.StoreRelease32(&e.polling, 0) }
+
+// Complete marks c complete and wakes any goroutine parked waiting for it.
+// Pollers and timer callbacks call it when an operation finishes.
+func (e *Engine) Complete(c *Completion) {
+	asm.StoreRelease32(&c.state, 1)
+	e.bell.Ring()
+}
+
+// Start runs a dedicated progress goroutine on its own OS thread, for
+// programs that do not want to call Progress themselves. cpu pins that
+// thread to one CPU; -1 uses the control variable progress_cpu (itself -1
+// by default: no pinning). While it runs, waiting goroutines leave polling
+// to it and only watch their requests.
+func (e *Engine) Start(cpu int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if e.running.Load() {
+		return errors.New("progress: progress goroutine already running")
+	}
+	if cpu < 0 {
+		cpu = int(progressCPU.Get())
+	}
+	started := make(chan error, 1)
+	e.stopping.Store(false)
+	e.stopped = make(chan struct{})
+	go e.loop(cpu, started)
+	if err := <-started; err != nil {
+		<-e.stopped
+		return err
+	}
+	e.running.Store(true)
+	return nil
+}
+
+// Stop ends the dedicated progress goroutine and waits until it has left
+// Progress. It does nothing if none is running.
+func (e *Engine) Stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.running.Load() {
+		return
+	}
+	e.stopping.Store(true)
+	e.bell.Ring()
+	<-e.stopped
+	e.running.Store(false)
+}
+
+func (e *Engine) loop(cpu int, started chan<- error) {
+	defer close(e.stopped)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if cpu >= 0 {
+		if err := pinThread(cpu); err != nil {
+			started <- fmt.Errorf("progress: pinning the progress goroutine to CPU %d: %w", cpu, err)
+			return
+		}
+	}
+	started <- nil
+	w := e.newIdler()
+	for !e.stopping.Load() {
+		if e.Progress() > 0 {
+			w.reset()
+			continue
+		}
+		w.idle(stopCondition{e})
+	}
+}
+
+type stopCondition struct{ e *Engine }
+
+func (s stopCondition) ready() bool { return s.e.stopping.Load() || s.e.Progress() > 0 }
+
+// Close stops the progress goroutine, removes every poller, completes every
+// pending timer request as cancelled, and releases the engine's performance
+// variable shards. Using the engine afterwards returns ErrClosed.
+func (e *Engine) Close() error {
+	e.Stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed.Swap(true) {
+		return ErrClosed
+	}
+	e.lock()
+	e.pollers.Store(new([]Poller))
+	// Fire every pending timer: expire sees the engine closed and marks
+	// its request cancelled, so that nothing waits forever on a timer that
+	// can no longer fire.
+	e.wheel.Advance(^uint64(0))
+	asm.StoreRelease64(&e.nextDue, ^uint64(0))
+	e.pending.Set(0)
+	e.unlock()
+	e.polls.Close()
+	e.work.Close()
+	e.fired.Close()
+	e.pending.Close()
+	return nil
+}
+
+// durationToCounts converts d to counts of clock c, rounding up.
+func durationToCounts(d time.Duration, c *clock) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return uint64(math.Ceil(d.Seconds() * c.countsPerSec))
+}

@@ -1,0 +1,259 @@
+package progress
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// countPoller counts its calls and fails the test if two overlap.
+type countPoller struct {
+	t      *testing.T
+	calls  atomic.Int64
+	inside atomic.Bool
+	work   int
+}
+
+func (p *countPoller) Poll() int {
+	if p.inside.Swap(true) {
+		p.t.Error("Poll called from two goroutines at once")
+	}
+	p.calls.Add(1)
+	p.inside.Store(false)
+	return p.work
+}
+
+func newEngine(t testing.TB, opts ...Option) *Engine {
+	t.Helper()
+	e, err := New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func TestProgressPollsEachOnce(t *testing.T) {
+	e := newEngine(t)
+	a, b := &countPoller{t: t, work: 1}, &countPoller{t: t, work: 2}
+	unA := e.Register(a)
+	e.Register(b)
+	if n := e.Progress(); n != 3 {
+		t.Fatalf("Progress = %d, want 3", n)
+	}
+	unA()
+	unA() // twice: harmless
+	if n := e.Progress(); n != 2 || a.calls.Load() != 1 || b.calls.Load() != 2 {
+		t.Fatalf("after unregister: Progress = %d, calls %d %d", n, a.calls.Load(), b.calls.Load())
+	}
+}
+
+func TestProgressConcurrent(t *testing.T) {
+	e := newEngine(t)
+	p := &countPoller{t: t}
+	e.Register(p)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20000 {
+				e.Progress()
+			}
+		}()
+	}
+	// Timers armed and fired meanwhile exercise the flag from both sides.
+	for range 200 {
+		r, err := e.NewTimer(1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Wait()
+	}
+	wg.Wait()
+	if p.calls.Load() == 0 {
+		t.Fatal("poller never called")
+	}
+}
+
+func TestProgressAllocs(t *testing.T) {
+	e := newEngine(t)
+	e.Register(&countPoller{t: t})
+	for range 100 { // timers pending far out, and some firing
+		if _, err := e.NewTimer(100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testing.AllocsPerRun(10000, func() { e.Progress() }); n != 0 {
+		t.Fatalf("Progress allocates %v times per call", n)
+	}
+	var c Completion
+	e.Complete(&c)
+	if n := testing.AllocsPerRun(1000, func() { e.Wait(&c); e.Test(&c); c.Rearm(); e.Complete(&c) }); n != 0 {
+		t.Fatalf("Wait/Test/Complete allocate %v times", n)
+	}
+}
+
+// TestDoorbellWakesParked parks a waiter with a long nap and checks that
+// completing its request wakes it at once rather than at the nap's end.
+func TestDoorbellWakesParked(t *testing.T) {
+	e := newEngine(t, WithIdle(0, 0, time.Minute))
+	var c Completion
+	done := make(chan time.Time)
+	go func() {
+		e.Wait(&c)
+		done <- time.Now()
+	}()
+	time.Sleep(50 * time.Millisecond) // long enough to park
+	start := time.Now()
+	e.Complete(&c)
+	select {
+	case woke := <-done:
+		t.Logf("woken %v after the ring", woke.Sub(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("parked waiter not woken by the doorbell")
+	}
+	if parks := pvParks.Value(); parks == 0 {
+		t.Error("progress_parks is 0: the waiter never parked")
+	}
+}
+
+func TestDoorbellAt(t *testing.T) {
+	buf := make([]uint64, DoorbellSize/8+1)
+	b := unsafeBytes(buf)
+	if _, err := DoorbellAt(b[:DoorbellSize-1]); !errors.Is(err, ErrDoorbellPlacement) {
+		t.Errorf("short: %v", err)
+	}
+	if _, err := DoorbellAt(b[1 : DoorbellSize+1]); !errors.Is(err, ErrDoorbellPlacement) {
+		t.Errorf("misaligned: %v", err)
+	}
+	d, err := DoorbellAt(b[:DoorbellSize])
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Ring() // a zeroed doorbell is quiet; ringing it is harmless
+	e := newEngine(t, WithDoorbell(d), WithIdle(0, 0, time.Minute))
+	if e.Doorbell() != d {
+		t.Fatal("engine does not use the given doorbell")
+	}
+	if _, err := New(WithDoorbell(nil)); err == nil {
+		t.Error("New(WithDoorbell(nil)) succeeded")
+	}
+	if _, err := New(WithIdle(-1, 0, time.Second)); err == nil {
+		t.Error("New(WithIdle(-1, ...)) succeeded")
+	}
+}
+
+func TestDedicatedGoroutine(t *testing.T) {
+	e := newEngine(t)
+	cpu := 0
+	if runtime.GOOS != "linux" {
+		cpu = -1
+	}
+	if err := e.Start(cpu); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(-1); err == nil {
+		t.Error("second Start succeeded")
+	}
+	p := &countPoller{t: t}
+	e.Register(p)
+	r, err := e.NewTimer(2e-3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nobody but the dedicated goroutine polls: Done alone must turn true.
+	deadline := time.Now().Add(5 * time.Second)
+	for !r.Done() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if !r.Done() {
+		t.Fatal("timer did not fire with only the progress goroutine polling")
+	}
+	if p.calls.Load() == 0 {
+		t.Error("progress goroutine never polled the registered poller")
+	}
+	e.Stop()
+	e.Stop() // twice: harmless
+	if err := e.Start(-1); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	e.Close()
+	if err := e.Start(-1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Start after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestStartBadCPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("pinning is Linux only")
+	}
+	e := newEngine(t)
+	if err := e.Start(1 << 16); err == nil {
+		e.Stop()
+		t.Fatal("Start on a CPU that does not exist succeeded")
+	}
+	if err := e.Start(-1); err != nil {
+		t.Fatalf("Start after a failed Start: %v", err)
+	}
+}
+
+// cpuTime returns the CPU time this process has used.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Skip("getrusage: ", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// idleCPU measures the share of one core the process uses over one second
+// while f's engine is idle.
+func idleCPU(t *testing.T) float64 {
+	runtime.GC()
+	time.Sleep(100 * time.Millisecond) // past spin and pause: parked
+	c0, w0 := cpuTime(t), time.Now()
+	time.Sleep(time.Second)
+	c1, w1 := cpuTime(t), time.Now()
+	return (c1 - c0).Seconds() / w1.Sub(w0).Seconds()
+}
+
+func TestIdleCPUDedicated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes over a second")
+	}
+	e := newEngine(t)
+	e.Register(&countPoller{t: t})
+	if err := e.Start(-1); err != nil {
+		t.Fatal(err)
+	}
+	share := idleCPU(t)
+	t.Logf("idle engine with a progress goroutine: %.2f%% of a core", share*100)
+	if share >= 0.02 {
+		t.Errorf("idle engine uses %.2f%% of a core, want under 2%%", share*100)
+	}
+}
+
+func TestIdleCPUWaiter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes over a second")
+	}
+	e := newEngine(t)
+	e.Register(&countPoller{t: t})
+	r, err := e.NewTimer(1.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { r.Wait(); close(done) }()
+	share := idleCPU(t)
+	t.Logf("goroutine waiting on a 1.5 s timer: %.2f%% of a core", share*100)
+	if share >= 0.02 {
+		t.Errorf("waiting on a timer uses %.2f%% of a core, want under 2%%", share*100)
+	}
+	<-done
+}

@@ -1,0 +1,35 @@
+package progress
+
+import (
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Futex operations without FUTEX_PRIVATE_FLAG: a doorbell may live in memory
+// shared between processes, and a private futex would not see the other
+// process's wake. The cost (hashing on the page rather than the address
+// space) falls only on the sleep and wake paths, never on the message path.
+const (
+	futexWaitOp = 0 // FUTEX_WAIT
+	futexWakeOp = 1 // FUTEX_WAKE
+)
+
+// futexWait sleeps while *addr == val, for at most d (forever if d <= 0). It
+// returns at once if *addr != val, and may return early (signal, spurious
+// wake): callers recheck their condition.
+func futexWait(addr *uint32, val uint32, d time.Duration) {
+	var ts *unix.Timespec
+	if d > 0 {
+		t := unix.NsecToTimespec(int64(d))
+		ts = &t
+	}
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val),
+		uintptr(unsafe.Pointer(ts)), 0, 0)
+}
+
+// futexWake wakes up to n sleepers on addr.
+func futexWake(addr *uint32, n int) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
+}

@@ -1,0 +1,7 @@
+package progress
+
+import "unsafe"
+
+func unsafeBytes(v []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*8)
+}

@@ -1,0 +1,187 @@
+package progress
+
+import (
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/asm"
+)
+
+// Completion is the done flag every request carries, whatever completes it
+// (a transport, a timer). Embed it in a request type; the zero value is
+// pending. Wait, Test and their any/all forms on an Engine watch it.
+type Completion struct {
+	state uint32 // 0 pending, 1 complete
+}
+
+// Done reports whether the operation has completed. Everything the
+// completer wrote before Engine.Complete is visible once Done is true.
+func (c *Completion) Done() bool { return asm.LoadAcquire32(&c.state) == 1 }
+
+// Rearm makes c pending again, for a request object that is reused (pooled
+// or persistent). No goroutine may be waiting on c.
+func (c *Completion) Rearm() { asm.StoreRelease32(&c.state, 0) }
+
+// condition is what a parking goroutine rechecks after announcing itself.
+type condition interface{ ready() bool }
+
+// idler backs a waiting goroutine off while there is nothing to do: spin,
+// then PAUSE between polls, then park on the doorbell.
+type idler struct {
+	e     *Engine
+	since uint64 // clock count when the current idle stretch began, 0 if none
+}
+
+func (e *Engine) newIdler() idler { return idler{e: e} }
+
+// reset ends the idle stretch: work was found.
+func (w *idler) reset() { w.since = 0 }
+
+// idle is called each time a poll found nothing; it returns when the caller
+// should look again.
+func (w *idler) idle(c condition) {
+	e := w.e
+	clk := theClock.Load()
+	now := clk.read()
+	if w.since == 0 {
+		w.since = now
+		return
+	}
+	waited := now - w.since
+	if waited < e.spinC {
+		return
+	}
+	if waited < e.spinC+e.pauseC {
+		for i := 0; i < 4; i++ {
+			asm.Pause()
+		}
+		return
+	}
+	timeout := e.parkMax
+	if due := asm.LoadAcquire64(&e.nextDue); due != ^uint64(0) {
+		if due <= now+e.marginC {
+			return // a timer is close: keep polling so it fires on time
+		}
+		if d := time.Duration(float64(due-now-e.marginC) * clk.secPerCount * 1e9); d < timeout {
+			timeout = d
+		}
+	}
+	if e.bell.nap(timeout, c) {
+		pvParks.Add(1)
+	}
+}
+
+// waitOne is the condition of Wait: c is done, or a poll found work.
+type waitOne struct {
+	e *Engine
+	c *Completion
+}
+
+func (w waitOne) ready() bool { return w.c.Done() || w.e.pollIfOwner() > 0 }
+
+// pollIfOwner polls unless a dedicated progress goroutine does the polling.
+func (e *Engine) pollIfOwner() int {
+	if e.running.Load() {
+		return 0
+	}
+	return e.Progress()
+}
+
+// Wait returns once c is complete, driving progress meanwhile (or, while a
+// dedicated progress goroutine runs, leaving that to it).
+func (e *Engine) Wait(c *Completion) {
+	if c.Done() {
+		return
+	}
+	w := e.newIdler()
+	for !c.Done() {
+		if e.pollIfOwner() > 0 {
+			w.reset()
+			continue
+		}
+		w.idle(waitOne{e, c})
+	}
+}
+
+// Test reports whether c is complete, polling once if it is not yet.
+func (e *Engine) Test(c *Completion) bool {
+	if c.Done() {
+		return true
+	}
+	e.pollIfOwner()
+	return c.Done()
+}
+
+// anyDone is the condition of WaitAny.
+type anyDone struct {
+	e  *Engine
+	cs []*Completion
+}
+
+func (a *anyDone) ready() bool { return firstDone(a.cs) >= 0 || a.e.pollIfOwner() > 0 }
+
+// firstDone returns the index of the first completed entry, -1 if none.
+func firstDone(cs []*Completion) int {
+	for i, c := range cs {
+		if c != nil && c.Done() {
+			return i
+		}
+	}
+	return -1
+}
+
+// active reports whether cs has a non-nil entry.
+func active(cs []*Completion) bool {
+	for _, c := range cs {
+		if c != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitAny returns the index of a completed entry of cs, waiting until one
+// completes. Nil entries are skipped; if every entry is nil it returns -1
+// at once.
+func (e *Engine) WaitAny(cs []*Completion) int {
+	if !active(cs) {
+		return -1
+	}
+	a := anyDone{e, cs}
+	w := e.newIdler()
+	for {
+		if i := firstDone(cs); i >= 0 {
+			return i
+		}
+		if e.pollIfOwner() > 0 {
+			w.reset()
+			continue
+		}
+		w.idle(&a)
+	}
+}
+
+// TestAny returns the index of a completed entry of cs and true, polling
+// once if none is complete yet; (-1, false) if none is complete, and
+// (-1, true) if every entry is nil.
+func (e *Engine) TestAny(cs []*Completion) (int, bool) {
+	if !active(cs) {
+		return -1, true
+	}
+	if i := firstDone(cs); i >= 0 {
+		return i, true
+	}
+	e.pollIfOwner()
+	if i := firstDone(cs); i >= 0 {
+		return i, true
+	}
+	return -1, false
+}
+
+// WaitAll returns once every non-nil entry of cs is complete.
+func (e *Engine) WaitAll(cs []*Completion) {
+	for _, c := range cs {
+		if c != nil {
+			e.Wait(c)
+		}
+	}
+}

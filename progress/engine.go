@@ -85,13 +85,13 @@ type Engine struct {
 	wheel   *wheel.Wheel
 	nextDue uint64 // lower bound of the next timer's due count, ^0 when none (asm loads and stores)
 
-	bell    *Doorbell
-	own     Doorbell
+	bell                         *Doorbell
+	own                          Doorbell
 	spin, pause, parkMax, margin time.Duration
 	spinC, pauseC, marginC       uint64 // the same in clock counts
 
 	polls, work, fired *pvar.CounterShard // written under the polling flag
-	pending                   *pvar.LevelShard
+	pending            *pvar.LevelShard
 
 	mu       sync.Mutex // registration, Start/Stop, Close: never the message path
 	running  atomic.Bool

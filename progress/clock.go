@@ -59,6 +59,7 @@ type ClockInfo struct {
 
 type clock struct {
 	tsc, ordered bool
+	tscOrdered   bool    // tsc && ordered
 	base         uint64  // counter value at Wtime 0
 	secPerCount  float64 // 1/frequency
 	countsPerSec float64
@@ -77,10 +78,16 @@ var (
 // OS threads that synchronize with each other. The first call starts the
 // clock, which may take clock_calibration (15 ms by default).
 func Wtime() float64 {
-	c := theClock.Load()
-	if c == nil {
-		c = startClock()
+	// The common case, an ordered counter read, takes no branch on the
+	// clock's kind.
+	if c := theClock.Load(); c != nil && c.tscOrdered {
+		return float64(int64(asm.ReadTSCOrdered()-c.base)) * c.secPerCount
 	}
+	return wtimeSlow()
+}
+
+func wtimeSlow() float64 {
+	c := clockNow()
 	return float64(int64(c.read()-c.base)) * c.secPerCount
 }
 
@@ -198,7 +205,7 @@ func newTSCClock(ordered bool, window time.Duration) (*clock, error) {
 	if !(hz > 1e6) {
 		return nil, fmt.Errorf("time-stamp counter frequency %.0f Hz is implausible", hz)
 	}
-	c := &clock{tsc: true, ordered: ordered, secPerCount: 1 / hz, countsPerSec: hz}
+	c := &clock{tsc: true, ordered: ordered, tscOrdered: ordered, secPerCount: 1 / hz, countsPerSec: hz}
 	c.base = c.read()
 	c.info = ClockInfo{
 		Source:          "tsc",

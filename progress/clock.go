@@ -3,6 +3,7 @@ package progress
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +23,7 @@ import (
 
 var (
 	clockSource = cvar.NewEnum("clock", "auto", []string{"auto", "tsc", "monotonic"},
-		"Clock behind Wtime, Wtick and timers: auto uses the time-stamp counter where it is invariant and the monotonic clock otherwise; tsc insists on the counter (falling back, with the reason in ClockInfo, where it cannot be used); monotonic always uses the operating system's monotonic clock.",
+		"Clock behind Wtime, Wtick and timers: auto uses the time-stamp counter where it is invariant and the monotonic clock otherwise; tsc uses the counter even where the CPU does not report it invariant (for hypervisors that hide the flag; wrong on hardware whose counter really does stop or change rate); monotonic always uses the operating system's monotonic clock.",
 		cvar.WithScope(cvar.ScopeReadonly), cvar.WithCategory("clock"))
 	clockOrdered = cvar.NewBool("clock_ordered", true,
 		"Read the time-stamp counter only after earlier instructions complete (LFENCE;RDTSC), so that Wtime is monotonic across threads that communicate. Turning it off saves about 8 ns a read but lets a thread read a time earlier than one another thread read before signalling it.",
@@ -156,6 +157,9 @@ func startClock() *clock {
 func newClock(source string, ordered bool, window time.Duration) *clock {
 	if source != "monotonic" {
 		why := tscUnusable()
+		if source == "tsc" && asm.HasTSC && !strings.HasPrefix(why, "CNTFRQ") {
+			why = "" // told to trust a counter the CPU does not vouch for
+		}
 		if why == "" {
 			c, err := newTSCClock(ordered, window)
 			if err == nil {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tachyon-hpc/tachyon/asm"
 )
 
 func TestWtimeBasics(t *testing.T) {
@@ -201,5 +203,18 @@ func TestQuickMedian(t *testing.T) {
 		if want := sorted[len(sorted)/2]; got != want {
 			t.Errorf("quickMedian(%v) = %d, want %d", v, got, want)
 		}
+	}
+}
+
+func TestForcedTSC(t *testing.T) {
+	if !asm.HasTSC {
+		t.Skip("no time-stamp counter on " + runtime.GOARCH)
+	}
+	c := newClock("tsc", false, 2*time.Millisecond)
+	if c.info.Source != "tsc" || c.ordered || c.tscOrdered {
+		t.Fatalf("clock=tsc, unordered: %+v", c.info)
+	}
+	if c.info.Frequency < 1e6 {
+		t.Fatalf("frequency %g", c.info.Frequency)
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rings
+
+const raceEnabled = false

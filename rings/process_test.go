@@ -1,0 +1,373 @@
+package rings
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/asm"
+	"golang.org/x/sys/unix"
+)
+
+// Multi-process tests re-execute the test binary: TestMain sees roleEnv
+// and runs that child role instead of the tests. Parameters travel in
+// RINGS_TEST_* variables; a segment is passed by name, or as fd 3.
+const roleEnv = "RINGS_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		if err := runChild(role); err != nil {
+			fmt.Fprintf(os.Stderr, "child %s (pid %d): %v\n", role, os.Getpid(), err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func envInt(k string) int {
+	n, _ := strconv.Atoi(os.Getenv("RINGS_TEST_" + k))
+	return n
+}
+
+// childSegment opens the segment the parent passed.
+func childSegment() (*Segment, error) {
+	if name := os.Getenv("RINGS_TEST_SEG"); name != "" {
+		return OpenSegment(name)
+	}
+	f := os.NewFile(3, "segment")
+	defer f.Close()
+	return OpenSegmentFile(f)
+}
+
+// pinSelf locks the calling goroutine to its thread and the thread to cpu.
+func pinSelf(cpu int) error {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(0, &set)
+}
+
+func runChild(role string) error {
+	if role == "exit" {
+		return nil
+	}
+	seg, err := childSegment()
+	if err != nil {
+		return err
+	}
+	defer seg.Close()
+	if cpu := os.Getenv("RINGS_TEST_CPU"); cpu != "" {
+		c, _ := strconv.Atoi(cpu)
+		if err := pinSelf(c); err != nil {
+			return err
+		}
+	}
+	n, ring, id := envInt("N"), envInt("RING"), envInt("ID")
+	switch role {
+	case "cell-send": // n messages (forever if n == 0) of 8..MaxPayload bytes
+		r, err := seg.CellRing(ring)
+		if err != nil {
+			return err
+		}
+		p, err := r.Producer()
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, r.MaxPayload())
+		for i := uint64(0); n == 0 || i < uint64(n); i++ {
+			m := buf[:8+int(i%uint64(r.MaxPayload()-7))]
+			pattern(m, i)
+			if err := p.Send(m); err != nil {
+				return err
+			}
+		}
+		return p.Close()
+	case "cell-recv-stall": // receive n messages, then stop reading
+		r, err := seg.CellRing(ring)
+		if err != nil {
+			return err
+		}
+		c, err := r.Consumer()
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, r.MaxPayload())
+		for range n {
+			if _, err := c.Recv(buf); err != nil {
+				return err
+			}
+		}
+		time.Sleep(time.Hour)
+	case "record-send": // n records of 0..996 bytes
+		r, err := seg.RecordRing(ring)
+		if err != nil {
+			return err
+		}
+		w, err := r.Writer()
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 1000)
+		for i := uint64(0); i < uint64(n); i++ {
+			m := buf[:i%997]
+			pattern(m, i)
+			if err := w.Write(uint32(i%1000), m); err != nil {
+				return err
+			}
+		}
+		return w.Close()
+	case "mpsc-send": // n records (forever if 0) tagged with id, then an end record
+		r, err := seg.RecordRing(ring)
+		if err != nil {
+			return err
+		}
+		w, err := r.Writer()
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 200)
+		for i := uint64(0); n == 0 || i < uint64(n); i++ {
+			m := buf[:8+i%150]
+			pattern(m, i)
+			if err := w.Write(uint32(id), m); err != nil {
+				return err
+			}
+		}
+		if err := w.Write(uint32(id), []byte("end")); err != nil {
+			return err
+		}
+		return w.Close()
+	case "pingpong": // echo n messages from ring to ring+1
+		a, err := seg.CellRing(ring)
+		if err != nil {
+			return err
+		}
+		b, err := seg.CellRing(ring + 1)
+		if err != nil {
+			return err
+		}
+		c, err := a.Consumer()
+		if err != nil {
+			return err
+		}
+		p, err := b.Producer()
+		if err != nil {
+			return err
+		}
+		var buf [64]byte
+		if err := p.Send(buf[:8]); err != nil { // ready
+			return err
+		}
+		for range n {
+			k, err := c.Recv(buf[:])
+			if err != nil {
+				return err
+			}
+			if err := p.Send(buf[:k]); err != nil {
+				return err
+			}
+		}
+	case "floor": // echo n values of the ping word into the pong word
+		mem, err := seg.Region(ring)
+		if err != nil {
+			return err
+		}
+		ping, pong, ready := floorWords(mem)
+		asm.StoreRelease64(ready, 1)
+		for i := uint64(1); i <= uint64(n); i++ {
+			for asm.LoadAcquire64(ping) != i {
+			}
+			asm.StoreRelease64(pong, i)
+		}
+	case "tput-cell": // n messages of RINGS_TEST_SIZE bytes in batches
+		r, err := seg.CellRing(ring)
+		if err != nil {
+			return err
+		}
+		p, err := r.Producer()
+		if err != nil {
+			return err
+		}
+		return cellProduce(p, n, envInt("SIZE"), envInt("BATCH"))
+	case "tput-record": // n records of RINGS_TEST_SIZE bytes
+		r, err := seg.RecordRing(ring)
+		if err != nil {
+			return err
+		}
+		w, err := r.Writer()
+		if err != nil {
+			return err
+		}
+		return recordProduce(w, n, envInt("SIZE"))
+	default:
+		return fmt.Errorf("unknown role %q", role)
+	}
+	return nil
+}
+
+// floorWords returns the words of a raw region used for the cache-line
+// ping-pong floor: one line per direction, one for the start signal.
+func floorWords(mem []byte) (ping, pong, ready *uint64) {
+	return word64(unsafeBase(mem), 0), word64(unsafeBase(mem), CacheLine), word64(unsafeBase(mem), 2*CacheLine)
+}
+
+// cellProduce sends n messages of size bytes, claiming up to batch cells
+// at a time.
+func cellProduce(p *CellProducer, n, size, batch int) error {
+	msg := make([]byte, size)
+	s := newSpinner()
+	for sent := 0; sent < n; {
+		k := p.Claim(min(batch, n-sent))
+		if k == 0 {
+			if s.spin() {
+				if err := p.Check(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		for i := range k {
+			binary.LittleEndian.PutUint64(msg, uint64(sent+i))
+			copy(p.Slot(i), msg)
+			p.Commit(i, size)
+		}
+		p.Publish(k)
+		sent += k
+	}
+	return nil
+}
+
+// recordProduce writes n records of size bytes.
+func recordProduce(w *RecordWriter, n, size int) error {
+	msg := make([]byte, size)
+	for i := range n {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if err := w.Write(1, msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// child is a re-executed test binary running one role.
+type child struct {
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	done   chan error
+}
+
+// startChild runs role with the given RINGS_TEST_* settings. If seg is a
+// memfd segment (unnamed) it is passed as fd 3. The child is killed when
+// the test ends.
+func startChild(t testing.TB, role string, seg *Segment, env ...string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(os.Args[0]), done: make(chan error, 1)}
+	c.cmd.Env = append(os.Environ(), roleEnv+"="+role)
+	for i := 0; i+1 < len(env); i += 2 {
+		c.cmd.Env = append(c.cmd.Env, "RINGS_TEST_"+env[i]+"="+env[i+1])
+	}
+	if seg.Name() != "" && seg.path != "" {
+		c.cmd.Env = append(c.cmd.Env, "RINGS_TEST_SEG="+seg.Name())
+	} else {
+		f, err := seg.File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		c.cmd.ExtraFiles = []*os.File{f}
+	}
+	c.cmd.Stderr = &c.stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.done <- c.cmd.Wait() }()
+	t.Cleanup(func() {
+		c.cmd.Process.Kill()
+		<-c.done
+		c.done <- nil
+	})
+	return c
+}
+
+// wait waits for the child to exit and fails the test if it failed.
+func (c *child) wait(t testing.TB) {
+	t.Helper()
+	select {
+	case err := <-c.done:
+		c.done <- err
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, c.stderr.Bytes())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("child did not finish\n%s", c.stderr.Bytes())
+	}
+}
+
+// watchdog kills the child if the test has not finished after d, so that
+// a bug turns into a dead-peer error rather than a hang.
+func (c *child) watchdog(t testing.TB, d time.Duration) {
+	timer := time.AfterFunc(d, func() {
+		t.Errorf("watchdog: killing child after %v", d)
+		c.cmd.Process.Kill()
+	})
+	t.Cleanup(func() { timer.Stop() })
+}
+
+// twoCPUs returns two CPUs this process may run on.
+func twoCPUs(t testing.TB) (int, int) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Skip("cannot read CPU affinity:", err)
+	}
+	var cpus []int
+	for i := 0; i < 1024 && len(cpus) < 2; i++ {
+		if set.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	if len(cpus) < 2 {
+		t.Skip("needs two CPUs")
+	}
+	return cpus[0], cpus[1]
+}
+
+// pinCurrent pins the calling goroutine's thread to cpu until the
+// returned function restores it.
+func pinCurrent(t testing.TB, cpu int) func() {
+	runtime.LockOSThread()
+	var old, set unix.CPUSet
+	unix.SchedGetaffinity(0, &old)
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		runtime.UnlockOSThread()
+		t.Skip("cannot pin:", err)
+	}
+	return func() {
+		unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
+	}
+}
+
+// stressCount scales a message count for short and race runs.
+func stressCount(n int) int {
+	if *stressN > 0 {
+		return *stressN
+	}
+	if testing.Short() {
+		n /= 10
+	}
+	if raceEnabled {
+		n /= 10
+	}
+	return n
+}
+
+var _ = errors.Is

@@ -1,0 +1,622 @@
+package rings
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tachyon-hpc/tachyon/asm"
+)
+
+// Flow of one record through a record ring (Aeron's one-to-one and
+// many-to-one ring buffers):
+//
+//  1. The writer reserves 8+n bytes, rounded up to 8, at the tail: a
+//     single producer just advances its own tail; producers of a
+//     many-to-one ring compare-and-swap the shared tail. Both check a cached
+//     copy of the reader's head first and reread the shared head only when
+//     the ring looks full. A record that would cross the end of the buffer
+//     is preceded by a padding record filling the rest of the buffer.
+//  2. A many-to-one producer stores a negative length tagged with its slot
+//     at once, marking the space as claimed (so the reader can tell whose
+//     claim it waits on if that producer dies).
+//  3. The writer copies the payload, then stores the header word
+//     {length, type} with a release store: the commit.
+//  4. The reader polls the header at its head with an acquire load; a
+//     positive length is a complete record, handed to the handler in
+//     place. It then zeroes the record, so that a zero header always means
+//     "not yet written", and after the batch publishes its new head with a
+//     release store.
+
+// RecordRing carries variable-length records. A ring made by NewRecordRing
+// has one producer; one made by NewMPSCRing has many (a receiver's shared
+// inbox), possibly in different processes. Either has one reader.
+type RecordRing struct {
+	h *header
+}
+
+// Handler receives one record: its type and payload. The payload aliases
+// the ring and is valid only until the handler returns.
+type Handler func(typ uint32, p []byte)
+
+// RecordRingSize returns the bytes a single-producer record ring with
+// capacity bytes of data occupies, header included.
+func RecordRingSize(capacity int) int {
+	if capacity <= 0 {
+		return 0
+	}
+	return ringHeaderSize + capacity
+}
+
+// MPSCRingSize returns the bytes a many-to-one ring with capacity bytes of
+// data occupies, header and producer table included.
+func MPSCRingSize(capacity int) int {
+	if capacity <= 0 {
+		return 0
+	}
+	return mpscHeaderSize + capacity
+}
+
+// NewRecordRing initializes a single-producer record ring in mem, which
+// must start on a cache line and hold RecordRingSize(capacity) bytes.
+// capacity is a power of two of at least 1024 bytes; a record carries up
+// to capacity/8 - 8 bytes.
+func NewRecordRing(mem []byte, capacity int) (*RecordRing, error) {
+	return newRecordRing(mem, KindRecordRing, capacity)
+}
+
+// NewMPSCRing initializes a many-to-one record ring in mem, which must
+// start on a cache line and hold MPSCRingSize(capacity) bytes. Up to
+// MaxProducers writers may be attached at once.
+func NewMPSCRing(mem []byte, capacity int) (*RecordRing, error) {
+	return newRecordRing(mem, KindMPSCRing, capacity)
+}
+
+func newRecordRing(mem []byte, kind Kind, capacity int) (*RecordRing, error) {
+	if capacity <= 0 {
+		return nil, ErrInvalid
+	}
+	h, err := initRing(mem, kind, uint64(capacity), 0)
+	if err != nil {
+		return nil, err
+	}
+	return &RecordRing{h: h}, nil
+}
+
+// AttachRecordRing validates a record ring of either kind that another
+// process (or goroutine) initialized in mem. A mismatched or corrupt
+// header gives an error matching ErrBadSegment.
+func AttachRecordRing(mem []byte) (*RecordRing, error) {
+	h, err := attachRing(mem, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &RecordRing{h: h}, nil
+}
+
+// Kind returns KindRecordRing or KindMPSCRing.
+func (r *RecordRing) Kind() Kind { return r.h.kind }
+
+// Capacity returns the bytes of the data area.
+func (r *RecordRing) Capacity() int { return int(r.h.capacity) }
+
+// MaxPayload returns the largest record payload.
+func (r *RecordRing) MaxPayload() int { return int(r.h.maxPayload) }
+
+// Writer attaches a producer. A single-producer ring takes one writer; a
+// many-to-one ring takes up to MaxProducers at once, each for one
+// goroutine at a time, and reclaims the slots of dead processes.
+func (r *RecordRing) Writer() (*RecordWriter, error) {
+	w := &RecordWriter{r: r, capacity: r.h.capacity, mask: r.h.capacity - 1,
+		maxPayload: int(r.h.maxPayload), data: r.h.data(),
+		headp: word64(r.h.base, offHead), tailp: word64(r.h.base, offTail)}
+	if r.h.kind == KindMPSCRing {
+		w.multi = true
+		var err error
+		for i := range MaxProducers {
+			w.slot = uintptr(offSlots + i*slotSize)
+			if w.gen, err = r.h.takeSlot(w.slot, true); err == nil {
+				w.tag = uint32(i) | w.gen<<8
+				break
+			}
+		}
+		if err != nil {
+			return nil, ErrBusy
+		}
+	} else {
+		if _, err := r.h.takeSlot(offProducerSlot, false); err != nil {
+			if r.h.flags()&flagProducerClosed != 0 {
+				return nil, ErrClosed
+			}
+			return nil, err
+		}
+		w.tail = asm.LoadAcquire64(w.tailp)
+	}
+	w.headCache = asm.LoadAcquire64(w.headp)
+	return w, nil
+}
+
+// Reader attaches the ring's only reader.
+func (r *RecordRing) Reader() (*RecordReader, error) {
+	if _, err := r.h.takeSlot(offConsumerSlot, false); err != nil {
+		if r.h.flags()&flagConsumerClosed != 0 {
+			return nil, ErrClosed
+		}
+		return nil, err
+	}
+	rd := &RecordReader{r: r, capacity: r.h.capacity, mask: r.h.capacity - 1,
+		maxPayload: uint64(r.h.maxPayload), data: r.h.data(), multi: r.h.kind == KindMPSCRing,
+		headp: word64(r.h.base, offHead), tailp: word64(r.h.base, offTail)}
+	rd.head = asm.LoadAcquire64(rd.headp)
+	return rd, nil
+}
+
+// RecordWriter is one producer of a record ring. Its methods are for one
+// goroutine at a time.
+type RecordWriter struct {
+	_          pad
+	tail       uint64 // single producer: next free position
+	headCache  uint64 // reader's head as last read
+	capacity   uint64
+	mask       uint64
+	maxPayload int
+	data       unsafe.Pointer
+	headp      *uint64
+	tailp      *uint64
+	multi      bool
+	claiming   bool
+	closed     bool
+	dead       bool
+	tag        uint32 // many-to-one: slot | generation<<8, in claimed headers
+	gen        uint32
+	slot       uintptr
+	claimIdx   uint64
+	claimLen   uint64
+	r          *RecordRing
+	_          pad
+}
+
+func (w *RecordWriter) hdr(idx uint64) *uint64 { return (*uint64)(unsafe.Add(w.data, idx)) }
+
+// Claim reserves space for one record with an n-byte payload and returns
+// the payload area to fill in place; Commit publishes it and Abort gives
+// it up. It returns ErrFull if the space is not free, ErrTooLarge if n
+// exceeds MaxPayload, and ErrInvalid if a claim is already open.
+func (w *RecordWriter) Claim(n int) ([]byte, error) {
+	if uint(n) > uint(w.maxPayload) || w.claiming || w.closed {
+		return nil, w.claimErr(n)
+	}
+	length := uint64(recordHeader + n)
+	need := align(length, recordAlign)
+	var idx uint64
+	var ok bool
+	if w.multi {
+		idx, ok = w.claimShared(need, length)
+	} else {
+		idx, ok = w.claimOwn(need)
+	}
+	if !ok {
+		return nil, ErrFull
+	}
+	w.claiming, w.claimIdx, w.claimLen = true, idx, length
+	return unsafe.Slice((*byte)(unsafe.Add(w.data, idx+recordHeader)), n), nil
+}
+
+func (w *RecordWriter) claimErr(n int) error {
+	switch {
+	case w.closed:
+		return ErrClosed
+	case w.claiming:
+		return ErrInvalid
+	case n < 0:
+		return ErrInvalid
+	}
+	return ErrTooLarge
+}
+
+// claimOwn reserves need bytes for a single producer.
+func (w *RecordWriter) claimOwn(need uint64) (uint64, bool) {
+	t := w.tail
+	idx := t & w.mask
+	var padding uint64
+	if toEnd := w.capacity - idx; need > toEnd {
+		padding = toEnd
+	}
+	if t+padding+need-w.headCache > w.capacity {
+		w.headCache = asm.LoadAcquire64(w.headp)
+		if t+padding+need-w.headCache > w.capacity {
+			return 0, false
+		}
+	}
+	if padding != 0 {
+		asm.StoreRelease64(w.hdr(idx), padding|uint64(typePadding)<<32)
+		idx = 0
+	}
+	w.tail = t + padding + need
+	return idx, true
+}
+
+// claimShared reserves need bytes among many producers and marks them
+// claimed with a negative length tagged with this writer's slot.
+func (w *RecordWriter) claimShared(need, length uint64) (uint64, bool) {
+	for {
+		t := asm.LoadAcquire64(w.tailp)
+		idx := t & w.mask
+		var padding uint64
+		if toEnd := w.capacity - idx; need > toEnd {
+			padding = toEnd
+		}
+		if t+padding+need-w.headCache > w.capacity || t < w.headCache {
+			w.headCache = asm.LoadAcquire64(w.headp)
+			if t < w.headCache {
+				continue // t is stale: the reader is already past it
+			}
+			if t+padding+need-w.headCache > w.capacity {
+				return 0, false
+			}
+		}
+		if !atomic.CompareAndSwapUint64(w.tailp, t, t+padding+need) {
+			continue
+		}
+		if padding != 0 {
+			asm.StoreRelease64(w.hdr(idx), padding|uint64(typePadding)<<32)
+			idx = 0
+		}
+		asm.StoreRelease64(w.hdr(idx), uint64(uint32(-int32(length)))|uint64(w.tag)<<32)
+		return idx, true
+	}
+}
+
+// Commit publishes the claimed record with type typ (at most
+// MaxRecordType).
+func (w *RecordWriter) Commit(typ uint32) error {
+	if !w.claiming || typ > MaxRecordType {
+		return ErrInvalid
+	}
+	asm.StoreRelease64(w.hdr(w.claimIdx), w.claimLen|uint64(typ)<<32)
+	w.claiming = false
+	if !w.multi {
+		asm.StoreRelease64(w.tailp, w.tail)
+	}
+	return nil
+}
+
+// Abort gives up the claimed record: the reader skips its space.
+func (w *RecordWriter) Abort() {
+	if !w.claiming {
+		return
+	}
+	asm.StoreRelease64(w.hdr(w.claimIdx), align(w.claimLen, recordAlign)|uint64(typePadding)<<32)
+	w.claiming = false
+	if !w.multi {
+		asm.StoreRelease64(w.tailp, w.tail)
+	}
+}
+
+// TryWrite copies p into a new record of type typ and publishes it. It
+// returns ErrFull if the ring has no room, ErrTooLarge if p exceeds
+// MaxPayload, and ErrInvalid for a type above MaxRecordType.
+func (w *RecordWriter) TryWrite(typ uint32, p []byte) error {
+	if typ > MaxRecordType {
+		return ErrInvalid
+	}
+	buf, err := w.Claim(len(p))
+	if err != nil {
+		return err
+	}
+	copy(buf, p)
+	return w.Commit(typ)
+}
+
+// Write is TryWrite that waits for room. While it waits it checks, every
+// rings_check_spins polls, that the reader lives: it returns ErrPeerDead
+// if the reader's process died and ErrClosed if the reader closed.
+func (w *RecordWriter) Write(typ uint32, p []byte) error {
+	s := newSpinner()
+	for {
+		err := w.TryWrite(typ, p)
+		if err != ErrFull {
+			return err
+		}
+		if s.spin() {
+			if err := w.Check(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Check reports the reader's state: ErrClosed if it closed, ErrPeerDead if
+// its process died, nil otherwise (also before it attaches).
+func (w *RecordWriter) Check() error {
+	err := w.r.h.peerState(offConsumerSlot, flagConsumerClosed)
+	if err != nil && err != ErrClosed && !w.dead {
+		w.dead = true
+		pvDead.Add(1)
+	}
+	return err
+}
+
+// Close detaches the writer, aborting an open claim. On a single-producer
+// ring it tells the reader that no more records will come; on a
+// many-to-one ring it frees the writer's slot.
+func (w *RecordWriter) Close() error {
+	if w.closed {
+		return ErrClosed
+	}
+	w.Abort()
+	w.closed = true
+	if w.multi {
+		w.r.h.freeSlot(w.slot, w.gen)
+	} else {
+		w.r.h.setFlag(flagProducerClosed)
+	}
+	return nil
+}
+
+// RecordReader is the reader of a record ring. Its methods are for one
+// goroutine at a time.
+type RecordReader struct {
+	_          pad
+	head       uint64
+	capacity   uint64
+	mask       uint64
+	maxPayload uint64
+	data       unsafe.Pointer
+	headp      *uint64
+	tailp      *uint64
+	multi      bool
+	closed     bool
+	dead       bool
+	broken     bool
+	stuckAt    uint64 // many-to-one: head where polls found nothing
+	stuckPolls int64
+	stuckRuns  int64
+	reaped     bool   // a producer was found dead ...
+	reapTail   uint64 // ... when the tail was here: its claims lie below
+	reapPID    int
+	pending    error  // a death reaped but not yet reported
+	r          *RecordRing
+	_          pad
+}
+
+func (rd *RecordReader) hdr(idx uint64) *uint64 { return (*uint64)(unsafe.Add(rd.data, idx)) }
+
+func (rd *RecordReader) bytes(idx, n uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(rd.data, idx)), n)
+}
+
+// Poll hands up to limit ready records to fn, in order, and returns how
+// many it handed; it never waits. Padding and aborted records are skipped.
+// A record with a malformed length is dropped with everything published
+// after it so far, counted, and reported with ErrCorrupt. On a many-to-one
+// ring, a record left claimed by a producer that died is skipped and
+// reported with ErrPeerDead once that death is seen.
+func (rd *RecordReader) Poll(fn Handler, limit int) (int, error) {
+	if rd.closed || rd.broken {
+		return 0, rd.pollErr()
+	}
+	n := 0
+	start := rd.head
+	head := start
+	var report error
+	for n < limit {
+		idx := head & rd.mask
+		w := asm.LoadAcquire64(rd.hdr(idx))
+		length := int32(uint32(w))
+		if length <= 0 {
+			if !rd.multi {
+				if length < 0 {
+					head, report = rd.corrupt(head)
+				}
+				break
+			}
+			next, skipped, err := rd.stuck(head, w)
+			if err != nil {
+				report = err
+			}
+			if head = next; skipped {
+				continue
+			}
+			break
+		}
+		typ := uint32(w >> 32)
+		step := align(uint64(length), recordAlign)
+		if uint64(length) < recordHeader || step > rd.capacity-idx ||
+			typ != typePadding && uint64(length)-recordHeader > rd.maxPayload {
+			head, report = rd.corrupt(head)
+			break
+		}
+		if typ != typePadding {
+			fn(typ, rd.bytes(idx+recordHeader, uint64(length)-recordHeader))
+			n++
+		}
+		clear(rd.bytes(idx, step))
+		head += step
+	}
+	if head != start {
+		rd.head = head
+		asm.StoreRelease64(rd.headp, head)
+	}
+	if report == nil && rd.pending != nil {
+		report, rd.pending = rd.pending, nil
+	}
+	return n, report
+}
+
+func (rd *RecordReader) pollErr() error {
+	if rd.closed {
+		return ErrClosed
+	}
+	return ErrCorrupt
+}
+
+// corrupt drops everything from head up to the tail the producers have
+// published, since a malformed length leaves no way to find the next
+// record, and returns the new head. A tail that is itself impossible
+// leaves the ring broken: every later Poll reports ErrCorrupt.
+func (rd *RecordReader) corrupt(head uint64) (uint64, error) {
+	pvMalformed.Add(1)
+	tail := asm.LoadAcquire64(rd.tailp)
+	if tail < head || tail-head > rd.capacity || tail%recordAlign != 0 {
+		rd.broken = true
+		return head, ErrCorrupt
+	}
+	for head < tail {
+		idx := head & rd.mask
+		k := min(tail-head, rd.capacity-idx)
+		clear(rd.bytes(idx, k))
+		head += k
+	}
+	return head, ErrCorrupt
+}
+
+// stuck handles a many-to-one ring whose head record is not committed (w
+// is its header word) and returns the head to go on from, whether it
+// skipped something, and the death it found. Every rings_check_spins polls
+// at the same head it looks at who holds the claim: a claim whose producer
+// died (or whose slot has since been taken by another generation) is
+// skipped. A claim whose header was never written (the producer died
+// between reserving and marking it) is turned into padding, Aeron-style,
+// up to the next written header, once a producer is known dead and
+// rings_unblock_checks intervals passed.
+func (rd *RecordReader) stuck(head, w uint64) (uint64, bool, error) {
+	if rd.stuckAt != head {
+		rd.stuckAt, rd.stuckPolls, rd.stuckRuns = head, 0, 0
+	}
+	if rd.stuckPolls++; rd.stuckPolls < checkSpins.Get() {
+		return head, false, nil
+	}
+	rd.stuckPolls = 0
+	idx := head & rd.mask
+	if length := int32(uint32(w)); length < 0 {
+		tag := uint32(w >> 32)
+		slot, gen := tag&0xff, tag>>8
+		claim := uint64(-int64(length))
+		step := align(claim, recordAlign)
+		if slot >= MaxProducers || claim < recordHeader || step > rd.capacity-idx ||
+			claim-recordHeader > rd.maxPayload {
+			head, err := rd.corrupt(head)
+			return head, false, err
+		}
+		off := uintptr(offSlots + slot*slotSize)
+		sw := atomic.LoadUint64(word64(rd.r.h.base, off))
+		pid, dead := rd.r.h.slotDead(off)
+		if slotGen(sw) == gen && slotPID(sw) != 0 && !dead {
+			return head, false, nil // its producer is alive and still writing
+		}
+		pvAbandoned.Add(1)
+		clear(rd.bytes(idx, step))
+		if !dead {
+			return head + step, true, fmt.Errorf("%w: producer in slot %d left a claim", ErrPeerDead, slot)
+		}
+		rd.r.h.freeSlot(off, gen)
+		pvDead.Add(1)
+		return head + step, true, deadErr(pid)
+	}
+	tail := asm.LoadAcquire64(rd.tailp)
+	if tail == head {
+		rd.stuckRuns = 0
+		return head, false, nil // empty
+	}
+	if rd.stuckRuns++; rd.stuckRuns < unblockChecks.Get() {
+		return head, false, nil
+	}
+	if tail < head || tail-head > rd.capacity {
+		head, err := rd.corrupt(head)
+		return head, false, err
+	}
+	rd.reapProducers()
+	if !rd.reaped || head >= rd.reapTail {
+		// No producer died with a claim below this head: a live one is
+		// just slow to mark its claim.
+		rd.reaped, rd.stuckRuns = false, 0
+		return head, false, nil
+	}
+	// The claimed space is all zeros (the reader zeroes what it consumes
+	// and a producer marks its claim before writing its payload): the next
+	// non-zero aligned word is the next record's header.
+	limit := min(tail-head, rd.capacity-idx)
+	gap := uint64(recordAlign)
+	for gap < limit && atomic.LoadUint64(rd.hdr(idx+gap)) == 0 {
+		gap += recordAlign
+	}
+	pvAbandoned.Add(1)
+	asm.StoreRelease64(rd.hdr(idx), gap|uint64(typePadding)<<32)
+	return head, true, nil // the death was reported when it was reaped
+}
+
+// reapProducers frees the slots of dead producers. Each death it finds is
+// left in rd.pending, to be reported exactly once by Poll or Check: the
+// slot is free afterwards, so no later look would find it again.
+func (rd *RecordReader) reapProducers() {
+	for i := range MaxProducers {
+		off := uintptr(offSlots + i*slotSize)
+		if p, dead := rd.r.h.slotDead(off); dead {
+			sw := atomic.LoadUint64(word64(rd.r.h.base, off))
+			rd.r.h.freeSlot(off, slotGen(sw))
+			pvDead.Add(1)
+			rd.reaped, rd.reapPID = true, p
+			rd.reapTail = asm.LoadAcquire64(rd.tailp)
+			rd.pending = deadErr(p)
+		}
+	}
+}
+
+// Read is Poll that waits until at least one record is handed to fn.
+// While it waits it checks, every rings_check_spins polls, the producers:
+// on a single-producer ring it returns ErrClosed or ErrPeerDead once
+// everything published has been read and the producer closed or died; on
+// a many-to-one ring it returns ErrPeerDead when it finds a producer dead
+// (later Reads go on with the others).
+func (rd *RecordReader) Read(fn Handler, limit int) (int, error) {
+	s := newSpinner()
+	for {
+		n, err := rd.Poll(fn, limit)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		if s.spin() {
+			if err := rd.Check(); err != nil {
+				if rd.multi {
+					return 0, err // the others' records wait for the next Read
+				}
+				if n, err2 := rd.Poll(fn, limit); n > 0 || err2 != nil {
+					return n, err2
+				}
+				return 0, err
+			}
+		}
+	}
+}
+
+// Check reports the producers' state. On a single-producer ring: ErrClosed
+// if the producer closed, ErrPeerDead if its process died. On a
+// many-to-one ring: ErrPeerDead if a producer's process died since the
+// last check (its slot is freed). Records published before can still be
+// read.
+func (rd *RecordReader) Check() error {
+	if rd.multi {
+		rd.reapProducers()
+		err := rd.pending
+		rd.pending = nil
+		return err
+	}
+	err := rd.r.h.peerState(offProducerSlot, flagProducerClosed)
+	if err != nil && err != ErrClosed && !rd.dead {
+		rd.dead = true
+		pvDead.Add(1)
+	}
+	return err
+}
+
+// Close tells the producers that nothing more will be read: their blocking
+// Write returns ErrClosed.
+func (rd *RecordReader) Close() error {
+	if rd.closed {
+		return ErrClosed
+	}
+	rd.closed = true
+	rd.r.h.setFlag(flagConsumerClosed)
+	return nil
+}

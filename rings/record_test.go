@@ -1,0 +1,312 @@
+package rings
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+func newRecordPair(t testing.TB, multi bool, capacity int) (*RecordRing, *RecordWriter, *RecordReader) {
+	t.Helper()
+	var r *RecordRing
+	var err error
+	if multi {
+		r, err = NewMPSCRing(AlignedBytes(MPSCRingSize(capacity)), capacity)
+	} else {
+		r, err = NewRecordRing(AlignedBytes(RecordRingSize(capacity)), capacity)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := r.Writer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := r.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, w, rd
+}
+
+func forKinds(t *testing.T, f func(t *testing.T, multi bool)) {
+	t.Run("spsc", func(t *testing.T) { f(t, false) })
+	t.Run("mpsc", func(t *testing.T) { f(t, true) })
+}
+
+// TestRecordWrap writes records of every size through a small ring, so
+// that padding records appear at every offset of the wrap.
+func TestRecordWrap(t *testing.T) {
+	forKinds(t, func(t *testing.T, multi bool) {
+		r, w, rd := newRecordPair(t, multi, 1024)
+		if r.MaxPayload() != 120 {
+			t.Fatalf("MaxPayload %d", r.MaxPayload())
+		}
+		buf := make([]byte, 128)
+		var got, sent uint64
+		check := func(typ uint32, p []byte) {
+			if typ != uint32(got%7) || len(p) != int(got%121) || !checkPattern(p, got) {
+				t.Fatalf("record %d: type %d, %d bytes %v", got, typ, len(p), p)
+			}
+			got++
+		}
+		for sent < 5000 {
+			m := buf[:sent%121]
+			pattern(m, sent)
+			switch err := w.TryWrite(uint32(sent%7), m); err {
+			case nil:
+				sent++
+			case ErrFull:
+				if n, err := rd.Poll(check, 3); n == 0 || err != nil {
+					t.Fatalf("full ring, Poll = %d, %v", n, err)
+				}
+			default:
+				t.Fatal(err)
+			}
+		}
+		for got < sent {
+			if n, err := rd.Poll(check, 100); n == 0 || err != nil {
+				t.Fatalf("drain: %d %v", n, err)
+			}
+		}
+		if n, err := rd.Poll(check, 100); n != 0 || err != nil {
+			t.Fatalf("empty: %d %v", n, err)
+		}
+		if err := w.TryWrite(0, make([]byte, 121)); err != ErrTooLarge {
+			t.Fatalf("oversize: %v", err)
+		}
+		if err := w.TryWrite(MaxRecordType+1, nil); err != ErrInvalid {
+			t.Fatalf("padding type: %v", err)
+		}
+	})
+}
+
+func TestRecordClaimAbort(t *testing.T) {
+	forKinds(t, func(t *testing.T, multi bool) {
+		_, w, rd := newRecordPair(t, multi, 1024)
+		p, err := w.Claim(5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Claim(1); err != ErrInvalid {
+			t.Fatalf("second claim: %v", err)
+		}
+		copy(p, "abort")
+		w.Abort()
+		p, _ = w.Claim(4)
+		copy(p, "kept")
+		if err := w.Commit(9); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(9); err != ErrInvalid {
+			t.Fatalf("commit without claim: %v", err)
+		}
+		var seen []string
+		n, err := rd.Poll(func(typ uint32, p []byte) { seen = append(seen, string(p)) }, 10)
+		if n != 1 || err != nil || seen[0] != "kept" {
+			t.Fatalf("Poll = %d %v %q", n, err, seen)
+		}
+		w.Close()
+		if err := w.TryWrite(1, nil); err != ErrClosed {
+			t.Fatalf("write after close: %v", err)
+		}
+	})
+}
+
+func TestRecordClose(t *testing.T) {
+	r, w, rd := newRecordPair(t, false, 1024)
+	w.TryWrite(1, []byte("x"))
+	w.Close()
+	if _, err := r.Writer(); err != ErrClosed {
+		t.Fatalf("reattach: %v", err)
+	}
+	nop := func(uint32, []byte) {}
+	if n, err := rd.Read(nop, 10); n != 1 || err != nil {
+		t.Fatalf("Read = %d %v", n, err)
+	}
+	if n, err := rd.Read(nop, 10); n != 0 || err != ErrClosed {
+		t.Fatalf("Read after close = %d %v", n, err)
+	}
+	rd.Close()
+	if _, err := rd.Poll(nop, 1); err != ErrClosed {
+		t.Fatalf("Poll after own close: %v", err)
+	}
+}
+
+func TestRecordDeadPeer(t *testing.T) {
+	r, w, rd := newRecordPair(t, false, 1024)
+	dead := deadPID(t)
+	fakeSlot(r.h, offConsumerSlot, dead)
+	fakeSlot(r.h, offProducerSlot, dead)
+	for w.TryWrite(1, []byte("x")) == nil {
+	}
+	if err := w.Write(1, []byte("x")); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("Write to dead reader: %v", err)
+	}
+	nop := func(uint32, []byte) {}
+	for {
+		n, err := rd.Read(nop, 100)
+		if errors.Is(err, ErrPeerDead) {
+			break
+		}
+		if n == 0 || err != nil {
+			t.Fatalf("Read = %d %v", n, err)
+		}
+	}
+}
+
+func TestRecordMalformed(t *testing.T) {
+	forKinds(t, func(t *testing.T, multi bool) {
+		_, w, rd := newRecordPair(t, multi, 1024)
+		w.TryWrite(1, []byte("first"))
+		w.TryWrite(2, []byte("second"))
+		w.TryWrite(3, []byte("third"))
+		// Corrupt the second record's length.
+		hp := rd.hdr(16)
+		*hp = *hp&^0xffffffff | 5000
+		before := pvMalformed.Value()
+		var seen []string
+		fn := func(typ uint32, p []byte) { seen = append(seen, string(p)) }
+		n, err := rd.Poll(fn, 10)
+		if n != 1 || err != ErrCorrupt || seen[0] != "first" {
+			t.Fatalf("Poll = %d %v %q", n, err, seen)
+		}
+		if pvMalformed.Value()-before != 1 {
+			t.Fatal("not counted")
+		}
+		// The ring goes on after the dropped stretch.
+		w.TryWrite(4, []byte("fourth"))
+		if n, err := rd.Poll(fn, 10); n != 1 || err != nil || seen[1] != "fourth" {
+			t.Fatalf("after drop: %d %v %q", n, err, seen)
+		}
+	})
+}
+
+// TestMPSCAbandonedClaim: a producer dies holding a claim; the reader
+// skips it once it sees the death and goes on with the others.
+func TestMPSCAbandonedClaim(t *testing.T) {
+	defer setCvar(t, "rings_check_spins", "4")()
+	r, w, rd := newRecordPair(t, true, 1024)
+	ghost, _ := r.Writer()
+	if _, err := ghost.Claim(10); err != nil {
+		t.Fatal(err)
+	}
+	w.TryWrite(1, []byte("after"))
+	// The ghost's process "dies".
+	fakeSlot(r.h, ghost.slot, deadPID(t))
+	*word64(r.h.base, ghost.slot) = *word64(r.h.base, ghost.slot)&^(slotGenMask<<slotGenShift) | uint64(ghost.gen)<<slotGenShift
+	before := pvAbandoned.Value()
+	var seen []string
+	fn := func(typ uint32, p []byte) { seen = append(seen, string(p)) }
+	var err error
+	for i := 0; i < 100 && len(seen) == 0; i++ {
+		_, err = rd.Poll(fn, 10)
+		if err != nil && !errors.Is(err, ErrPeerDead) {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) != 1 || seen[0] != "after" || pvAbandoned.Value()-before != 1 {
+		t.Fatalf("seen %q, abandoned %d", seen, pvAbandoned.Value()-before)
+	}
+}
+
+// TestMPSCUnmarkedClaim: a producer dies between reserving space and
+// marking it; the reader turns the zeroed gap into padding.
+func TestMPSCUnmarkedClaim(t *testing.T) {
+	defer setCvar(t, "rings_check_spins", "4")()
+	defer setCvar(t, "rings_unblock_checks", "2")()
+	r, w, rd := newRecordPair(t, true, 1024)
+	ghost, _ := r.Writer()
+	// Reserve 32 bytes as the ghost would, without marking them.
+	atomic.AddUint64(word64(r.h.base, offTail), 32)
+	w.TryWrite(1, []byte("after"))
+	var seen []string
+	fn := func(typ uint32, p []byte) { seen = append(seen, string(p)) }
+	for i := 0; i < 100; i++ {
+		rd.Poll(fn, 10)
+	}
+	if len(seen) != 0 {
+		t.Fatal("skipped a live producer's claim")
+	}
+	fakeSlot(r.h, ghost.slot, deadPID(t))
+	var dead bool
+	for i := 0; i < 100 && len(seen) == 0; i++ {
+		if _, err := rd.Poll(fn, 10); errors.Is(err, ErrPeerDead) {
+			dead = true
+		}
+	}
+	if len(seen) != 1 || seen[0] != "after" || !dead {
+		t.Fatalf("seen %q, dead reported %v", seen, dead)
+	}
+}
+
+func TestMPSCSlots(t *testing.T) {
+	r, _, _ := newRecordPair(t, true, 1024)
+	var ws []*RecordWriter
+	for {
+		w, err := r.Writer()
+		if err != nil {
+			if err != ErrBusy {
+				t.Fatal(err)
+			}
+			break
+		}
+		ws = append(ws, w)
+	}
+	if len(ws) != MaxProducers-1 {
+		t.Fatalf("%d writers attached", len(ws)+1)
+	}
+	ws[3].Close()
+	if _, err := r.Writer(); err != nil {
+		t.Fatalf("slot of a closed writer not reused: %v", err)
+	}
+}
+
+// TestMPSCGoroutines: several producers, one reader; every record arrives
+// once and in order per producer.
+func TestMPSCGoroutines(t *testing.T) {
+	const producers = 4
+	n := 50000
+	if raceEnabled || testing.Short() {
+		n = 10000
+	}
+	r, _, rd := newRecordPair(t, true, 4096)
+	var wg sync.WaitGroup
+	for id := 0; id < producers; id++ {
+		w, err := r.Writer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 64)
+			for i := 0; i < n; i++ {
+				m := buf[:8+i%50]
+				pattern(m, uint64(i))
+				if err := w.Write(uint32(id), m); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	next := make([]uint64, producers)
+	total := 0
+	fn := func(typ uint32, p []byte) {
+		seq := binary.LittleEndian.Uint64(p)
+		if typ >= producers || seq != next[typ] || len(p) != 8+int(seq%50) || !checkPattern(p, seq) {
+			t.Fatalf("producer %d: got %d, want %d (%d bytes)", typ, seq, next[typ], len(p))
+		}
+		next[typ]++
+		total++
+	}
+	for total < producers*n {
+		if _, err := rd.Read(fn, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}

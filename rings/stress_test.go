@@ -1,0 +1,237 @@
+package rings
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+)
+
+// The stress tests run producers in child processes and check, in the
+// parent, that every message arrives exactly once, intact and in order,
+// across many wraps of a small ring.
+
+func TestProcessCellStress(t *testing.T) {
+	n := stressCount(4_000_000)
+	s := newTestSegment(t, SegmentSize(CellRingSize(256, 64)))
+	i, r, err := s.NewCellRing(256, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Consumer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := startChild(t, "cell-send", s, "RING", itoa(i), "N", itoa(n))
+	ch.watchdog(t, time.Minute)
+	buf := make([]byte, 64)
+	for seq := uint64(0); seq < uint64(n); seq++ {
+		k, err := c.Recv(buf)
+		if err != nil {
+			t.Fatalf("message %d: %v\n%s", seq, err, ch.stderr.Bytes())
+		}
+		if k != 8+int(seq%49) || !checkPattern(buf[:k], seq) {
+			t.Fatalf("message %d: got %d bytes, seq %d", seq, k, binary.LittleEndian.Uint64(buf))
+		}
+	}
+	if _, err := c.Recv(buf); err != ErrClosed {
+		t.Fatalf("after the last message: %v", err)
+	}
+	ch.wait(t)
+}
+
+func TestProcessRecordStress(t *testing.T) {
+	n := stressCount(1_000_000)
+	s := newTestSegment(t, SegmentSize(RecordRingSize(1<<16)))
+	i, r, err := s.NewRecordRing(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := r.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := startChild(t, "record-send", s, "RING", itoa(i), "N", itoa(n))
+	ch.watchdog(t, time.Minute)
+	seq := uint64(0)
+	fn := func(typ uint32, p []byte) {
+		if typ != uint32(seq%1000) || len(p) != int(seq%997) || !checkPattern(p, seq) {
+			t.Fatalf("record %d: type %d, %d bytes", seq, typ, len(p))
+		}
+		seq++
+	}
+	for seq < uint64(n) {
+		if _, err := rd.Read(fn, 64); err != nil {
+			t.Fatalf("after %d records: %v\n%s", seq, err, ch.stderr.Bytes())
+		}
+	}
+	if _, err := rd.Read(fn, 64); err != ErrClosed {
+		t.Fatalf("after the last record: %v", err)
+	}
+	ch.wait(t)
+}
+
+func TestProcessMPSCStress(t *testing.T) {
+	const producers = 3
+	n := stressCount(1_000_000)
+	s := newTestSegment(t, SegmentSize(MPSCRingSize(1<<14)))
+	i, r, err := s.NewMPSCRing(1 << 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := r.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kids []*child
+	for id := range producers {
+		ch := startChild(t, "mpsc-send", s, "RING", itoa(i), "N", itoa(n), "ID", itoa(id))
+		ch.watchdog(t, time.Minute)
+		kids = append(kids, ch)
+	}
+	next := make([]uint64, producers)
+	ended := 0
+	fn := mpscChecker(t, next, &ended)
+	for ended < producers {
+		if _, err := rd.Read(fn, 64); err != nil {
+			t.Fatalf("after %v: %v", next, err)
+		}
+	}
+	for id, ch := range kids {
+		ch.wait(t)
+		if next[id] != uint64(n) {
+			t.Errorf("producer %d: %d records, want %d", id, next[id], n)
+		}
+	}
+}
+
+// mpscChecker returns a handler that checks each producer's records
+// arrive in order and counts end records.
+func mpscChecker(t *testing.T, next []uint64, ended *int) Handler {
+	return func(typ uint32, p []byte) {
+		if int(typ) >= len(next) {
+			t.Fatalf("record of unknown producer %d", typ)
+		}
+		if string(p) == "end" {
+			*ended++
+			return
+		}
+		seq := next[typ]
+		if len(p) != 8+int(seq%150) || !checkPattern(p, seq) {
+			t.Fatalf("producer %d: record %d: %d bytes, seq %d", typ, seq, len(p), binary.LittleEndian.Uint64(p))
+		}
+		next[typ]++
+	}
+}
+
+// TestProcessKillProducer kills a producer mid-stream: the consumer gets
+// everything it published, in order, then ErrPeerDead.
+func TestProcessKillProducer(t *testing.T) {
+	defer setCvar(t, "rings_check_spins", "1024")()
+	s := newTestSegment(t, SegmentSize(CellRingSize(64, 64)))
+	i, r, _ := s.NewCellRing(64, 64)
+	c, _ := r.Consumer()
+	ch := startChild(t, "cell-send", s, "RING", itoa(i), "N", "0")
+	buf := make([]byte, 64)
+	seq := uint64(0)
+	for ; seq < 100_000; seq++ {
+		if k, err := c.Recv(buf); err != nil || !checkPattern(buf[:k], seq) {
+			t.Fatalf("message %d: %v", seq, err)
+		}
+	}
+	ch.cmd.Process.Kill() // not reaped: a zombie counts as dead
+	start := time.Now()
+	for {
+		k, err := c.Recv(buf)
+		if errors.Is(err, ErrPeerDead) {
+			t.Logf("dead producer reported %v after the kill, %d messages received", time.Since(start), seq)
+			break
+		}
+		if err != nil || !checkPattern(buf[:k], seq) {
+			t.Fatalf("message %d: %v", seq, err)
+		}
+		seq++
+	}
+}
+
+// TestProcessKillConsumer kills a consumer that stopped reading: the
+// producer blocked on a full ring gets ErrPeerDead.
+func TestProcessKillConsumer(t *testing.T) {
+	defer setCvar(t, "rings_check_spins", "1024")()
+	s := newTestSegment(t, SegmentSize(CellRingSize(16, 64)))
+	i, r, _ := s.NewCellRing(16, 64)
+	p, _ := r.Producer()
+	ch := startChild(t, "cell-recv-stall", s, "RING", itoa(i), "N", "10")
+	for k := 0; k < 26; k++ {
+		if err := p.Send([]byte("m")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.TrySend([]byte("m")); err != ErrFull {
+		t.Fatalf("ring should be full: %v", err)
+	}
+	time.AfterFunc(50*time.Millisecond, func() { ch.cmd.Process.Kill() })
+	if err := p.Send([]byte("m")); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("Send to killed consumer: %v", err)
+	}
+}
+
+// TestProcessKillMPSCProducer kills one of three producers of a
+// many-to-one ring: the others' records all arrive in order, the killed
+// one's arrive in order up to its death, and the reader reports it.
+func TestProcessKillMPSCProducer(t *testing.T) {
+	defer setCvar(t, "rings_check_spins", "1024")()
+	const producers = 3
+	n := stressCount(300_000)
+	s := newTestSegment(t, SegmentSize(MPSCRingSize(1<<12)))
+	i, r, _ := s.NewMPSCRing(1 << 12)
+	rd, _ := r.Reader()
+	var kids []*child
+	for id := range producers {
+		count := n
+		if id == 1 {
+			count = 0 // forever, until killed
+		}
+		ch := startChild(t, "mpsc-send", s, "RING", itoa(i), "N", itoa(count), "ID", itoa(id))
+		ch.watchdog(t, time.Minute)
+		kids = append(kids, ch)
+	}
+	next := make([]uint64, producers)
+	ended := 0
+	fn := mpscChecker(t, next, &ended)
+	killed, reported := false, false
+	deadline := time.Now().Add(time.Minute)
+	for ended < producers-1 || !reported {
+		if time.Now().After(deadline) {
+			t.Fatalf("stuck: ended %d, reported %v, next %v, head %d tail %d, header %#x",
+				ended, reported, next, rd.head, *rd.tailp, *rd.hdr(rd.head&rd.mask))
+		}
+		_, err := rd.Read(fn, 64)
+		if errors.Is(err, ErrPeerDead) {
+			if !killed {
+				t.Fatalf("ErrPeerDead before the kill: %v", err)
+			}
+			reported = true
+			t.Logf("reported: %v", err)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if !killed && next[1] > 1000 {
+			kids[1].cmd.Process.Kill()
+			killed = true
+		}
+	}
+	if next[0] != uint64(n) || next[2] != uint64(n) {
+		t.Fatalf("survivors delivered %d and %d, want %d", next[0], next[2], n)
+	}
+	t.Logf("killed producer delivered %d records", next[1])
+}
+
+func itoa(n int) string { return string(appendInt(nil, n)) }
+
+func appendInt(b []byte, n int) []byte {
+	if n >= 10 {
+		b = appendInt(b, n/10)
+	}
+	return append(b, byte('0'+n%10))
+}

@@ -1,0 +1,45 @@
+package rings
+
+import (
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// Control variables.
+var (
+	shmDir = cvar.NewString("rings_shm_dir", "/dev/shm",
+		"Directory that holds named shared-memory segments; it must be a tmpfs that every process of a job sees alike.",
+		cvar.WithCategory("rings"), cvar.WithScope(cvar.ScopeReadonly))
+	checkSpins = cvar.NewInt("rings_check_spins", 1<<14,
+		"Empty polls a blocking ring operation (Send, Recv, Write, Read) makes between two checks that its peer is alive and has not closed; a dead peer is reported at most this many polls after it is noticed.",
+		cvar.WithCategory("rings"), cvar.WithRange(1, 1<<30), cvar.WithUnit("polls"))
+	peerCheck = cvar.NewBool("rings_peer_check", true,
+		"Check peer processes' liveness by pid (kill(pid, 0) and /proc/<pid>/stat start time). Turn off only where the peers live in different PID namespaces, where a pid means nothing to the other side.",
+		cvar.WithCategory("rings"))
+	unblockChecks = cvar.NewInt("rings_unblock_checks", 8,
+		"Liveness-check intervals a many-to-one ring's reader waits at a claimed but never-written record, once a producer is known dead, before it skips the gap as that producer's abandoned claim.",
+		cvar.WithCategory("rings"), cvar.WithRange(1, 1<<20))
+	maxSegment = cvar.NewInt("rings_max_segment_size", 1<<34,
+		"Largest shared-memory segment CreateSegment makes or OpenSegment accepts.",
+		cvar.WithCategory("rings"), cvar.WithRange(SegmentHeaderSize+CacheLine, 1<<46), cvar.WithUnit("bytes"))
+)
+
+// Performance variables.
+var (
+	pvCreated = pvar.NewCounter("rings_segments_created",
+		"Shared-memory segments created by this process.", pvar.WithUnit("segments"))
+	pvOpened = pvar.NewCounter("rings_segments_opened",
+		"Shared-memory segments created elsewhere and opened by this process.", pvar.WithUnit("segments"))
+	pvRemoved = pvar.NewCounter("rings_segments_removed",
+		"Named segments removed by Segment.Remove.", pvar.WithUnit("segments"))
+	pvStale = pvar.NewCounter("rings_stale_segments_removed",
+		"Segments left by dead owners (no live process holds them) removed by RemoveStale or CreateSegment.", pvar.WithUnit("segments"))
+	pvRejected = pvar.NewCounter("rings_corrupt_segments_rejected",
+		"Segments and rings whose headers failed validation on open or attach.", pvar.WithUnit("segments"))
+	pvMalformed = pvar.NewCounter("rings_malformed_dropped",
+		"Cells and records with malformed lengths from a peer, dropped by the receiver.", pvar.WithUnit("messages"))
+	pvAbandoned = pvar.NewCounter("rings_abandoned_records",
+		"Records claimed in a many-to-one ring by a producer that died before committing them, skipped by the reader.", pvar.WithUnit("records"))
+	pvDead = pvar.NewCounter("rings_dead_peers",
+		"Peer processes found dead by a ring's liveness check.", pvar.WithUnit("processes"))
+)

@@ -375,7 +375,7 @@ type RecordReader struct {
 	reaped     bool   // a producer was found dead ...
 	reapTail   uint64 // ... when the tail was here: its claims lie below
 	reapPID    int
-	pending    error  // a death reaped but not yet reported
+	pending    error // a death reaped but not yet reported
 	r          *RecordRing
 	_          pad
 }

@@ -161,8 +161,12 @@ func TestSegmentCorrupt(t *testing.T) {
 		"truncate": func(b []byte) []byte { return b[:len(b)-4096] },
 		"count":    func(b []byte) []byte { b[offSegCount] = 200; return b },
 		"region":   func(b []byte) []byte { b[offSegTable+16+3] = 0x7f; return b },
-		"overlap":  func(b []byte) []byte { b[offSegTable+regionEntrySize+8] = 0; b[offSegTable+regionEntrySize+9] = 0x10; return b },
-		"kind":     func(b []byte) []byte { b[offSegTable] = 9; return b },
+		"overlap": func(b []byte) []byte {
+			b[offSegTable+regionEntrySize+8] = 0
+			b[offSegTable+regionEntrySize+9] = 0x10
+			return b
+		},
+		"kind": func(b []byte) []byte { b[offSegTable] = 9; return b },
 	}
 	for name, corrupt := range cases {
 		t.Run(name, func(t *testing.T) {

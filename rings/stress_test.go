@@ -204,7 +204,7 @@ func TestProcessKillMPSCProducer(t *testing.T) {
 	for ended < producers-1 || !reported {
 		if time.Now().After(deadline) {
 			t.Fatalf("stuck: ended %d, reported %v, next %v, head %d tail %d, header %#x",
-				ended, reported, next, rd.head, *rd.tailp, *rd.hdr(rd.head&rd.mask))
+				ended, reported, next, rd.head, *rd.tailp, *rd.hdr(rd.head & rd.mask))
 		}
 		_, err := rd.Read(fn, 64)
 		if errors.Is(err, ErrPeerDead) {

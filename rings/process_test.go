@@ -197,7 +197,7 @@ func runChild(role string) error {
 			return err
 		}
 		return cellProduce(p, n, envInt("SIZE"), envInt("BATCH"))
-	case "tput-record": // n records of RINGS_TEST_SIZE bytes
+	case "tput-record": // n records of RINGS_TEST_SIZE bytes, of type ID+1
 		r, err := seg.RecordRing(ring)
 		if err != nil {
 			return err
@@ -206,7 +206,10 @@ func runChild(role string) error {
 		if err != nil {
 			return err
 		}
-		return recordProduce(w, n, envInt("SIZE"))
+		if err := recordProduce(w, n, envInt("SIZE"), uint32(id)+1); err != nil {
+			return err
+		}
+		return w.Close()
 	default:
 		return fmt.Errorf("unknown role %q", role)
 	}
@@ -245,12 +248,13 @@ func cellProduce(p *CellProducer, n, size, batch int) error {
 	return nil
 }
 
-// recordProduce writes n records of size bytes.
-func recordProduce(w *RecordWriter, n, size int) error {
+// recordProduce writes n records of size bytes and type typ, each
+// carrying its sequence number in its first eight bytes.
+func recordProduce(w *RecordWriter, n, size int, typ uint32) error {
 	msg := make([]byte, size)
 	for i := range n {
 		binary.LittleEndian.PutUint64(msg, uint64(i))
-		if err := w.Write(1, msg); err != nil {
+		if err := w.Write(typ, msg); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,515 @@
+package rings
+
+import (
+	"encoding/binary"
+	"errors"
+	"io/fs"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/tachyon-hpc/tachyon/asm"
+)
+
+// Benchmarks. The process benchmarks re-execute the test binary as the
+// other side (see process_test.go), pin the two processes to different
+// CPUs and make a new segment for every run, since a side of a ring, once
+// its process has exited, cannot be attached again. Timing starts once
+// the child is up and has shown its first message, so process start-up is
+// not counted.
+//
+//	go test -run XXX -bench . ./rings
+//
+// Each benchmark that compares two things runs them as sub-benchmarks of
+// one function, so they share a run (and the machine's mood).
+
+// benchSegment makes a named segment for one benchmark run, or skips the
+// benchmark where shared memory cannot be had.
+func benchSegment(b *testing.B, size int) *Segment {
+	b.Helper()
+	if runtime.GOOS != "linux" {
+		b.Skip("shared-memory segments need Linux")
+	}
+	if st, err := os.Stat(shmDir.Get()); err != nil || !st.IsDir() {
+		b.Skipf("no shared-memory directory %s (rings_shm_dir)", shmDir.Get())
+	}
+	s, err := CreateSegment(testName(), size)
+	if errors.Is(err, ErrUnsupported) || errors.Is(err, fs.ErrPermission) {
+		b.Skip("cannot create a shared-memory segment:", err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		s.Remove()
+		s.Close()
+	})
+	return s
+}
+
+// pingPongCells is the size of each cell ring of the ping-pong benchmarks:
+// large enough that a producer rereads the consumer's head only once every
+// 64 messages.
+const pingPongCells = 64
+
+// BenchmarkPingPongProcesses measures the one-way latency of an 8-byte
+// message between two processes pinned to different CPUs, through a pair
+// of cell rings (the child echoes each message back), beside the floor:
+// one cache-line word ping-ponged between the same two pinned processes
+// with release stores and acquire loads and nothing else. ns/op is one
+// round trip; ns/oneway is half of it; ring/floor is the ring's one-way
+// latency over the floor's measured just before it in the same run.
+func BenchmarkPingPongProcesses(b *testing.B) {
+	cpuA, cpuB := twoCPUs(b)
+	var floor float64
+	b.Run("floor", func(b *testing.B) {
+		floor = floorPingPong(b, cpuA, cpuB)
+	})
+	b.Run("ring", func(b *testing.B) {
+		ns := ringPingPong(b, cpuA, cpuB)
+		if floor > 0 {
+			b.ReportMetric(ns/floor, "ring/floor")
+		}
+	})
+}
+
+// floorPingPong ping-pongs two words of one raw region with a "floor"
+// child and returns the one-way time in ns.
+func floorPingPong(b *testing.B, cpuA, cpuB int) float64 {
+	s := benchSegment(b, SegmentSize(3*CacheLine))
+	i, mem, err := s.NewRegion(3 * CacheLine)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ping, pong, ready := floorWords(mem)
+	defer pinCurrent(b, cpuA)()
+	ch := startChild(b, "floor", s, "RING", itoa(i), "N", itoa(b.N), "CPU", itoa(cpuB))
+	for sp := newSpinner(); asm.LoadAcquire64(ready) == 0; {
+		if sp.spin() && childExited(ch) {
+			b.Fatalf("floor child failed\n%s", ch.stderr.Bytes())
+		}
+	}
+	b.ResetTimer()
+	for v := uint64(1); v <= uint64(b.N); v++ {
+		asm.StoreRelease64(ping, v)
+		for asm.LoadAcquire64(pong) != v {
+		}
+	}
+	b.StopTimer()
+	ch.wait(b)
+	return oneway(b)
+}
+
+// ringPingPong sends 8-byte messages to a "pingpong" child through one
+// cell ring and receives its echoes through another, and returns the
+// one-way time in ns.
+func ringPingPong(b *testing.B, cpuA, cpuB int) float64 {
+	size := CellRingSize(pingPongCells, 64)
+	s := benchSegment(b, SegmentSize(size, size))
+	ia, ra, err := s.NewCellRing(pingPongCells, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, rb, err := s.NewCellRing(pingPongCells, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := ra.Producer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := rb.Consumer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pinCurrent(b, cpuA)()
+	ch := startChild(b, "pingpong", s, "RING", itoa(ia), "N", itoa(b.N), "CPU", itoa(cpuB))
+	var buf [64]byte
+	if _, err := c.Recv(buf[:]); err != nil { // the child is ready
+		b.Fatalf("%v\n%s", err, ch.stderr.Bytes())
+	}
+	msg := buf[:8]
+	b.ResetTimer()
+	for i := range b.N {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if err := p.Send(msg); err != nil {
+			b.Fatal(err)
+		}
+		n, err := c.Recv(buf[:])
+		if err != nil || n != 8 || binary.LittleEndian.Uint64(buf[:]) != uint64(i) {
+			b.Fatalf("echo %d: %d bytes, %v\n%s", i, n, err, ch.stderr.Bytes())
+		}
+	}
+	b.StopTimer()
+	ch.wait(b)
+	return oneway(b)
+}
+
+// oneway reports and returns half the time of one iteration.
+func oneway(b *testing.B) float64 {
+	ns := float64(b.Elapsed().Nanoseconds()) / float64(2*b.N)
+	b.ReportMetric(ns, "ns/oneway")
+	return ns
+}
+
+// childExited reports whether the child has exited.
+func childExited(c *child) bool {
+	select {
+	case err := <-c.done:
+		c.done <- err
+		return true
+	default:
+		return false
+	}
+}
+
+// tputBatch is the batch a throughput producer claims and its consumer
+// peeks at once.
+const tputBatch = 64
+
+// BenchmarkThroughputProcesses measures the message rate from one producer
+// process to one consumer process, pinned to different CPUs: cell rings
+// filled and drained in batches of 64 (Claim/Slot/Commit/Publish,
+// Peek/Message/Release), and record rings (one Write per record, the
+// reader's Poll taking up to 64). Every message carries its sequence
+// number, which the consumer checks.
+func BenchmarkThroughputProcesses(b *testing.B) {
+	cpuA, cpuB := twoCPUs(b)
+	for _, size := range []int{8, 64} {
+		b.Run("cell/"+itoa(size)+"B", func(b *testing.B) { cellThroughput(b, cpuA, cpuB, size) })
+	}
+	for _, size := range []int{8, 64} {
+		b.Run("record/"+itoa(size)+"B", func(b *testing.B) { recordThroughput(b, cpuA, cpuB, size) })
+	}
+}
+
+// cellThroughput receives b.N messages of size bytes from a "tput-cell"
+// child.
+func cellThroughput(b *testing.B, cpuA, cpuB, size int) {
+	const cells = 1024
+	cellSize := 64
+	for cellSize-cellHeader < size {
+		cellSize *= 2
+	}
+	s := benchSegment(b, SegmentSize(CellRingSize(cells, cellSize)))
+	i, r, err := s.NewCellRing(cells, cellSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := r.Consumer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pinCurrent(b, cpuA)()
+	ch := startChild(b, "tput-cell", s, "RING", itoa(i), "N", itoa(b.N),
+		"SIZE", itoa(size), "BATCH", itoa(tputBatch), "CPU", itoa(cpuB))
+	sp := newSpinner()
+	for c.r.Len() == 0 { // wait for the child without taking anything
+		if sp.spin() && childExited(ch) {
+			b.Fatalf("producer failed\n%s", ch.stderr.Bytes())
+		}
+	}
+	b.ResetTimer()
+	for got := 0; got < b.N; {
+		k, err := c.Peek(tputBatch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if k == 0 {
+			if sp.spin() {
+				if err := c.Check(); err != nil {
+					b.Fatalf("after %d messages: %v\n%s", got, err, ch.stderr.Bytes())
+				}
+			}
+			continue
+		}
+		for j := range k {
+			m := c.Message(j)
+			if len(m) != size || binary.LittleEndian.Uint64(m) != uint64(got+j) {
+				b.Fatalf("message %d: %d bytes, seq %d", got+j, len(m), binary.LittleEndian.Uint64(m))
+			}
+		}
+		c.Release(k)
+		got += k
+	}
+	b.StopTimer()
+	ch.wait(b)
+	rate(b)
+}
+
+// recordThroughput reads b.N records of size bytes from a "tput-record"
+// child.
+func recordThroughput(b *testing.B, cpuA, cpuB, size int) {
+	const capacity = 1 << 18
+	s := benchSegment(b, SegmentSize(RecordRingSize(capacity)))
+	i, r, err := s.NewRecordRing(capacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rd, err := r.Reader()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pinCurrent(b, cpuA)()
+	ch := startChild(b, "tput-record", s, "RING", itoa(i), "N", itoa(b.N),
+		"SIZE", itoa(size), "CPU", itoa(cpuB))
+	next := make([]uint64, 1)
+	fn := seqChecker(b, next, size)
+	readRecords(b, rd, ch, b.N, fn, func() { b.ResetTimer() })
+	b.StopTimer()
+	ch.wait(b)
+	rate(b)
+}
+
+// seqChecker returns a handler that checks that the records of type id+1
+// carry the sequence numbers next[id], next[id]+1, ... and are size bytes.
+func seqChecker(b *testing.B, next []uint64, size int) Handler {
+	return func(typ uint32, p []byte) {
+		id := int(typ) - 1
+		if id < 0 || id >= len(next) || len(p) != size || binary.LittleEndian.Uint64(p) != next[id] {
+			b.Fatalf("record of type %d, %d bytes: want seq %v", typ, len(p), next)
+		}
+		next[id]++
+	}
+}
+
+// readRecords reads n records, calling start once the first has arrived
+// (before it is read), and fails the benchmark if a producer dies first.
+func readRecords(b *testing.B, rd *RecordReader, ch *child, n int, fn Handler, start func()) {
+	sp := newSpinner()
+	for asm.LoadAcquire64(rd.tailp) == rd.head {
+		if sp.spin() && childExited(ch) {
+			b.Fatalf("producer failed\n%s", ch.stderr.Bytes())
+		}
+	}
+	start()
+	for got := 0; got < n; {
+		k, err := rd.Poll(fn, tputBatch)
+		if err != nil {
+			b.Fatalf("after %d records: %v\n%s", got, err, ch.stderr.Bytes())
+		}
+		if k == 0 {
+			if sp.spin() {
+				if err := rd.Check(); err != nil {
+					b.Fatalf("after %d records: %v\n%s", got, err, ch.stderr.Bytes())
+				}
+			}
+			continue
+		}
+		got += k
+	}
+}
+
+// rate reports millions of messages per second, one message per iteration.
+func rate(b *testing.B) {
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s/1e6, "Mmsg/s")
+	}
+}
+
+// BenchmarkMPSCProcesses measures the rate at which one reader drains
+// 8-byte records from a many-to-one ring written by several producer
+// processes at once. The reader is pinned to one CPU and the producers to
+// the other: on a two-CPU machine they share it.
+func BenchmarkMPSCProcesses(b *testing.B) {
+	cpuA, cpuB := twoCPUs(b)
+	for _, producers := range []int{1, 2, 4} {
+		b.Run("producers="+itoa(producers), func(b *testing.B) { mpscThroughput(b, cpuA, cpuB, producers) })
+	}
+}
+
+func mpscThroughput(b *testing.B, cpuA, cpuB, producers int) {
+	const capacity, size = 1 << 18, 8
+	s := benchSegment(b, SegmentSize(MPSCRingSize(capacity)))
+	i, r, err := s.NewMPSCRing(capacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rd, err := r.Reader()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pinCurrent(b, cpuA)()
+	var kids []*child
+	for id := range producers {
+		n := b.N / producers
+		if id == 0 {
+			n += b.N % producers
+		}
+		kids = append(kids, startChild(b, "tput-record", s, "RING", itoa(i), "N", itoa(n),
+			"SIZE", itoa(size), "ID", itoa(id), "CPU", itoa(cpuB)))
+	}
+	next := make([]uint64, producers)
+	readRecords(b, rd, kids[0], b.N, seqChecker(b, next, size), func() { b.ResetTimer() })
+	b.StopTimer()
+	for _, ch := range kids {
+		ch.wait(b)
+	}
+	rate(b)
+}
+
+// BenchmarkGoroutinePingPong measures one-way latency between two
+// goroutines of one process: 8-byte messages through a pair of cell rings
+// (both goroutines locked to their threads and spinning), beside a pair of
+// buffered channels of [8]byte.
+func BenchmarkGoroutinePingPong(b *testing.B) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("needs GOMAXPROCS >= 2")
+	}
+	b.Run("ring", func(b *testing.B) {
+		_, ap, ac := newCellPair(b, pingPongCells, 64)
+		_, bp, bc := newCellPair(b, pingPongCells, 64)
+		defer ap.Close() // on failure, the echo goroutine's Recv returns
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var buf [64]byte
+			for range b.N {
+				n, err := ac.Recv(buf[:])
+				if err == nil {
+					err = bp.Send(buf[:n])
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var buf [64]byte
+		msg := buf[:8]
+		b.ResetTimer()
+		for i := range b.N {
+			binary.LittleEndian.PutUint64(msg, uint64(i))
+			if err := ap.Send(msg); err != nil {
+				b.Fatal(err)
+			}
+			if n, err := bc.Recv(buf[:]); err != nil || n != 8 || binary.LittleEndian.Uint64(buf[:]) != uint64(i) {
+				b.Fatalf("echo %d: %d bytes, %v", i, n, err)
+			}
+		}
+		b.StopTimer()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		oneway(b)
+	})
+	b.Run("chan", func(b *testing.B) {
+		ping, pong := make(chan [8]byte, 1), make(chan [8]byte, 1)
+		go func() {
+			for range b.N {
+				pong <- <-ping
+			}
+		}()
+		b.ResetTimer()
+		for i := range b.N {
+			var m [8]byte
+			binary.LittleEndian.PutUint64(m[:], uint64(i))
+			ping <- m
+			if m = <-pong; binary.LittleEndian.Uint64(m[:]) != uint64(i) {
+				b.Fatalf("echo %d", i)
+			}
+		}
+		b.StopTimer()
+		oneway(b)
+	})
+}
+
+// BenchmarkGoroutineThroughput measures the rate of 8-byte messages from
+// one goroutine to another: through a cell ring of 1024 cells, batched
+// (Claim/Publish, Peek/Release) and one at a time (TrySend/TryRecv),
+// beside a channel of [8]byte with a buffer of 1024.
+func BenchmarkGoroutineThroughput(b *testing.B) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("needs GOMAXPROCS >= 2")
+	}
+	const cells = 1024
+	b.Run("ring-batch", func(b *testing.B) {
+		_, p, c := newCellPair(b, cells, 64)
+		defer c.Close() // on failure, the producer's Send or Check returns
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			done <- cellProduce(p, b.N, 8, tputBatch)
+		}()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		b.ResetTimer()
+		for got := 0; got < b.N; {
+			k, err := c.Peek(tputBatch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for j := range k {
+				if binary.LittleEndian.Uint64(c.Message(j)) != uint64(got+j) {
+					b.Fatalf("message %d out of order", got+j)
+				}
+			}
+			c.Release(k)
+			got += k
+			if k == 0 {
+				asm.Pause()
+			}
+		}
+		b.StopTimer()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		rate(b)
+	})
+	b.Run("ring", func(b *testing.B) {
+		_, p, c := newCellPair(b, cells, 64)
+		defer c.Close() // on failure, the producer's Send or Check returns
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var msg [8]byte
+			for i := range b.N {
+				binary.LittleEndian.PutUint64(msg[:], uint64(i))
+				if err := p.Send(msg[:]); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var buf [64]byte
+		b.ResetTimer()
+		for i := range b.N {
+			n, err := c.Recv(buf[:])
+			if err != nil || n != 8 || binary.LittleEndian.Uint64(buf[:]) != uint64(i) {
+				b.Fatalf("message %d: %d bytes, %v", i, n, err)
+			}
+		}
+		b.StopTimer()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		rate(b)
+	})
+	b.Run("chan", func(b *testing.B) {
+		ch := make(chan [8]byte, cells)
+		go func() {
+			for i := range b.N {
+				var m [8]byte
+				binary.LittleEndian.PutUint64(m[:], uint64(i))
+				ch <- m
+			}
+		}()
+		b.ResetTimer()
+		for i := range b.N {
+			if m := <-ch; binary.LittleEndian.Uint64(m[:]) != uint64(i) {
+				b.Fatalf("message %d out of order", i)
+			}
+		}
+		b.StopTimer()
+		rate(b)
+	})
+}

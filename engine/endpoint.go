@@ -1,0 +1,430 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/tachyon-hpc/tachyon/progress"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// Endpoint is one rank's view of a job: its links to every rank (itself
+// included), its matching queues and its requests. All methods are safe
+// for concurrent use; the progress engine polls it.
+type Endpoint struct {
+	lk       spinLock
+	rank     int
+	size     int
+	prog     *progress.Engine
+	peers    []peer
+	m        matcher
+	reqs     reqTable
+	pool     bufPool
+	attached attachedBuffer
+
+	reader   remoteReader // nil: rendezvous always streams
+	node     string
+	closed   bool
+	inflight int   // requests started and not yet complete
+	probing  int   // goroutines in Probe or BufferDetach
+	outq     int   // peers with packets waiting for room
+	idle     int64 // clock count of the last peer check while idle, 0 when busy
+	onClose  []func()
+
+	uqLevel *pvar.LevelShard
+	uqHWM   *pvar.WatermarkShard
+	posted  *pvar.LevelShard
+}
+
+// peer is what an endpoint keeps per rank it talks to.
+type peer struct {
+	out    Link
+	in     Inbox
+	ctl    []ctlPacket // control packets waiting for room, in order
+	sendq  reqQueue    // sends not yet fully pushed; only the head is under way
+	dataq  reqQueue    // rendezvous sends streaming data after cts
+	rx     rxState     // the eager message this peer is in the middle of
+	dead   error       // non-nil once the peer is gone
+	count  *transportShards
+	queued bool // counted in outq
+}
+
+// rxState tracks an eager message whose fragments are still arriving.
+type rxState struct {
+	req   *Request    // matched receive, or
+	uq    *unexpected // unexpected message being buffered
+	off   int
+	total int
+}
+
+type transportShards struct {
+	msgs, bytes *pvar.CounterShard
+}
+
+// ctlPacket is a control packet waiting for room on its link.
+type ctlPacket struct {
+	typ, flags byte
+	a, b       uint64
+	ctx        uint32
+	tag        int32
+}
+
+// reqQueue is a FIFO of send requests, linked through snext.
+type reqQueue struct{ head, tail *Request }
+
+func (q *reqQueue) push(r *Request) {
+	r.snext = nil
+	if q.tail != nil {
+		q.tail.snext = r
+	} else {
+		q.head = r
+	}
+	q.tail = r
+}
+
+func (q *reqQueue) pop() *Request {
+	r := q.head
+	if r != nil {
+		q.head = r.snext
+		if q.head == nil {
+			q.tail = nil
+		}
+		r.snext = nil
+	}
+	return r
+}
+
+// remove unlinks r from q if it is there.
+func (q *reqQueue) remove(r *Request) bool {
+	var prev *Request
+	for x := q.head; x != nil; prev, x = x, x.snext {
+		if x != r {
+			continue
+		}
+		if prev == nil {
+			q.head = x.snext
+		} else {
+			prev.snext = x.snext
+		}
+		if q.tail == x {
+			q.tail = prev
+		}
+		x.snext = nil
+		return true
+	}
+	return false
+}
+
+// newEndpoint wires an endpoint to its links, one per rank, and registers
+// it with its progress engine.
+func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCounters, prog *progress.Engine, reader remoteReader) (*Endpoint, error) {
+	size := len(links)
+	for _, l := range links {
+		if l.MaxPacket() < minPacket {
+			return nil, fmt.Errorf("%w: links carry %d-byte packets, at least %d needed", ErrConfig, l.MaxPacket(), minPacket)
+		}
+	}
+	ep := &Endpoint{rank: rank, size: size, prog: prog, m: newMatcher(), reader: reader,
+		uqLevel: pvUnexpected.Shard(), uqHWM: pvUnexpectedHWM.Shard(), posted: pvPosted.Shard()}
+	ep.node, _ = os.Hostname()
+	ep.peers = make([]peer, size)
+	shards := map[transportCounters]*transportShards{}
+	for i := range ep.peers {
+		s := shards[counts[i]]
+		if s == nil {
+			s = &transportShards{msgs: counts[i].msgs.Shard(), bytes: counts[i].bytes.Shard()}
+			shards[counts[i]] = s
+		}
+		ep.peers[i] = peer{out: links[i], in: inboxes[i], count: s}
+	}
+	ep.onClose = append(ep.onClose, prog.Register(ep))
+	return ep, nil
+}
+
+// Rank returns this endpoint's rank in the world.
+func (ep *Endpoint) Rank() int { return ep.rank }
+
+// Size returns the number of ranks in the world.
+func (ep *Endpoint) Size() int { return ep.size }
+
+// NodeName returns the name of the host this rank runs on.
+func (ep *Endpoint) NodeName() string { return ep.node }
+
+// Progress returns the progress engine that drives this endpoint.
+func (ep *Endpoint) Progress() *progress.Engine { return ep.prog }
+
+// Wtime and Wtick are the progress clock's (MPID_Wtime, MPID_Wtick).
+func Wtime() float64 { return progress.Wtime() }
+
+// Wtick returns the resolution of Wtime in seconds.
+func Wtick() float64 { return progress.Wtick() }
+
+// Abort ends this process with code as its exit status, after printing
+// msg; a launcher that sees a rank exit with a non-zero status ends the
+// others (MPID_Abort).
+func (ep *Endpoint) Abort(code int, msg string) {
+	if msg == "" {
+		msg = "aborted"
+	}
+	fmt.Fprintf(os.Stderr, "tachyon: rank %d: %s (exit status %d)\n", ep.rank, msg, code)
+	os.Exit(code)
+}
+
+// Poll is the endpoint's Poller: it drains every inbox, then pushes what
+// waits for room on the links. A goroutine posting an operation holds the
+// endpoint for a moment; Poll then returns at once, and the next one
+// catches up.
+func (ep *Endpoint) Poll() int {
+	if !ep.lk.tryLock() {
+		return 0
+	}
+	n := ep.pollLocked()
+	ep.lk.unlock()
+	return n
+}
+
+func (ep *Endpoint) pollLocked() int {
+	n := 0
+	batch := int(pollBatch.Get())
+	for i := range ep.peers {
+		p := &ep.peers[i]
+		k, err := p.in.Peek(batch)
+		for j := 0; j < k; j++ {
+			ep.handle(i, p.in.Packet(j))
+		}
+		if k > 0 {
+			p.in.Release(k)
+			n += k
+		}
+		if err != nil {
+			pvMalformed.Add(1)
+		}
+	}
+	if ep.outq > 0 {
+		n += ep.flushAll()
+	}
+	if n > 0 || ep.inflight == 0 && ep.probing == 0 {
+		ep.idle = 0
+		return n
+	}
+	// Nothing to do: a cheap clock read says whether to look at the
+	// peers' health.
+	now := progress.Now()
+	if ep.idle == 0 {
+		ep.idle = int64(now)
+		return 0
+	}
+	if now-uint64(ep.idle) >= progress.SecondsToCounts(checkInterval.Get().Seconds()) {
+		ep.idle = int64(now)
+		ep.checkPeers()
+	}
+	return 0
+}
+
+// complete finishes r: its status and error are final.
+func (ep *Endpoint) complete(r *Request, err error) {
+	if r.state == stDone {
+		return
+	}
+	if r.err == nil {
+		r.err = err
+	}
+	r.state = stDone
+	ep.inflight--
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
+	ep.prog.Complete(&r.Completion)
+	if r.freed && !r.cancelling {
+		ep.reqs.put(r)
+	}
+}
+
+// newRequest takes a request from the pool.
+func (ep *Endpoint) newRequest(kind reqKind, buf []byte, peer, tag int, ctx uint32) (*Request, error) {
+	r, ok := ep.reqs.get(ep)
+	if !ok {
+		return nil, fmt.Errorf("%w: more than %d requests in flight", ErrRequest, tableChunks*chunkSize)
+	}
+	r.kind, r.buf, r.peer, r.tag, r.ctx = kind, buf, peer, tag, ctx
+	r.Completion.Rearm()
+	ep.inflight++
+	return r, nil
+}
+
+// Wait waits for r to complete and returns its status and error; r goes
+// back to the pool.
+func (r *Request) Wait() (Status, error) {
+	ep := r.ep
+	ep.prog.Wait(&r.Completion)
+	ep.lk.lock()
+	st, err := r.status, r.err
+	ep.releaseLocked(r)
+	ep.lk.unlock()
+	return st, err
+}
+
+// Test reports whether r has completed, driving progress once if not. If
+// it has, r goes back to the pool as after Wait.
+func (r *Request) Test() (Status, bool, error) {
+	ep := r.ep
+	if !ep.prog.Test(&r.Completion) {
+		return Status{}, false, nil
+	}
+	ep.lk.lock()
+	st, err := r.status, r.err
+	ep.releaseLocked(r)
+	ep.lk.unlock()
+	return st, true, err
+}
+
+// Done reports whether r has completed, without driving progress.
+func (r *Request) Done() bool { return r.Completion.Done() }
+
+// Free gives r back: if it is still active it goes on, and is recycled
+// once complete (MPI_REQUEST_FREE).
+func (r *Request) Free() {
+	ep := r.ep
+	ep.lk.lock()
+	if r.state == stDone {
+		ep.releaseLocked(r)
+	} else {
+		r.freed = true
+	}
+	ep.lk.unlock()
+}
+
+func (ep *Endpoint) releaseLocked(r *Request) {
+	if r.cancelling {
+		r.freed = true // recycled when the cancel answer comes
+		return
+	}
+	ep.reqs.put(r)
+}
+
+// Close ends the endpoint: pending operations fail with ErrClosed, peers
+// see this rank gone once they have read what it sent, and the endpoint
+// leaves its progress engine.
+func (ep *Endpoint) Close() error {
+	ep.lk.lock()
+	if ep.closed {
+		ep.lk.unlock()
+		return ErrClosed
+	}
+	ep.closed = true
+	ep.failAll(func(*Request) bool { return true }, ErrClosed)
+	ep.lk.unlock()
+	for _, f := range ep.onClose {
+		f()
+	}
+	ep.uqLevel.Close()
+	ep.posted.Close()
+	ep.uqHWM.Close()
+	return nil
+}
+
+// checkPeers looks for peers that died or left while operations wait,
+// and fails the operations that can no longer finish.
+func (ep *Endpoint) checkPeers() {
+	for i := range ep.peers {
+		p := &ep.peers[i]
+		if i == ep.rank || p.dead != nil {
+			continue
+		}
+		err := p.in.Check()
+		if err != nil {
+			if k, _ := p.in.Peek(1); k > 0 {
+				continue // read what it sent first
+			}
+		} else if err = p.out.Check(); err == nil {
+			continue
+		}
+		ep.peerGone(i, err)
+	}
+}
+
+// peerGone fails every operation that needs peer i.
+func (ep *Endpoint) peerGone(i int, cause error) {
+	p := &ep.peers[i]
+	p.dead = fmt.Errorf("%w: rank %d: %v", ErrPeerDead, i, cause)
+	pvPeerDeaths.Add(1)
+	if p.queued {
+		p.queued = false
+		ep.outq--
+	}
+	p.ctl = p.ctl[:0]
+	p.sendq, p.dataq = reqQueue{}, reqQueue{}
+	if u := p.rx.uq; u != nil {
+		ep.dropUnexpected(u)
+	}
+	p.rx = rxState{}
+	allGone := true
+	for j := range ep.peers {
+		if j != ep.rank && ep.peers[j].dead == nil {
+			allGone = false
+		}
+	}
+	ep.failAll(func(r *Request) bool {
+		if r.kind == kindSend {
+			return r.peer == i
+		}
+		if r.state == stReceiving {
+			return r.status.Source == i
+		}
+		return r.peer == i || r.peer == AnySource && allGone
+	}, p.dead)
+	// Unexpected messages from i that cannot be completed any more: each
+	// message is in exactly one whole-context list.
+	for k, l := range ep.m.uq {
+		if k.src != AnySource || k.tag != AnyTag {
+			continue
+		}
+		for u := l.head; u != nil; {
+			next := u.links[byContext].next
+			if int(u.src) == i && (u.kind == uqRTS || u.got < u.length) {
+				ep.dropUnexpected(u)
+			}
+			u = next
+		}
+	}
+}
+
+// failAll completes every active request that sel picks with err.
+func (ep *Endpoint) failAll(sel func(*Request) bool, err error) {
+	for c := 0; c < ep.reqs.n; c++ {
+		chunk := ep.reqs.chunks[c].Load()
+		for j := range chunk {
+			r := &chunk[j]
+			if r.state == stFree || r.state == stDone || !sel(r) {
+				continue
+			}
+			switch {
+			case r.state == stPosted:
+				ep.m.unpost(r)
+				ep.posted.Sub(1)
+			case r.uq != nil:
+				r.uq.waiter = nil
+			}
+			for k := range ep.peers {
+				ep.peers[k].sendq.remove(r)
+				ep.peers[k].dataq.remove(r)
+				if ep.peers[k].rx.req == r {
+					ep.peers[k].rx = rxState{}
+				}
+			}
+			r.cancelling = false
+			ep.complete(r, err)
+		}
+	}
+}
+
+// dropUnexpected removes an unexpected message for good.
+func (ep *Endpoint) dropUnexpected(u *unexpected) {
+	if u.lists[byExact] != nil {
+		ep.m.dequeue(u)
+		ep.uqLevel.Sub(1)
+	}
+	ep.pool.put(u.data)
+	ep.m.freeUnexpected(u)
+}

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/tachyon-hpc/tachyon/progress"
+	"github.com/tachyon-hpc/tachyon/rings"
+)
+
+// World is a job whose ranks are goroutines of this process: every pair
+// of ranks, and each rank with itself, is joined by a cell ring in
+// ordinary memory, and rendezvous messages are copied straight from the
+// sender's buffer. It backs mpi.Run and most tests.
+type World struct {
+	eps []*Endpoint
+}
+
+// NewWorld makes a world of n ranks, each with its own progress engine.
+func NewWorld(n int) (*World, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: a world needs at least one rank, not %d", ErrConfig, n)
+	}
+	cells, size, err := ringGeometry()
+	if err != nil {
+		return nil, err
+	}
+	w := &World{eps: make([]*Endpoint, n)}
+	progs := make([]*progress.Engine, n)
+	for i := range progs {
+		if progs[i], err = progress.New(); err != nil {
+			return nil, err
+		}
+	}
+	// links[i][j] carries i -> j; inboxes[j][i] receives it.
+	links := make([][]Link, n)
+	inboxes := make([][]Inbox, n)
+	counts := make([][]transportCounters, n)
+	for i := range links {
+		links[i] = make([]Link, n)
+		inboxes[i] = make([]Inbox, n)
+		counts[i] = make([]transportCounters, n)
+	}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			r, err := rings.NewCellRing(rings.AlignedBytes(rings.CellRingSize(cells, size)), cells, size)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+			}
+			p, err := r.Producer()
+			if err != nil {
+				return nil, err
+			}
+			c, err := r.Consumer()
+			if err != nil {
+				return nil, err
+			}
+			links[i][j] = &ringLink{p: p, max: r.MaxPayload(), bell: progs[j].Doorbell()}
+			inboxes[j][i] = &ringInbox{c: c}
+			counts[i][j] = countInproc
+			if i == j {
+				counts[i][j] = countSelf
+				links[i][j].(*ringLink).bell = nil
+			}
+		}
+	}
+	for i := range w.eps {
+		ep, err := newEndpoint(i, links[i], inboxes[i], counts[i], progs[i], w)
+		if err != nil {
+			return nil, err
+		}
+		ep.onClose = append(ep.onClose, func() {
+			for j := range links[i] {
+				links[i][j].(*ringLink).p.Close()
+				inboxes[i][j].(*ringInbox).c.Close()
+				links[i][j].Wake() // a peer waiting on this rank sees it gone
+			}
+			progs[i].Close()
+		})
+		w.eps[i] = ep
+	}
+	return w, nil
+}
+
+// Endpoint returns rank i's endpoint.
+func (w *World) Endpoint(i int) *Endpoint { return w.eps[i] }
+
+// Size returns the number of ranks.
+func (w *World) Size() int { return len(w.eps) }
+
+// readRemote copies a rendezvous message from the sending rank's buffer:
+// the request it names stays put until this receiver answers fin.
+func (w *World) readRemote(peer int, sreq, _ uint64, dst []byte) error {
+	r := w.eps[peer].reqs.peerLookup(sreq)
+	if r == nil {
+		return fmt.Errorf("%w: rank %d has no send request %#x", ErrMalformed, peer, sreq)
+	}
+	copy(dst, r.buf)
+	return nil
+}

@@ -1,0 +1,260 @@
+package engine
+
+// Matching keeps its cost flat however long the queues grow. A message is
+// identified by (context, source, tag); a receive may leave the source or
+// the tag open (AnySource, AnyTag).
+//
+// Posted receives sit in one FIFO list per key, their own (context,
+// source-or-any, tag-or-any). An arriving message can match only the heads
+// of four lists: exact, any tag, any source, any both. The earliest posted
+// of those heads is the receive MPI's order requires; lists with wildcards
+// are looked up only while wildcard receives are posted.
+//
+// Unexpected messages sit in four FIFO lists at once: exact, same source
+// (for AnyTag receives), same tag (for AnySource receives) and the whole
+// context (for receives open in both). Each list is in arrival order, so
+// the head of the one list a receive's key names is the earliest message
+// it matches: no receive scans messages it cannot match.
+
+// key names a list: a receive's (context, source, tag), with -1 for a
+// wildcard.
+type key struct {
+	ctx uint32
+	src int32
+	tag int32
+}
+
+// reqList is a FIFO list of posted receives.
+type reqList struct {
+	head, tail *Request
+}
+
+func (l *reqList) push(r *Request) {
+	r.list, r.qnext, r.qprev = l, nil, l.tail
+	if l.tail != nil {
+		l.tail.qnext = r
+	} else {
+		l.head = r
+	}
+	l.tail = r
+}
+
+func (l *reqList) remove(r *Request) {
+	if r.qprev != nil {
+		r.qprev.qnext = r.qnext
+	} else {
+		l.head = r.qnext
+	}
+	if r.qnext != nil {
+		r.qnext.qprev = r.qprev
+	} else {
+		l.tail = r.qprev
+	}
+	r.list, r.qnext, r.qprev = nil, nil, nil
+}
+
+// Unexpected message kinds.
+const (
+	uqEager = iota + 1
+	uqRTS
+)
+
+// unexpected is a message that arrived before its receive: an eager
+// message's bytes (possibly still arriving), or a rendezvous announcement.
+type unexpected struct {
+	ctx       uint32
+	src, tag  int32
+	kind      uint8
+	sync      bool
+	length    int    // whole message
+	got       int    // eager bytes arrived so far
+	data      []byte // eager bytes, from the endpoint's buffer pool
+	sreq      uint64
+	addr      uint64
+	waiter    *Request // receive matched while bytes still arrive
+	links     [4]uqLink
+	lists     [4]*uqList
+	freeNext  *unexpected
+	cancelled bool
+}
+
+type uqLink struct{ next, prev *unexpected }
+
+type uqList struct{ head, tail *unexpected }
+
+// The four lists an unexpected message is in.
+const (
+	byExact = iota
+	bySource
+	byTag
+	byContext
+)
+
+func (l *uqList) push(u *unexpected, which int) {
+	u.lists[which] = l
+	u.links[which] = uqLink{prev: l.tail}
+	if l.tail != nil {
+		l.tail.links[which].next = u
+	} else {
+		l.head = u
+	}
+	l.tail = u
+}
+
+func (l *uqList) remove(u *unexpected, which int) {
+	lk := u.links[which]
+	if lk.prev != nil {
+		lk.prev.links[which].next = lk.next
+	} else {
+		l.head = lk.next
+	}
+	if lk.next != nil {
+		lk.next.links[which].prev = lk.prev
+	} else {
+		l.tail = lk.prev
+	}
+	u.links[which] = uqLink{}
+	u.lists[which] = nil
+}
+
+// matcher holds one endpoint's posted and unexpected queues.
+type matcher struct {
+	posted   map[key]*reqList
+	nposted  int
+	nwild    int // posted receives with a wildcard
+	postSeq  uint64
+	uq       map[key]*uqList
+	nuq      int
+	uqFree   *unexpected
+	spare    []*reqList
+	uqSpare  []*uqList
+	maxLists int
+}
+
+func newMatcher() matcher {
+	return matcher{posted: make(map[key]*reqList), uq: make(map[key]*uqList), maxLists: 1 << 12}
+}
+
+func recvKey(ctx uint32, src, tag int) key { return key{ctx, int32(src), int32(tag)} }
+
+// post appends a receive to the posted queue.
+func (m *matcher) post(r *Request) {
+	k := recvKey(r.ctx, r.peer, r.tag)
+	l := m.posted[k]
+	if l == nil {
+		if n := len(m.spare); n > 0 {
+			l, m.spare = m.spare[n-1], m.spare[:n-1]
+		} else {
+			l = new(reqList)
+		}
+		m.posted[k] = l
+	}
+	m.postSeq++
+	r.seq = m.postSeq
+	l.push(r)
+	m.nposted++
+	if r.peer == AnySource || r.tag == AnyTag {
+		m.nwild++
+	}
+}
+
+// unpost removes a posted receive (matched or cancelled).
+func (m *matcher) unpost(r *Request) {
+	l := r.list
+	l.remove(r)
+	m.nposted--
+	if r.peer == AnySource || r.tag == AnyTag {
+		m.nwild--
+	}
+	if l.head == nil && len(m.posted) > m.maxLists {
+		delete(m.posted, recvKey(r.ctx, r.peer, r.tag))
+		m.spare = append(m.spare, l)
+	}
+}
+
+// matchPosted finds, and removes, the earliest posted receive matching a
+// message; nil if none.
+func (m *matcher) matchPosted(ctx uint32, src, tag int32) *Request {
+	if m.nposted == 0 {
+		return nil
+	}
+	var best *Request
+	if l := m.posted[key{ctx, src, tag}]; l != nil {
+		best = l.head
+	}
+	if m.nwild > 0 {
+		for _, k := range [3]key{{ctx, src, AnyTag}, {ctx, AnySource, tag}, {ctx, AnySource, AnyTag}} {
+			if l := m.posted[k]; l != nil && l.head != nil && (best == nil || l.head.seq < best.seq) {
+				best = l.head
+			}
+		}
+	}
+	if best != nil {
+		m.unpost(best)
+	}
+	return best
+}
+
+// findUnexpected returns the earliest unexpected message a receive (or
+// probe) of (ctx, src, tag) matches, nil if none; it stays queued.
+func (m *matcher) findUnexpected(ctx uint32, src, tag int) *unexpected {
+	if m.nuq == 0 {
+		return nil
+	}
+	// A receive's key, wildcards included, names exactly one of the four
+	// lists every message is in.
+	if l := m.uq[recvKey(ctx, src, tag)]; l != nil {
+		return l.head
+	}
+	return nil
+}
+
+// uqKeys returns the keys of the four lists a message is in.
+func uqKeys(ctx uint32, src, tag int32) [4]key {
+	return [4]key{{ctx, src, tag}, {ctx, src, AnyTag}, {ctx, AnySource, tag}, {ctx, AnySource, AnyTag}}
+}
+
+// newUnexpected queues a message that matched no posted receive.
+func (m *matcher) newUnexpected(ctx uint32, src, tag int32) *unexpected {
+	u := m.uqFree
+	if u != nil {
+		m.uqFree = u.freeNext
+		*u = unexpected{}
+	} else {
+		u = new(unexpected)
+	}
+	u.ctx, u.src, u.tag = ctx, src, tag
+	for which, k := range uqKeys(ctx, src, tag) {
+		l := m.uq[k]
+		if l == nil {
+			if n := len(m.uqSpare); n > 0 {
+				l, m.uqSpare = m.uqSpare[n-1], m.uqSpare[:n-1]
+			} else {
+				l = new(uqList)
+			}
+			m.uq[k] = l
+		}
+		l.push(u, which)
+	}
+	m.nuq++
+	return u
+}
+
+// dequeue removes an unexpected message from its lists (it matched, or
+// was cancelled); its memory is recycled by freeUnexpected.
+func (m *matcher) dequeue(u *unexpected) {
+	for which, k := range uqKeys(u.ctx, u.src, u.tag) {
+		l := u.lists[which]
+		l.remove(u, which)
+		if l.head == nil && len(m.uq) > m.maxLists {
+			delete(m.uq, k)
+			m.uqSpare = append(m.uqSpare, l)
+		}
+	}
+	m.nuq--
+}
+
+func (m *matcher) freeUnexpected(u *unexpected) {
+	*u = unexpected{freeNext: m.uqFree}
+	m.uqFree = u
+}

@@ -1,0 +1,409 @@
+package engine
+
+import (
+	"fmt"
+)
+
+// Inbound flow of one message:
+//
+//  1. Poll takes packets from each peer's inbox in order and hands them to
+//     handle.
+//  2. An eager or rts packet is matched against the posted receives
+//     (matchPosted). Matched, its bytes go straight into the receive's
+//     buffer; unmatched, it joins the unexpected queues, an eager
+//     message's bytes copied into a pooled buffer.
+//  3. Frag packets complete the eager message their peer is in the middle
+//     of; data packets fill the rendezvous receive they name.
+//  4. A receive posted later takes the earliest unexpected message it
+//     matches (findUnexpected), or waits in the posted queue.
+//  5. A rendezvous receive reads the sender's buffer directly where the
+//     transport can (then sends fin), or sends cts and waits for data.
+
+// Irecv posts a receive into buf from rank src (or AnySource) with tag (or
+// AnyTag) in context ctx.
+func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error) {
+	ep.lk.lock()
+	defer ep.lk.unlock()
+	if ep.closed {
+		return nil, ErrClosed
+	}
+	return ep.startRecv(buf, src, tag, ctx)
+}
+
+// Recv receives into buf and returns the message's status. Truncation
+// returns ErrTruncate with the status of what was stored.
+func (ep *Endpoint) Recv(buf []byte, src, tag int, ctx uint32) (Status, error) {
+	ep.lk.lock()
+	if ep.closed {
+		ep.lk.unlock()
+		return Status{}, ErrClosed
+	}
+	r, err := ep.startRecv(buf, src, tag, ctx)
+	if err != nil {
+		ep.lk.unlock()
+		return Status{}, err
+	}
+	r.internal = true
+	ep.lk.unlock()
+	return r.Wait()
+}
+
+func (ep *Endpoint) startRecv(buf []byte, src, tag int, ctx uint32) (*Request, error) {
+	r, err := ep.newRequest(kindRecv, buf, src, tag, ctx)
+	if err != nil {
+		return nil, err
+	}
+	if u := ep.m.findUnexpected(ctx, src, tag); u != nil {
+		ep.m.dequeue(u)
+		ep.uqLevel.Sub(1)
+		ep.takeUnexpected(r, u)
+		return r, nil
+	}
+	if src != AnySource && ep.peers[src].dead != nil {
+		ep.complete(r, ep.peers[src].dead)
+		return r, nil
+	}
+	r.state = stPosted
+	ep.m.post(r)
+	ep.posted.Add(1)
+	return r, nil
+}
+
+// takeUnexpected hands an unexpected message, already dequeued, to the
+// receive r.
+func (ep *Endpoint) takeUnexpected(r *Request, u *unexpected) {
+	r.status.Source, r.status.Tag = int(u.src), int(u.tag)
+	if u.kind == uqRTS {
+		ep.startRendezvous(r, int(u.src), u.length, u.sreq, u.addr, u.sync)
+		ep.m.freeUnexpected(u)
+		return
+	}
+	if u.sync {
+		ep.queueCtl(int(u.src), ctlPacket{typ: pktFin, a: u.sreq})
+	}
+	if u.got < u.length {
+		r.state = stReceiving
+		r.uq = u
+		u.waiter = r
+		return
+	}
+	ep.finishFromUnexpected(r, u)
+}
+
+// finishFromUnexpected copies a complete unexpected message into r.
+func (ep *Endpoint) finishFromUnexpected(r *Request, u *unexpected) {
+	k := copy(r.buf, u.data[:u.length])
+	r.status.Count = k
+	r.uq = nil
+	var err error
+	if u.length > len(r.buf) {
+		err = truncated(u.length, len(r.buf))
+	}
+	ep.pool.put(u.data)
+	ep.m.freeUnexpected(u)
+	ep.complete(r, err)
+}
+
+func truncated(msg, buf int) error {
+	return fmt.Errorf("%w: %d-byte message, %d-byte buffer", ErrTruncate, msg, buf)
+}
+
+// Iprobe reports whether a message from src with tag in ctx can be
+// received now, and its status, without receiving it.
+func (ep *Endpoint) Iprobe(src, tag int, ctx uint32) (Status, bool, error) {
+	ep.lk.lock()
+	if ep.closed {
+		ep.lk.unlock()
+		return Status{}, false, ErrClosed
+	}
+	if u := ep.m.findUnexpected(ctx, src, tag); u != nil {
+		st := Status{Source: int(u.src), Tag: int(u.tag), Count: u.length}
+		ep.lk.unlock()
+		return st, true, nil
+	}
+	var err error
+	if src != AnySource && ep.peers[src].dead != nil {
+		err = ep.peers[src].dead
+	}
+	ep.lk.unlock()
+	if err == nil {
+		ep.prog.Progress()
+	}
+	return Status{}, false, err
+}
+
+// Probe waits until a message from src with tag in ctx can be received,
+// and returns its status. It fails if src (or, for AnySource, every
+// other rank) is gone.
+func (ep *Endpoint) Probe(src, tag int, ctx uint32) (Status, error) {
+	ep.lk.lock()
+	ep.probing++
+	ep.lk.unlock()
+	defer func() {
+		ep.lk.lock()
+		ep.probing--
+		ep.lk.unlock()
+	}()
+	for {
+		st, ok, err := ep.Iprobe(src, tag, ctx)
+		if ok || err != nil {
+			return st, err
+		}
+		if src == AnySource && ep.size > 1 && ep.allPeersGone() {
+			return Status{}, fmt.Errorf("%w: every other rank is gone", ErrPeerDead)
+		}
+	}
+}
+
+// allPeersGone reports whether every rank but this one is gone.
+func (ep *Endpoint) allPeersGone() bool {
+	ep.lk.lock()
+	defer ep.lk.unlock()
+	for j := range ep.peers {
+		if j != ep.rank && ep.peers[j].dead == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// handle processes one packet from peer src.
+func (ep *Endpoint) handle(src int, pkt []byte) {
+	if err := checkPacket(pkt); err != nil {
+		pvMalformed.Add(1)
+		return
+	}
+	p := &ep.peers[src]
+	switch pkt[0] {
+	case pktEager:
+		ep.onEager(src, p, pkt)
+	case pktFrag:
+		ep.onFrag(p, pkt[fragHeader:])
+	case pktRTS:
+		ep.onRTS(src, pkt)
+	case pktCTS:
+		s := ep.sendRequest(src, u64(pkt, 8), stAwaitFin)
+		if s == nil {
+			return
+		}
+		s.rreq, s.sent, s.state = u64(pkt, 16), 0, stStreaming
+		p.dataq.push(s)
+		ep.markQueued(p)
+	case pktData:
+		ep.onData(src, pkt)
+	case pktFin:
+		s := ep.sendRequest(src, u64(pkt, 8), stAwaitFin)
+		if s == nil {
+			return
+		}
+		s.cancelling = false
+		ep.complete(s, nil)
+	case pktCancel:
+		ep.onCancel(src, pkt)
+	case pktCancelled:
+		ep.onCancelled(src, pkt)
+	}
+}
+
+// sendRequest returns the send request a control packet from src names,
+// or nil (counted as malformed) if no such request waits for it.
+func (ep *Endpoint) sendRequest(src int, id uint64, want reqState) *Request {
+	s := ep.reqs.lookup(id)
+	if s == nil || s.kind != kindSend || s.peer != src || s.state != want {
+		pvMalformed.Add(1)
+		return nil
+	}
+	return s
+}
+
+func (ep *Endpoint) onEager(src int, p *peer, pkt []byte) {
+	if p.rx.req != nil || p.rx.uq != nil {
+		// The previous message's fragments never came: the peer broke
+		// the protocol. Drop the partial message.
+		pvMalformed.Add(1)
+		ep.abandonRx(p)
+	}
+	ctx, tag, length := u32(pkt, 4), int32(u32(pkt, 8)), int(u32(pkt, 12))
+	payload := pkt[eagerHeader:]
+	if len(payload) > length {
+		pvMalformed.Add(1)
+		return
+	}
+	sync := pkt[1]&flagSync != 0
+	sreq := u64(pkt, 16)
+	if r := ep.m.matchPosted(ctx, int32(src), tag); r != nil {
+		ep.posted.Sub(1)
+		r.status.Source, r.status.Tag = src, int(tag)
+		if sync {
+			ep.queueCtl(src, ctlPacket{typ: pktFin, a: sreq})
+		}
+		r.sent = copy(r.buf, payload)
+		if len(payload) == length {
+			ep.finishRecv(r, length)
+			return
+		}
+		r.state = stReceiving
+		p.rx = rxState{req: r, off: len(payload), total: length}
+		return
+	}
+	u := ep.m.newUnexpected(ctx, int32(src), tag)
+	ep.uqLevel.Add(1)
+	ep.uqHWM.Observe(int64(ep.m.nuq))
+	u.kind, u.sync, u.sreq, u.length = uqEager, sync, sreq, length
+	u.data = ep.pool.get(length)
+	u.got = copy(u.data, payload)
+	if u.got < length {
+		p.rx = rxState{uq: u, off: u.got, total: length}
+	}
+}
+
+// finishRecv completes a receive whose message of length bytes has fully
+// arrived (r.sent bytes of it stored).
+func (ep *Endpoint) finishRecv(r *Request, length int) {
+	r.status.Count = r.sent
+	var err error
+	if length > len(r.buf) {
+		err = truncated(length, len(r.buf))
+	}
+	ep.complete(r, err)
+}
+
+func (ep *Endpoint) onFrag(p *peer, payload []byte) {
+	rx := &p.rx
+	if (rx.req == nil && rx.uq == nil) || rx.off+len(payload) > rx.total {
+		pvMalformed.Add(1)
+		ep.abandonRx(p)
+		return
+	}
+	if r := rx.req; r != nil {
+		if rx.off < len(r.buf) {
+			r.sent += copy(r.buf[rx.off:], payload)
+		}
+		rx.off += len(payload)
+		if total := rx.total; rx.off == total {
+			p.rx = rxState{}
+			ep.finishRecv(r, total)
+		}
+		return
+	}
+	u := rx.uq
+	u.got += copy(u.data[u.got:u.length], payload)
+	rx.off = u.got
+	if u.got == u.length {
+		p.rx = rxState{}
+		if r := u.waiter; r != nil {
+			ep.finishFromUnexpected(r, u)
+		}
+	}
+}
+
+// abandonRx drops the eager message p was in the middle of.
+func (ep *Endpoint) abandonRx(p *peer) {
+	if r := p.rx.req; r != nil {
+		ep.complete(r, fmt.Errorf("%w: message from rank %d ended early", ErrMalformed, r.status.Source))
+	}
+	if u := p.rx.uq; u != nil {
+		if r := u.waiter; r != nil {
+			r.uq = nil
+			ep.complete(r, fmt.Errorf("%w: message from rank %d ended early", ErrMalformed, r.status.Source))
+		}
+		ep.dropUnexpected(u)
+	}
+	p.rx = rxState{}
+}
+
+func (ep *Endpoint) onRTS(src int, pkt []byte) {
+	ctx, tag := u32(pkt, 4), int32(u32(pkt, 8))
+	length, sreq, addr := u64(pkt, 16), u64(pkt, 24), u64(pkt, 32)
+	if length > 1<<62 {
+		pvMalformed.Add(1)
+		return
+	}
+	sync := pkt[1]&flagSync != 0
+	if r := ep.m.matchPosted(ctx, int32(src), tag); r != nil {
+		ep.posted.Sub(1)
+		r.status.Source, r.status.Tag = src, int(tag)
+		ep.startRendezvous(r, src, int(length), sreq, addr, sync)
+		return
+	}
+	u := ep.m.newUnexpected(ctx, int32(src), tag)
+	ep.uqLevel.Add(1)
+	ep.uqHWM.Observe(int64(ep.m.nuq))
+	u.kind, u.sync, u.sreq, u.addr, u.length = uqRTS, sync, sreq, addr, int(length)
+}
+
+// startRendezvous moves a matched rendezvous message into r: directly
+// from the sender's buffer if the transport can, else by asking for data.
+func (ep *Endpoint) startRendezvous(r *Request, src, length int, sreq, addr uint64, sync bool) {
+	r.state = stReceiving
+	r.total, r.got = length, 0
+	n := min(length, len(r.buf))
+	if ep.reader != nil {
+		if err := ep.reader.readRemote(src, sreq, addr, r.buf[:n]); err == nil {
+			r.sent = n
+			ep.queueCtl(src, ctlPacket{typ: pktFin, a: sreq})
+			ep.finishRecv(r, length)
+			return
+		} else if rndvMode.Get() == "cma" {
+			ep.queueCtl(src, ctlPacket{typ: pktFin, a: sreq})
+			ep.complete(r, fmt.Errorf("%w: reading rank %d's buffer: %v", ErrPeerDead, src, err))
+			return
+		}
+	}
+	pvPipelined.Add(1)
+	r.sent = 0
+	ep.queueCtl(src, ctlPacket{typ: pktCTS, a: sreq, b: r.id})
+}
+
+func (ep *Endpoint) onData(src int, pkt []byte) {
+	r := ep.reqs.lookup(u64(pkt, 8))
+	off := u64(pkt, 16)
+	payload := pkt[dataHeader:]
+	if r == nil || r.kind != kindRecv || r.state != stReceiving || r.status.Source != src || r.uq != nil ||
+		off > uint64(r.total) || uint64(len(payload)) > uint64(r.total)-off {
+		pvMalformed.Add(1)
+		return
+	}
+	length := r.total
+	if int(off) < len(r.buf) {
+		copy(r.buf[off:], payload)
+	}
+	r.got += len(payload)
+	if r.got == length {
+		r.sent = min(length, len(r.buf))
+		ep.finishRecv(r, length)
+	}
+}
+
+func (ep *Endpoint) onCancel(src int, pkt []byte) {
+	ctx, sreq, tag := u32(pkt, 4), u64(pkt, 8), int32(u32(pkt, 16))
+	var ok byte
+	if l := ep.m.uq[key{ctx, int32(src), tag}]; l != nil {
+		for u := l.head; u != nil; u = u.links[byExact].next {
+			if u.sreq == sreq && (u.kind == uqRTS || u.sync && u.got == u.length) && u.waiter == nil {
+				ep.dropUnexpected(u)
+				ok = 1
+				break
+			}
+		}
+	}
+	ep.queueCtl(src, ctlPacket{typ: pktCancelled, flags: ok, a: sreq})
+}
+
+func (ep *Endpoint) onCancelled(src int, pkt []byte) {
+	s := ep.reqs.lookup(u64(pkt, 8))
+	if s == nil || s.kind != kindSend || s.peer != src || !s.cancelling {
+		pvMalformed.Add(1)
+		return
+	}
+	s.cancelling = false
+	if pkt[1] == 1 && s.state != stDone {
+		s.status.Cancelled = true
+		pvCancelled.Add(1)
+		ep.complete(s, nil)
+		return
+	}
+	if s.state == stDone && s.freed {
+		ep.reqs.put(s)
+	}
+}

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"sync/atomic"
+
+	"github.com/tachyon-hpc/tachyon/progress"
+)
+
+// Mode is a send mode (MPI's standard, synchronous, ready and buffered).
+type Mode uint8
+
+// Send modes.
+const (
+	Standard    Mode = iota // complete once the buffer may be reused
+	Synchronous             // complete once the matching receive has started
+	Ready                   // the receive is known to be posted: sent as Standard
+	Buffered                // copied into the attached buffer at once
+)
+
+// Wildcards of receives and probes.
+const (
+	AnySource = -1
+	AnyTag    = -1
+)
+
+// Status describes a completed receive, probe or request.
+type Status struct {
+	Source    int  // world rank of the sender
+	Tag       int  // tag of the message
+	Count     int  // bytes received, or that a probe found
+	Cancelled bool // the request was cancelled
+}
+
+type reqKind uint8
+
+const (
+	kindSend reqKind = iota + 1
+	kindRecv
+)
+
+// Request states.
+type reqState uint8
+
+const (
+	stFree      reqState = iota // in the pool
+	stQueued                    // send: in its peer's send queue, nothing pushed yet
+	stPushing                   // send: first packet pushed, fragments remain
+	stAwaitFin                  // send: pushed; waits for fin (sync eager, cma rendezvous) or cts
+	stStreaming                 // send: cts came; data packets being pushed
+	stPosted                    // recv: in the posted queue
+	stReceiving                 // recv: matched; data still arriving
+	stDone                      // complete: status and err are final
+)
+
+// Request is one nonblocking operation of an endpoint. It is owned by the
+// endpoint's pool: after Wait or Test reports it complete, or after Free,
+// the caller must not touch it again.
+type Request struct {
+	progress.Completion
+	ep    *Endpoint
+	id    uint64 // table index | generation<<32
+	kind  reqKind
+	mode  Mode
+	state reqState
+	buf   []byte
+	peer  int // send: destination; recv: source or AnySource
+	tag   int
+	ctx   uint32
+
+	status Status
+	err    error
+
+	// Posted receives: their bucket's list, and the order of posting.
+	qnext, qprev *Request
+	list         *reqList
+	seq          uint64
+
+	// Sends: the peer queue they wait in, and how far they got.
+	snext *Request
+	sent  int // send: bytes pushed; recv: bytes stored
+	total int // rendezvous recv: the whole message's length
+	got   int // rendezvous recv: data bytes arrived
+	rreq  uint64
+
+	uq         *unexpected // recv: the unexpected message it waits on
+	cancelling bool        // send: a cancel packet is out
+	freed      bool        // the user freed it: release once complete
+	internal   bool        // a blocking call's own request
+	release    func()      // buffered sends: give the space back
+}
+
+// Status returns the status of a completed request.
+func (r *Request) Status() Status { return r.status }
+
+// Err returns the error of a completed request, nil if it succeeded.
+func (r *Request) Err() error { return r.err }
+
+// reqTable maps request ids to requests for packets that name them (fin,
+// cts, data, cancel). It grows by chunks that never move, so a transport
+// in the same process may look a request up while the table grows.
+type reqTable struct {
+	chunks [tableChunks]atomic.Pointer[[chunkSize]Request]
+	n      int // chunks in use
+	free   []*Request
+}
+
+const (
+	chunkBits   = 10
+	chunkSize   = 1 << chunkBits
+	tableChunks = 1 << 12 // up to four million requests in flight
+)
+
+// get takes a request from the pool, growing the table if needed.
+func (t *reqTable) get(ep *Endpoint) (*Request, bool) {
+	if len(t.free) == 0 {
+		if t.n == tableChunks {
+			return nil, false
+		}
+		c := new([chunkSize]Request)
+		base := uint64(t.n) << chunkBits
+		for i := range c {
+			c[i].id = base + uint64(i)
+			c[i].ep = ep
+		}
+		t.chunks[t.n].Store(c)
+		t.n++
+		for i := chunkSize - 1; i >= 0; i-- {
+			t.free = append(t.free, &c[i])
+		}
+	}
+	r := t.free[len(t.free)-1]
+	t.free = t.free[:len(t.free)-1]
+	return r, true
+}
+
+// put returns r to the pool with a new generation, so that packets naming
+// its old id no longer find it.
+func (t *reqTable) put(r *Request) {
+	gen := uint32(r.id>>32) + 1
+	id := r.id&(1<<32-1) | uint64(gen)<<32
+	ep := r.ep
+	*r = Request{ep: ep, id: id}
+	t.free = append(t.free, r)
+}
+
+// lookup returns the live request with id, or nil.
+func (t *reqTable) lookup(id uint64) *Request {
+	idx := id & (1<<32 - 1)
+	ci := idx >> chunkBits
+	if ci >= tableChunks {
+		return nil
+	}
+	c := t.chunks[ci].Load()
+	if c == nil {
+		return nil
+	}
+	r := &c[idx&(chunkSize-1)]
+	if r.id != id || r.state == stFree {
+		return nil
+	}
+	return r
+}
+
+// peerLookup returns the request with id for a reader in another
+// goroutine (an in-process rendezvous): it reads only fields the owner set
+// before it published the packet naming id.
+func (t *reqTable) peerLookup(id uint64) *Request {
+	idx := id & (1<<32 - 1)
+	if idx>>chunkBits >= tableChunks {
+		return nil
+	}
+	c := t.chunks[idx>>chunkBits].Load()
+	if c == nil || c[idx&(chunkSize-1)].id != id {
+		return nil
+	}
+	return &c[idx&(chunkSize-1)]
+}

@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Outbound flow of one message:
+//
+//  1. Isend takes a request from the pool and appends it to the
+//     destination's send queue; if the queue was empty it pushes at once.
+//  2. Eager (up to engine_eager_limit): the first packet carries the
+//     header and as much payload as fits, frag packets the rest, all
+//     contiguous on the link. A standard send completes once its last
+//     byte is on the link; a synchronous one waits for the receiver's fin.
+//  3. Rendezvous (larger): an rts packet announces the message and the
+//     address of its buffer; the request leaves the queue and waits. The
+//     receiver either reads the buffer itself (one copy) and answers fin,
+//     or answers cts, and the send streams data packets from its data
+//     queue, completing with the last one.
+//  4. Whatever finds no room on the link stays queued and Poll pushes it
+//     later; control packets (cts, fin, cancel answers) go first.
+//
+// Packets of one link leave in queue order, so messages between two ranks
+// never overtake one another, whatever protocol each takes.
+
+// Send sends buf to rank dest and returns once buf may be reused (for
+// Synchronous, once the receive has matched). A small standard send that
+// finds room on its link completes without a request.
+func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error {
+	ep.lk.lock()
+	if ep.closed {
+		ep.lk.unlock()
+		return ErrClosed
+	}
+	p := &ep.peers[dest]
+	if (mode == Standard || mode == Ready) && p.sendq.head == nil && p.dead == nil &&
+		len(buf) <= p.out.MaxPacket()-eagerHeader && len(buf) <= int(eagerLimit.Get()) {
+		if pkt := p.out.Reserve(); pkt != nil {
+			putEager(pkt, 0, ctx, int32(tag), uint32(len(buf)), 0)
+			copy(pkt[eagerHeader:], buf)
+			p.out.Commit(eagerHeader + len(buf))
+			p.count.msgs.Inc()
+			p.count.bytes.Add(uint64(len(buf)))
+			ep.lk.unlock()
+			p.out.Wake()
+			return nil
+		}
+	}
+	r, err := ep.startSend(buf, dest, tag, ctx, mode)
+	if err != nil {
+		ep.lk.unlock()
+		return err
+	}
+	if mode == Buffered {
+		// The message is in the attached buffer: the send goes on alone
+		// and its request is recycled when it completes.
+		if r.state == stDone {
+			err = r.err
+			ep.releaseLocked(r)
+		} else {
+			r.freed = true
+		}
+		ep.lk.unlock()
+		return err
+	}
+	r.internal = true
+	ep.lk.unlock()
+	_, err = r.Wait()
+	return err
+}
+
+// Isend starts a send of buf to rank dest. buf must not change until the
+// request completes.
+func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Request, error) {
+	ep.lk.lock()
+	defer ep.lk.unlock()
+	if ep.closed {
+		return nil, ErrClosed
+	}
+	return ep.startSend(buf, dest, tag, ctx, mode)
+}
+
+func (ep *Endpoint) startSend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Request, error) {
+	if mode == Buffered {
+		b, release, err := ep.attached.take(buf)
+		if err != nil {
+			return nil, err
+		}
+		r, err := ep.newRequest(kindSend, b, dest, tag, ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		r.release = release
+		r.mode = Standard
+		ep.enqueueSend(r)
+		return r, nil
+	}
+	r, err := ep.newRequest(kindSend, buf, dest, tag, ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.mode = mode
+	ep.enqueueSend(r)
+	return r, nil
+}
+
+func (ep *Endpoint) enqueueSend(r *Request) {
+	p := &ep.peers[r.peer]
+	if p.dead != nil {
+		ep.complete(r, p.dead)
+		return
+	}
+	r.state = stQueued
+	wasEmpty := p.sendq.head == nil
+	p.sendq.push(r)
+	if wasEmpty {
+		ep.flush(r.peer)
+	}
+	if p.sendq.head != nil {
+		ep.markQueued(p)
+	}
+}
+
+func (ep *Endpoint) markQueued(p *peer) {
+	if !p.queued {
+		p.queued = true
+		ep.outq++
+	}
+}
+
+// flushAll pushes what waits on every link and returns the packets sent.
+func (ep *Endpoint) flushAll() int {
+	n := 0
+	for i := range ep.peers {
+		if ep.peers[i].queued {
+			n += ep.flush(i)
+		}
+	}
+	return n
+}
+
+// flush pushes control packets, then the send queue's head, then
+// streaming data, until the link to peer i is full or nothing waits.
+func (ep *Endpoint) flush(i int) int {
+	p := &ep.peers[i]
+	n := 0
+	for len(p.ctl) > 0 {
+		pkt := p.out.Reserve()
+		if pkt == nil {
+			goto out
+		}
+		c := p.ctl[0]
+		var size int
+		switch c.typ {
+		case pktCancel:
+			putIDs(pkt[:cancelHeader], c.typ, c.flags, c.a, uint64(uint32(c.tag)))
+			put32(pkt, 4, c.ctx)
+			size = cancelHeader
+		case pktCTS:
+			putIDs(pkt[:ctsHeader], c.typ, c.flags, c.a, c.b)
+			size = ctsHeader
+		default:
+			putIDs(pkt[:finHeader], c.typ, c.flags, c.a, 0)
+			size = finHeader
+		}
+		p.out.Commit(size)
+		copy(p.ctl, p.ctl[1:])
+		p.ctl = p.ctl[:len(p.ctl)-1]
+		n++
+	}
+	for r := p.sendq.head; r != nil; r = p.sendq.head {
+		k, done := ep.pushSend(p, r)
+		n += k
+		if !done {
+			goto out
+		}
+	}
+	for r := p.dataq.head; r != nil; r = p.dataq.head {
+		k, done := ep.pushData(p, r)
+		n += k
+		if !done {
+			goto out
+		}
+	}
+out:
+	if n > 0 {
+		p.out.Wake()
+	}
+	if p.queued && len(p.ctl) == 0 && p.sendq.head == nil && p.dataq.head == nil {
+		p.queued = false
+		ep.outq--
+	}
+	return n
+}
+
+// pushSend pushes the packets of the send at the head of p's queue and
+// reports whether it left the queue.
+func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
+	n := 0
+	total := len(r.buf)
+	if r.state == stQueued {
+		pkt := p.out.Reserve()
+		if pkt == nil {
+			return 0, false
+		}
+		n++
+		var flags byte
+		if r.mode == Synchronous {
+			flags = flagSync
+		}
+		if total > int(eagerLimit.Get()) {
+			putRTS(pkt, flags, r.ctx, int32(r.tag), uint64(total), r.id, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(r.buf)))))
+			p.sendq.pop()
+			r.state = stAwaitFin // before the commit: the receiver may look at r at once
+			p.out.Commit(rtsHeader)
+			p.count.msgs.Inc()
+			p.count.bytes.Add(uint64(total))
+			pvRndv.Add(1)
+			return n, true
+		}
+		var sreq uint64
+		if flags != 0 {
+			sreq = r.id
+		}
+		putEager(pkt, flags, r.ctx, int32(r.tag), uint32(total), sreq)
+		k := copy(pkt[eagerHeader:], r.buf)
+		p.out.Commit(eagerHeader + k)
+		p.count.msgs.Inc()
+		p.count.bytes.Add(uint64(total))
+		r.sent = k
+		r.state = stPushing
+	}
+	for r.sent < total {
+		pkt := p.out.Reserve()
+		if pkt == nil {
+			return n, false
+		}
+		pkt[0] = pktFrag
+		k := copy(pkt[fragHeader:], r.buf[r.sent:])
+		p.out.Commit(fragHeader + k)
+		r.sent += k
+		n++
+	}
+	p.sendq.pop()
+	if r.mode == Synchronous {
+		r.state = stAwaitFin
+	} else {
+		ep.complete(r, nil)
+	}
+	return n, true
+}
+
+// pushData streams a rendezvous send's data after cts and reports whether
+// all of it is on the link.
+func (ep *Endpoint) pushData(p *peer, r *Request) (int, bool) {
+	n := 0
+	for r.sent < len(r.buf) {
+		pkt := p.out.Reserve()
+		if pkt == nil {
+			return n, false
+		}
+		putIDs(pkt[:dataHeader], pktData, 0, r.rreq, uint64(r.sent))
+		k := copy(pkt[dataHeader:], r.buf[r.sent:])
+		p.out.Commit(dataHeader + k)
+		r.sent += k
+		n++
+	}
+	p.dataq.pop()
+	ep.complete(r, nil)
+	return n, true
+}
+
+// queueCtl sends a control packet to peer i, now if there is room.
+func (ep *Endpoint) queueCtl(i int, c ctlPacket) {
+	p := &ep.peers[i]
+	if p.dead != nil {
+		return
+	}
+	p.ctl = append(p.ctl, c)
+	ep.flush(i)
+	if len(p.ctl) > 0 {
+		ep.markQueued(p)
+	}
+}
+
+// Cancel asks to withdraw r (MPI_CANCEL). A receive still posted, or a
+// send not yet on the link, is cancelled at once; a send the receiver
+// holds unmatched is withdrawn by asking it. Either way r completes: Wait
+// reports Status.Cancelled if the cancel took effect.
+func (r *Request) Cancel() error {
+	ep := r.ep
+	ep.lk.lock()
+	defer ep.lk.unlock()
+	if r.state == stFree {
+		return ErrRequest
+	}
+	switch {
+	case r.state == stDone:
+	case r.state == stPosted:
+		ep.m.unpost(r)
+		ep.posted.Sub(1)
+		r.status.Cancelled = true
+		pvCancelled.Add(1)
+		ep.complete(r, nil)
+	case r.kind == kindSend && r.state == stQueued:
+		p := &ep.peers[r.peer]
+		p.sendq.remove(r)
+		r.status.Cancelled = true
+		pvCancelled.Add(1)
+		ep.complete(r, nil)
+	case r.kind == kindSend && r.state == stAwaitFin && !r.cancelling:
+		r.cancelling = true
+		ep.queueCtl(r.peer, ctlPacket{typ: pktCancel, a: r.id, ctx: r.ctx, tag: int32(r.tag)})
+	}
+	return nil
+}
+
+func (ep *Endpoint) String() string { return fmt.Sprintf("rank %d of %d", ep.rank, ep.size) }

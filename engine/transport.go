@@ -1,0 +1,42 @@
+package engine
+
+// Link carries packets from this endpoint to one peer, reliably and in
+// order. Shared-memory and in-process links are rings; a NIC link provides
+// the same contract over unreliable frames with its own sequence numbers,
+// acknowledgements and retransmission, so protocols and matching never
+// depend on the medium.
+type Link interface {
+	// Reserve returns space for one packet of up to MaxPacket bytes, or
+	// nil if the link has no room now.
+	Reserve() []byte
+	// Commit publishes the reserved packet's first n bytes.
+	Commit(n int)
+	// MaxPacket returns the largest packet the link carries.
+	MaxPacket() int
+	// Check reports whether the peer still takes packets: nil, or an
+	// error (the peer died or closed).
+	Check() error
+	// Wake tells a parked peer that packets are waiting.
+	Wake()
+}
+
+// Inbox delivers the packets one peer sent to this endpoint, in order.
+type Inbox interface {
+	// Peek returns how many packets, up to max, are ready; Packet returns
+	// each and Release frees them. An error reports a malformed packet
+	// that was dropped.
+	Peek(max int) (int, error)
+	Packet(i int) []byte
+	Release(k int)
+	// Check reports whether the peer can still send: nil, or an error
+	// (it died or closed). Packets it sent before stay readable.
+	Check() error
+}
+
+// remoteReader copies a rendezvous message straight from the sender's
+// buffer: a plain copy between goroutines of one process, process_vm_readv
+// between processes. It returns an error if it cannot, and the protocol
+// falls back to streaming the data through the link.
+type remoteReader interface {
+	readRemote(peer int, sreq, addr uint64, dst []byte) error
+}

@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// Control variables.
+var (
+	eagerLimit = cvar.NewInt("engine_eager_limit", 16<<10,
+		"Largest message sent eagerly (copied through the rings at once, buffered by the receiver if no receive is posted); larger messages use the rendezvous protocol and move only once a receive matches.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("bytes"))
+	cellSize = cvar.NewInt("engine_cell_size", 1024,
+		"Bytes per cell of the per-pair rings (a power of two, at least 64): a message of up to the cell size less 32 bytes travels in one cell; larger ones are split.",
+		cvar.WithCategory("engine"), cvar.WithRange(64, 1<<16), cvar.WithUnit("bytes"))
+	cellCount = cvar.NewInt("engine_cells", 128,
+		"Cells per per-pair ring (a power of two): how many packets one rank can have in flight to another before it waits.",
+		cvar.WithCategory("engine"), cvar.WithRange(2, 1<<20), cvar.WithUnit("cells"))
+	rndvMode = cvar.NewEnum("engine_rndv_copy", "auto", []string{"auto", "cma", "pipeline"},
+		"How shared-memory rendezvous moves data: cma reads the sender's buffer with process_vm_readv (one copy), pipeline streams it through the rings (two copies); auto tries cma and falls back to pipeline where the kernel refuses it.",
+		cvar.WithCategory("engine"))
+	checkInterval = cvar.NewDuration("engine_check_interval", 5*time.Millisecond,
+		"How often an endpoint with pending operations that finds nothing to do checks that its peers are alive: a dead or departed peer's operations fail within about this long after its death is visible.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(10*time.Microsecond), int64(time.Minute)))
+	pollBatch = cvar.NewInt("engine_poll_batch", 32,
+		"Packets taken from one ring in one poll before the next ring is looked at.",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1024), cvar.WithUnit("packets"))
+)
+
+// Performance variables. Per-transport counters are registered by
+// transportCounters.
+var (
+	pvUnexpected = pvar.NewLevel("engine_unexpected_queue",
+		"Messages that arrived before a matching receive was posted and wait in the unexpected queues.", pvar.WithUnit("messages"))
+	pvUnexpectedHWM = pvar.NewHighWatermark("engine_unexpected_queue_hwm",
+		"Longest the unexpected queue of one endpoint has been.", pvar.WithUnit("messages"))
+	pvPosted = pvar.NewLevel("engine_posted_queue",
+		"Receives posted and not yet matched.", pvar.WithUnit("requests"))
+	pvRndv = pvar.NewCounter("engine_rendezvous",
+		"Messages sent with the rendezvous protocol.", pvar.WithUnit("messages"))
+	pvCMA = pvar.NewCounter("engine_rendezvous_cma",
+		"Rendezvous messages read in one copy with process_vm_readv.", pvar.WithUnit("messages"))
+	pvPipelined = pvar.NewCounter("engine_rendezvous_pipelined",
+		"Rendezvous messages streamed through the rings in data packets.", pvar.WithUnit("messages"))
+	pvMalformed = pvar.NewCounter("engine_malformed_packets",
+		"Packets from peers dropped because their type, length or request id was invalid.", pvar.WithUnit("packets"))
+	pvPeerDeaths = pvar.NewCounter("engine_peer_deaths",
+		"Peers found dead or gone while operations with them were pending.", pvar.WithUnit("peers"))
+	pvCancelled = pvar.NewCounter("engine_cancelled",
+		"Requests cancelled successfully.", pvar.WithUnit("requests"))
+)
+
+// transportCounters are the message and byte counts of one transport kind.
+type transportCounters struct {
+	msgs, bytes *pvar.Counter
+}
+
+func newTransportCounters(kind string) transportCounters {
+	return transportCounters{
+		msgs: pvar.NewCounter("engine_"+kind+"_messages",
+			"Messages sent over the "+kind+" transport.", pvar.WithUnit("messages")),
+		bytes: pvar.NewCounter("engine_"+kind+"_bytes",
+			"Payload bytes sent over the "+kind+" transport.", pvar.WithUnit("bytes")),
+	}
+}
+
+var (
+	countSelf   = newTransportCounters("self")
+	countInproc = newTransportCounters("inproc")
+	countShm    = newTransportCounters("shm")
+)

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Packet layouts. Every packet starts with a one-byte type; all integers
+// are little-endian at fixed offsets. The type decides the header length,
+// and a packet shorter than its header is malformed and dropped.
+//
+//	eager  0 type, 1 flags, 4 context u32, 8 tag i32, 12 length u32,
+//	       16 sender request u64 (synchronous sends only), 24 payload...
+//	       The first packet of an eager message; length is the whole
+//	       message, of which this packet carries the first part.
+//	frag   0 type, 8 payload...: the next part of the eager message the
+//	       same peer sent last; packets of one message are contiguous.
+//	rts    0 type, 1 flags, 4 context u32, 8 tag i32, 16 length u64,
+//	       24 sender request u64, 32 sender address u64: a rendezvous
+//	       message announced; the data stays in the sender's buffer.
+//	cts    0 type, 8 sender request u64, 16 receiver request u64: the
+//	       receiver matched an rts and asks for the data in packets.
+//	data   0 type, 8 receiver request u64, 16 offset u64, 24 payload...
+//	fin    0 type, 8 sender request u64: the receiver has the whole
+//	       message (rendezvous) or has matched it (synchronous eager).
+//	cancel 0 type, 4 context u32, 8 sender request u64, 16 tag i32: the
+//	       sender asks to withdraw an unmatched message.
+//	cancelled 0 type, 1 flags (1: withdrawn), 8 sender request u64.
+const (
+	pktEager     = 1
+	pktFrag      = 2
+	pktRTS       = 3
+	pktCTS       = 4
+	pktData      = 5
+	pktFin       = 6
+	pktCancel    = 7
+	pktCancelled = 8
+
+	flagSync = 1 << 0 // eager or rts: the sender wants fin once matched
+
+	eagerHeader  = 24
+	fragHeader   = 8
+	rtsHeader    = 40
+	ctsHeader    = 24
+	dataHeader   = 24
+	finHeader    = 16
+	cancelHeader = 24
+
+	// minPacket is the smallest packet capacity a link may offer: the
+	// largest header plus one byte of payload.
+	minPacket = rtsHeader + 8
+)
+
+// headerLen returns the header length of a packet type, 0 if the type is
+// unknown.
+func headerLen(typ byte) int {
+	switch typ {
+	case pktEager:
+		return eagerHeader
+	case pktFrag:
+		return fragHeader
+	case pktRTS:
+		return rtsHeader
+	case pktCTS:
+		return ctsHeader
+	case pktData:
+		return dataHeader
+	case pktCancel:
+		return cancelHeader
+	case pktFin, pktCancelled:
+		return finHeader
+	}
+	return 0
+}
+
+// checkPacket validates a packet's type and length before any field is read.
+func checkPacket(p []byte) error {
+	if len(p) == 0 {
+		return fmt.Errorf("%w: empty packet", ErrMalformed)
+	}
+	n := headerLen(p[0])
+	if n == 0 {
+		return fmt.Errorf("%w: unknown packet type %d", ErrMalformed, p[0])
+	}
+	if len(p) < n {
+		return fmt.Errorf("%w: %d-byte packet of type %d, header needs %d", ErrMalformed, len(p), p[0], n)
+	}
+	return nil
+}
+
+func u32(p []byte, off int) uint32      { return binary.LittleEndian.Uint32(p[off:]) }
+func u64(p []byte, off int) uint64      { return binary.LittleEndian.Uint64(p[off:]) }
+func put32(p []byte, off int, v uint32) { binary.LittleEndian.PutUint32(p[off:], v) }
+func put64(p []byte, off int, v uint64) { binary.LittleEndian.PutUint64(p[off:], v) }
+
+// putEager writes an eager header.
+func putEager(p []byte, flags byte, ctx uint32, tag int32, length uint32, sreq uint64) {
+	p[0], p[1], p[2], p[3] = pktEager, flags, 0, 0
+	put32(p, 4, ctx)
+	put32(p, 8, uint32(tag))
+	put32(p, 12, length)
+	put64(p, 16, sreq)
+}
+
+// putRTS writes a rendezvous announcement.
+func putRTS(p []byte, flags byte, ctx uint32, tag int32, length, sreq, addr uint64) {
+	p[0], p[1], p[2], p[3] = pktRTS, flags, 0, 0
+	put32(p, 4, ctx)
+	put32(p, 8, uint32(tag))
+	put32(p, 12, 0)
+	put64(p, 16, length)
+	put64(p, 24, sreq)
+	put64(p, 32, addr)
+}
+
+// putIDs writes a control packet of one or two request ids (cts, data,
+// fin, cancel, cancelled).
+func putIDs(p []byte, typ, flags byte, a, b uint64) {
+	p[0], p[1], p[2], p[3] = typ, flags, 0, 0
+	put32(p, 4, 0)
+	put64(p, 8, a)
+	if len(p) >= 24 {
+		put64(p, 16, b)
+	}
+}

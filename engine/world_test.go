@@ -1,0 +1,280 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// run runs fn on every rank of a new world of n ranks, as goroutines, and
+// fails the test with the first error.
+func run(t testing.TB, n int, fn func(ep *Endpoint) error) {
+	t.Helper()
+	w, err := NewWorld(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(w.Endpoint(i))
+			w.Endpoint(i).Close()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", i, err)
+		}
+	}
+}
+
+func msg(n, seed int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*31 + seed)
+	}
+	return b
+}
+
+func TestSendRecvSizes(t *testing.T) {
+	sizes := []int{0, 1, 8, 900, 1000, 1024, 5000, 16 << 10, 16<<10 + 1, 100 << 10, 1 << 20}
+	for _, mode := range []Mode{Standard, Synchronous} {
+		run(t, 2, func(ep *Endpoint) error {
+			for k, n := range sizes {
+				if ep.Rank() == 0 {
+					if err := ep.Send(msg(n, k), 1, k, 0, mode); err != nil {
+						return err
+					}
+					continue
+				}
+				buf := make([]byte, n)
+				st, err := ep.Recv(buf, 0, k, 0)
+				if err != nil {
+					return err
+				}
+				if st.Count != n || st.Source != 0 || st.Tag != k || !bytes.Equal(buf, msg(n, k)) {
+					return fmt.Errorf("mode %d size %d: status %+v", mode, n, st)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func TestUnexpectedAndOrder(t *testing.T) {
+	const count = 300
+	sizes := []int{8, 3000, 40000}
+	run(t, 2, func(ep *Endpoint) error {
+		if ep.Rank() == 0 {
+			var reqs []*Request
+			for i := 0; i < count; i++ {
+				r, err := ep.Isend(msg(sizes[i%3], i), 1, i%2, 7, Standard)
+				if err != nil {
+					return err
+				}
+				reqs = append(reqs, r)
+			}
+			// Rendezvous sends complete only once received: announce the
+			// end first.
+			if err := ep.Send(nil, 1, 99, 7, Standard); err != nil {
+				return err
+			}
+			for _, r := range reqs {
+				if _, err := r.Wait(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		// Wait for the last message so the others are unexpected, then
+		// receive per tag: order within a tag is sending order.
+		if _, err := ep.Recv(nil, 0, 99, 7); err != nil {
+			return err
+		}
+		for _, tag := range []int{1, 0} {
+			for i := tag; i < count; i += 2 {
+				buf := make([]byte, 40000)
+				st, err := ep.Recv(buf, AnySource, tag, 7)
+				if err != nil {
+					return err
+				}
+				if st.Count != sizes[i%3] || !bytes.Equal(buf[:st.Count], msg(sizes[i%3], i)) {
+					return fmt.Errorf("tag %d message %d: %+v", tag, i, st)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func TestWildcardOrder(t *testing.T) {
+	run(t, 3, func(ep *Endpoint) error {
+		switch ep.Rank() {
+		case 0:
+			// Post receives in an order mixing wildcards; each message
+			// must go to the earliest posted receive it matches.
+			r1, _ := ep.Irecv(make([]byte, 8), AnySource, 5, 0)
+			r2, _ := ep.Irecv(make([]byte, 8), 1, AnyTag, 0)
+			r3, _ := ep.Irecv(make([]byte, 8), 1, 5, 0)
+			if err := ep.Send(nil, 1, 0, 1, Standard); err != nil { // go
+				return err
+			}
+			st1, _ := r1.Wait()
+			st2, _ := r2.Wait()
+			st3, _ := r3.Wait()
+			if st1.Count != 1 || st2.Count != 2 || st3.Count != 3 {
+				return fmt.Errorf("got %+v %+v %+v", st1, st2, st3)
+			}
+		case 1:
+			if _, err := ep.Recv(nil, 0, 0, 1); err != nil {
+				return err
+			}
+			for n := 1; n <= 3; n++ {
+				if err := ep.Send(make([]byte, n), 0, 5, 0, Standard); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func TestTruncate(t *testing.T) {
+	for _, n := range []int{100, 5000, 200000} {
+		run(t, 2, func(ep *Endpoint) error {
+			if ep.Rank() == 0 {
+				return ep.Send(msg(n, 1), 1, 0, 0, Standard)
+			}
+			buf := make([]byte, 50)
+			st, err := ep.Recv(buf, 0, 0, 0)
+			if !errors.Is(err, ErrTruncate) || st.Count != 50 || !bytes.Equal(buf, msg(n, 1)[:50]) {
+				return fmt.Errorf("size %d: %+v %v", n, st, err)
+			}
+			return nil
+		})
+	}
+}
+
+func TestSelf(t *testing.T) {
+	run(t, 1, func(ep *Endpoint) error {
+		for _, n := range []int{8, 10000, 300000} {
+			r, err := ep.Irecv(make([]byte, n), 0, 3, 0)
+			if err != nil {
+				return err
+			}
+			if err := ep.Send(msg(n, 2), 0, 3, 0, Standard); err != nil {
+				return err
+			}
+			st, err := r.Wait()
+			if err != nil || st.Count != n {
+				return fmt.Errorf("self %d: %+v %v", n, st, err)
+			}
+		}
+		return nil
+	})
+}
+
+func TestProbeAndCancel(t *testing.T) {
+	run(t, 2, func(ep *Endpoint) error {
+		if ep.Rank() == 0 {
+			if err := ep.Send(msg(1234, 0), 1, 4, 0, Standard); err != nil {
+				return err
+			}
+			// A rendezvous send nobody receives can be withdrawn.
+			r, err := ep.Isend(msg(100000, 0), 1, 8, 0, Standard)
+			if err != nil {
+				return err
+			}
+			if err := ep.Send(nil, 1, 5, 0, Standard); err != nil {
+				return err
+			}
+			if _, err := ep.Recv(nil, 1, 6, 0); err != nil {
+				return err
+			}
+			r.Cancel()
+			st, err := r.Wait()
+			if err != nil || !st.Cancelled {
+				return fmt.Errorf("cancel send: %+v %v", st, err)
+			}
+			return ep.Send(nil, 1, 7, 0, Standard)
+		}
+		st, err := ep.Probe(AnySource, AnyTag, 0)
+		if err != nil || st.Count != 1234 || st.Tag != 4 {
+			return fmt.Errorf("probe: %+v %v", st, err)
+		}
+		if _, err := ep.Recv(make([]byte, 1234), 0, 4, 0); err != nil {
+			return err
+		}
+		r, _ := ep.Irecv(nil, 0, 77, 0)
+		r.Cancel()
+		if st, err := r.Wait(); err != nil || !st.Cancelled {
+			return fmt.Errorf("cancel recv: %+v %v", st, err)
+		}
+		if _, err := ep.Recv(nil, 0, 5, 0); err != nil {
+			return err
+		}
+		if err := ep.Send(nil, 0, 6, 0, Standard); err != nil {
+			return err
+		}
+		if _, err := ep.Recv(nil, 0, 7, 0); err != nil {
+			return err
+		}
+		if _, ok, _ := ep.Iprobe(0, 8, 0); ok {
+			return fmt.Errorf("cancelled message still there")
+		}
+		return nil
+	})
+}
+
+func TestBuffered(t *testing.T) {
+	run(t, 2, func(ep *Endpoint) error {
+		if ep.Rank() == 0 {
+			if err := ep.Send(msg(10, 0), 1, 0, 0, Buffered); !errors.Is(err, ErrBuffer) {
+				return fmt.Errorf("bsend without buffer: %v", err)
+			}
+			ep.BufferAttach(make([]byte, 100000))
+			for i := 0; i < 3; i++ {
+				if err := ep.Send(msg(30000, i), 1, i, 0, Buffered); err != nil {
+					return err
+				}
+			}
+			if err := ep.Send(msg(30000, 9), 1, 9, 0, Buffered); !errors.Is(err, ErrBuffer) {
+				return fmt.Errorf("bsend over the buffer: %v", err)
+			}
+			_, err := ep.BufferDetach()
+			return err
+		}
+		for i := 2; i >= 0; i-- {
+			buf := make([]byte, 30000)
+			if _, err := ep.Recv(buf, 0, i, 0); err != nil || !bytes.Equal(buf, msg(30000, i)) {
+				return fmt.Errorf("bsend %d: %v", i, err)
+			}
+		}
+		return nil
+	})
+}
+
+func TestPeerExit(t *testing.T) {
+	run(t, 2, func(ep *Endpoint) error {
+		if ep.Rank() == 0 {
+			return ep.Send(msg(8, 0), 1, 0, 0, Standard)
+		}
+		if _, err := ep.Recv(make([]byte, 8), 0, 0, 0); err != nil {
+			return err
+		}
+		_, err := ep.Recv(make([]byte, 8), 0, 1, 0)
+		if !errors.Is(err, ErrPeerDead) {
+			return fmt.Errorf("recv from exited rank: %v", err)
+		}
+		if err := ep.Send(msg(100000, 0), 0, 0, 0, Standard); !errors.Is(err, ErrPeerDead) {
+			return fmt.Errorf("send to exited rank: %v", err)
+		}
+		return nil
+	})
+}

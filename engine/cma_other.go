@@ -1,0 +1,11 @@
+//go:build !linux
+
+package engine
+
+import "errors"
+
+var errCMAOff = errors.New("cross-memory attach needs Linux")
+
+func readProcess(pid int, addr uint64, dst []byte) error { return errCMAOff }
+
+func isPermission(err error) bool { return true }

@@ -1,0 +1,229 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/rings"
+)
+
+// Cross-process tests re-execute the test binary: TestMain runs the role
+// named in roleEnv instead of the tests, as one rank of the job whose
+// segment is named in segEnv.
+const (
+	roleEnv = "ENGINE_TEST_ROLE"
+	segEnv  = "ENGINE_TEST_SEG"
+	rankEnv = "ENGINE_TEST_RANK"
+)
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		if err := runChild(role); err != nil {
+			fmt.Fprintf(os.Stderr, "child %s: %v\n", role, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+var shmSizes = []int{0, 8, 1000, 5000, 16 << 10, 16<<10 + 1, 1 << 20, 4 << 20}
+
+func runChild(role string) error {
+	seg, err := rings.OpenSegment(os.Getenv(segEnv))
+	if err != nil {
+		return err
+	}
+	defer seg.Close()
+	rank, _ := strconv.Atoi(os.Getenv(rankEnv))
+	ep, err := OpenShm(seg, rank)
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	switch role {
+	case "echo": // send back every message until tag 999
+		buf := make([]byte, 8<<20)
+		for {
+			st, err := ep.Recv(buf, AnySource, AnyTag, 0)
+			if err != nil {
+				return err
+			}
+			if st.Tag == 999 {
+				return nil
+			}
+			if err := ep.Send(buf[:st.Count], st.Source, st.Tag, 0, Standard); err != nil {
+				return err
+			}
+		}
+	case "send-die": // announce a rendezvous message, then die unmatched
+		if _, err := ep.Isend(make([]byte, 8<<20), 0, 1, 0, Standard); err != nil {
+			return err
+		}
+		if err := ep.Send([]byte("sent"), 0, 2, 0, Standard); err != nil {
+			return err
+		}
+		ep.Progress().Progress()
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	case "send-big": // one large message, then wait to be killed
+		if err := ep.Send(make([]byte, 64<<20), 0, 1, 0, Standard); err != nil {
+			return err
+		}
+		time.Sleep(time.Hour)
+	default:
+		return fmt.Errorf("unknown role %q", role)
+	}
+	return nil
+}
+
+// shmJob creates a job of n ranks for this test and starts ranks 1..n-1 as
+// children running role; the test process is rank 0.
+func startJob(t *testing.T, n int, role string, env ...string) (*Endpoint, []*exec.Cmd) {
+	t.Helper()
+	name := fmt.Sprintf("tachyon-engine-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	seg, err := CreateShmJob(name, n)
+	if err != nil {
+		t.Skip("no shared-memory segment:", err)
+	}
+	t.Cleanup(func() { seg.Remove(); seg.Close() })
+	var kids []*exec.Cmd
+	for r := 1; r < n; r++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), roleEnv+"="+role, segEnv+"="+name, rankEnv+"="+strconv.Itoa(r))
+		cmd.Env = append(cmd.Env, env...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		kids = append(kids, cmd)
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	ep, err := OpenShm(seg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	return ep, kids
+}
+
+func setVar(t *testing.T, name, value string) {
+	t.Helper()
+	v, _ := cvar.Lookup(name)
+	old := v.Default()
+	if err := cvar.Set(name, value); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cvar.Set(name, old) })
+}
+
+func TestShmEcho(t *testing.T) {
+	for _, mode := range []string{"auto", "pipeline"} {
+		t.Run(mode, func(t *testing.T) {
+			setVar(t, "engine_rndv_copy", mode)
+			ep, kids := startJob(t, 2, "echo", "TACHYON_ENGINE_RNDV_COPY="+mode)
+			for k, n := range shmSizes {
+				out := msg(n, k)
+				in := make([]byte, n)
+				r, err := ep.Irecv(in, 1, k, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ep.Send(out, 1, k, 0, Standard); err != nil {
+					t.Fatal(err)
+				}
+				st, err := r.Wait()
+				if err != nil || st.Count != n || !bytes.Equal(in, out) {
+					t.Fatalf("%d bytes: %+v %v", n, st, err)
+				}
+			}
+			if err := ep.Send(nil, 1, 999, 0, Standard); err != nil {
+				t.Fatal(err)
+			}
+			if err := kids[0].Wait(); err != nil {
+				t.Fatal("echo rank:", err)
+			}
+		})
+	}
+}
+
+func TestShmManyRanks(t *testing.T) {
+	const n = 4
+	ep, kids := startJob(t, n, "echo")
+	for round := 0; round < 50; round++ {
+		var reqs []*Request
+		for r := 1; r < n; r++ {
+			size := shmSizes[(round+r)%len(shmSizes)] % (100 << 10)
+			rq, _ := ep.Irecv(make([]byte, size), r, round, 0)
+			reqs = append(reqs, rq)
+			sq, _ := ep.Isend(msg(size, round), r, round, 0, Standard)
+			reqs = append(reqs, sq)
+		}
+		for _, rq := range reqs {
+			if _, err := rq.Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for r := 1; r < n; r++ {
+		ep.Send(nil, r, 999, 0, Standard)
+	}
+	for _, k := range kids {
+		if err := k.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestShmSenderDiesBeforeMatch: a rank announces a rendezvous message and
+// dies; the receive that matches it later fails instead of hanging.
+func TestShmSenderDiesBeforeMatch(t *testing.T) {
+	ep, kids := startJob(t, 2, "send-die")
+	buf := make([]byte, 8)
+	if _, err := ep.Recv(buf, 1, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	kids[0].Wait()
+	start := time.Now()
+	_, err := ep.Recv(make([]byte, 8<<20), 1, 1, 0)
+	if !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("receive from dead sender: %v", err)
+	}
+	t.Logf("failed after %v: %v", time.Since(start), err)
+}
+
+// TestShmSenderKilledMidRendezvous kills the sender while its data
+// streams through the rings: the receive fails with ErrPeerDead.
+func TestShmSenderKilledMidRendezvous(t *testing.T) {
+	setVar(t, "engine_rndv_copy", "pipeline")
+	ep, kids := startJob(t, 2, "send-big")
+	r, err := ep.Irecv(make([]byte, 64<<20), 1, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r.ep.lk.lock()
+		got := r.got
+		r.ep.lk.unlock()
+		if got > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no data arrived")
+		}
+		r.ep.Progress().Progress()
+	}
+	kids[0].Process.Kill()
+	_, err = r.Wait()
+	if !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("receive from killed sender: %v", err)
+	}
+}

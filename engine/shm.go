@@ -93,7 +93,9 @@ type shmJob struct {
 	n   int
 }
 
-func (j shmJob) rankLines(i int) []byte { return j.ctl[ctlLine+i*ctlPerRank : ctlLine+(i+1)*ctlPerRank] }
+func (j shmJob) rankLines(i int) []byte {
+	return j.ctl[ctlLine+i*ctlPerRank : ctlLine+(i+1)*ctlPerRank]
+}
 
 func (j shmJob) pid(i int) int {
 	return int(asm.LoadAcquire64((*uint64)(unsafe.Pointer(&j.rankLines(i)[offCtlPID]))))

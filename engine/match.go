@@ -117,8 +117,44 @@ func (l *uqList) remove(u *unexpected, which int) {
 	u.lists[which] = nil
 }
 
+// listCache remembers recently used lists in front of a map: a
+// direct-mapped table of 64 entries, so that traffic on a few keys (the
+// common case) costs a multiply and a compare instead of a map lookup.
+type listCache[L any] struct {
+	ents [64]struct {
+		k key
+		l *L
+	}
+}
+
+func (k key) slot() uint32 {
+	return (k.ctx*0x9E3779B1 ^ uint32(k.src)*0x85EBCA6B ^ uint32(k.tag)*0xC2B2AE35) >> 26
+}
+
+// get returns m[k], from the cache if it holds k.
+func (c *listCache[L]) get(m map[key]*L, k key) *L {
+	e := &c.ents[k.slot()]
+	if e.l != nil && e.k == k {
+		return e.l
+	}
+	l := m[k]
+	if l != nil {
+		e.k, e.l = k, l
+	}
+	return l
+}
+
+// forget drops k, which is leaving the map.
+func (c *listCache[L]) forget(k key) {
+	if e := &c.ents[k.slot()]; e.k == k {
+		e.l = nil
+	}
+}
+
 // matcher holds one endpoint's posted and unexpected queues.
 type matcher struct {
+	pcache   listCache[reqList]
+	ucache   listCache[uqList]
 	posted   map[key]*reqList
 	nposted  int
 	nwild    int // posted receives with a wildcard
@@ -140,7 +176,7 @@ func recvKey(ctx uint32, src, tag int) key { return key{ctx, int32(src), int32(t
 // post appends a receive to the posted queue.
 func (m *matcher) post(r *Request) {
 	k := recvKey(r.ctx, r.peer, r.tag)
-	l := m.posted[k]
+	l := m.pcache.get(m.posted, k)
 	if l == nil {
 		if n := len(m.spare); n > 0 {
 			l, m.spare = m.spare[n-1], m.spare[:n-1]
@@ -167,7 +203,9 @@ func (m *matcher) unpost(r *Request) {
 		m.nwild--
 	}
 	if l.head == nil && len(m.posted) > m.maxLists {
-		delete(m.posted, recvKey(r.ctx, r.peer, r.tag))
+		k := recvKey(r.ctx, r.peer, r.tag)
+		delete(m.posted, k)
+		m.pcache.forget(k)
 		m.spare = append(m.spare, l)
 	}
 }
@@ -179,12 +217,12 @@ func (m *matcher) matchPosted(ctx uint32, src, tag int32) *Request {
 		return nil
 	}
 	var best *Request
-	if l := m.posted[key{ctx, src, tag}]; l != nil {
+	if l := m.pcache.get(m.posted, key{ctx, src, tag}); l != nil {
 		best = l.head
 	}
 	if m.nwild > 0 {
 		for _, k := range [3]key{{ctx, src, AnyTag}, {ctx, AnySource, tag}, {ctx, AnySource, AnyTag}} {
-			if l := m.posted[k]; l != nil && l.head != nil && (best == nil || l.head.seq < best.seq) {
+			if l := m.pcache.get(m.posted, k); l != nil && l.head != nil && (best == nil || l.head.seq < best.seq) {
 				best = l.head
 			}
 		}
@@ -203,7 +241,7 @@ func (m *matcher) findUnexpected(ctx uint32, src, tag int) *unexpected {
 	}
 	// A receive's key, wildcards included, names exactly one of the four
 	// lists every message is in.
-	if l := m.uq[recvKey(ctx, src, tag)]; l != nil {
+	if l := m.ucache.get(m.uq, recvKey(ctx, src, tag)); l != nil {
 		return l.head
 	}
 	return nil
@@ -225,7 +263,7 @@ func (m *matcher) newUnexpected(ctx uint32, src, tag int32) *unexpected {
 	}
 	u.ctx, u.src, u.tag = ctx, src, tag
 	for which, k := range uqKeys(ctx, src, tag) {
-		l := m.uq[k]
+		l := m.ucache.get(m.uq, k)
 		if l == nil {
 			if n := len(m.uqSpare); n > 0 {
 				l, m.uqSpare = m.uqSpare[n-1], m.uqSpare[:n-1]
@@ -248,6 +286,7 @@ func (m *matcher) dequeue(u *unexpected) {
 		l.remove(u, which)
 		if l.head == nil && len(m.uq) > m.maxLists {
 			delete(m.uq, k)
+			m.ucache.forget(k)
 			m.uqSpare = append(m.uqSpare, l)
 		}
 	}

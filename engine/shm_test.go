@@ -78,6 +78,45 @@ func runChild(role string) error {
 			return err
 		}
 		time.Sleep(time.Hour)
+	case "pong": // echo 8-byte messages until tag 999
+		pinEnv()
+		var buf [64]byte
+		for {
+			st, err := ep.Recv(buf[:], 0, AnyTag, 0)
+			if err != nil {
+				return err
+			}
+			if st.Tag == 999 {
+				return nil
+			}
+			if err := ep.Send(buf[:st.Count], 0, 1, 0, Standard); err != nil {
+				return err
+			}
+		}
+	case "sink": // windows of receives, each acknowledged, until tag 999
+		pinEnv()
+		size, _ := strconv.Atoi(os.Getenv("ENGINE_TEST_SIZE"))
+		buf := make([]byte, max(size, 8))
+		reqs := make([]*Request, window)
+		for {
+			for i := range reqs {
+				if reqs[i], err = ep.Irecv(buf, 0, AnyTag, 0); err != nil {
+					return err
+				}
+			}
+			for _, r := range reqs {
+				st, err := r.Wait()
+				if err != nil {
+					return err
+				}
+				if st.Tag == 999 {
+					return nil
+				}
+			}
+			if err := ep.Send(buf[:4], 0, 2, 0, Standard); err != nil {
+				return err
+			}
+		}
 	default:
 		return fmt.Errorf("unknown role %q", role)
 	}
@@ -87,6 +126,14 @@ func runChild(role string) error {
 // shmJob creates a job of n ranks for this test and starts ranks 1..n-1 as
 // children running role; the test process is rank 0.
 func startJob(t *testing.T, n int, role string, env ...string) (*Endpoint, []*exec.Cmd) {
+	return startJobN(t, n, role, env...)
+}
+
+func startJobB(b *testing.B, role string, env ...string) (*Endpoint, []*exec.Cmd) {
+	return startJobN(b, 2, role, env...)
+}
+
+func startJobN(t testing.TB, n int, role string, env ...string) (*Endpoint, []*exec.Cmd) {
 	t.Helper()
 	name := fmt.Sprintf("tachyon-engine-test-%d-%d", os.Getpid(), time.Now().UnixNano())
 	seg, err := CreateShmJob(name, n)
@@ -114,7 +161,7 @@ func startJob(t *testing.T, n int, role string, env ...string) (*Endpoint, []*ex
 	return ep, kids
 }
 
-func setVar(t *testing.T, name, value string) {
+func setVar(t testing.TB, name, value string) {
 	t.Helper()
 	v, _ := cvar.Lookup(name)
 	old := v.Default()

@@ -216,6 +216,12 @@ func (ep *Endpoint) sendRequest(src int, id uint64, want reqState) *Request {
 	return s
 }
 
+// maxEagerAccepted bounds the length an eager packet may announce, so that
+// a broken peer cannot make this rank allocate without limit. Every rank of
+// a job is meant to run with the same engine_eager_limit; the slack allows
+// for one that does not.
+func maxEagerAccepted() int { return max(4*int(eagerLimit.Get()), 1<<20) }
+
 func (ep *Endpoint) onEager(src int, p *peer, pkt []byte) {
 	if p.rx.req != nil || p.rx.uq != nil {
 		// The previous message's fragments never came: the peer broke
@@ -225,7 +231,7 @@ func (ep *Endpoint) onEager(src int, p *peer, pkt []byte) {
 	}
 	ctx, tag, length := u32(pkt, 4), int32(u32(pkt, 8)), int(u32(pkt, 12))
 	payload := pkt[eagerHeader:]
-	if len(payload) > length {
+	if len(payload) > length || length > maxEagerAccepted() {
 		pvMalformed.Add(1)
 		return
 	}

@@ -26,7 +26,9 @@ var (
 	// by a live process (or no producer slot of a many-to-one ring is free).
 	ErrBusy = errors.New("rings: ring side already attached")
 	// ErrCorrupt: a cell or record written by the peer has a malformed
-	// length; it was dropped and counted (rings_malformed_dropped).
+	// length; it was dropped and counted (rings_malformed_dropped). A
+	// many-to-one writer also returns it, without dropping anything, when
+	// the ring's shared indices are impossible (the head beyond the tail).
 	ErrCorrupt = errors.New("rings: malformed data from peer")
 	// ErrBadSegment: a segment or ring header failed validation (wrong
 	// magic, version, kind, sizes or layout); nothing was attached.

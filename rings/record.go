@@ -181,7 +181,9 @@ func (w *RecordWriter) hdr(idx uint64) *uint64 { return (*uint64)(unsafe.Add(w.d
 // Claim reserves space for one record with an n-byte payload and returns
 // the payload area to fill in place; Commit publishes it and Abort gives
 // it up. It returns ErrFull if the space is not free, ErrTooLarge if n
-// exceeds MaxPayload, and ErrInvalid if a claim is already open.
+// exceeds MaxPayload, ErrInvalid if a claim is already open, and, on a
+// many-to-one ring whose shared head has been found beyond its tail,
+// ErrCorrupt.
 func (w *RecordWriter) Claim(n int) ([]byte, error) {
 	if uint(n) > uint(w.maxPayload) || w.claiming || w.closed {
 		return nil, w.claimErr(n)
@@ -189,14 +191,14 @@ func (w *RecordWriter) Claim(n int) ([]byte, error) {
 	length := uint64(recordHeader + n)
 	need := align(length, recordAlign)
 	var idx uint64
-	var ok bool
+	var err error
 	if w.multi {
-		idx, ok = w.claimShared(need, length)
+		idx, err = w.claimShared(need, length)
 	} else {
-		idx, ok = w.claimOwn(need)
+		idx, err = w.claimOwn(need)
 	}
-	if !ok {
-		return nil, ErrFull
+	if err != nil {
+		return nil, err
 	}
 	w.claiming, w.claimIdx, w.claimLen = true, idx, length
 	return unsafe.Slice((*byte)(unsafe.Add(w.data, idx+recordHeader)), n), nil
@@ -215,7 +217,7 @@ func (w *RecordWriter) claimErr(n int) error {
 }
 
 // claimOwn reserves need bytes for a single producer.
-func (w *RecordWriter) claimOwn(need uint64) (uint64, bool) {
+func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
 	t := w.tail
 	idx := t & w.mask
 	var padding uint64
@@ -225,7 +227,7 @@ func (w *RecordWriter) claimOwn(need uint64) (uint64, bool) {
 	if t+padding+need-w.headCache > w.capacity {
 		w.headCache = asm.LoadAcquire64(w.headp)
 		if t+padding+need-w.headCache > w.capacity {
-			return 0, false
+			return 0, ErrFull
 		}
 	}
 	if padding != 0 {
@@ -233,12 +235,14 @@ func (w *RecordWriter) claimOwn(need uint64) (uint64, bool) {
 		idx = 0
 	}
 	w.tail = t + padding + need
-	return idx, true
+	return idx, nil
 }
 
 // claimShared reserves need bytes among many producers and marks them
-// claimed with a negative length tagged with this writer's slot.
-func (w *RecordWriter) claimShared(need, length uint64) (uint64, bool) {
+// claimed with a negative length tagged with this writer's slot. It
+// returns ErrCorrupt if the shared head is beyond the shared tail, which
+// only a corrupt ring shows: retrying would spin forever.
+func (w *RecordWriter) claimShared(need, length uint64) (uint64, error) {
 	for {
 		t := asm.LoadAcquire64(w.tailp)
 		idx := t & w.mask
@@ -249,10 +253,16 @@ func (w *RecordWriter) claimShared(need, length uint64) (uint64, bool) {
 		if t+padding+need-w.headCache > w.capacity || t < w.headCache {
 			w.headCache = asm.LoadAcquire64(w.headp)
 			if t < w.headCache {
-				continue // t is stale: the reader is already past it
+				// t is stale: the reader is already past it. A tail
+				// loaded after the head never is (the reader stops at
+				// the tail), unless the indices are corrupt.
+				if asm.LoadAcquire64(w.tailp) < w.headCache {
+					return 0, ErrCorrupt
+				}
+				continue
 			}
 			if t+padding+need-w.headCache > w.capacity {
-				return 0, false
+				return 0, ErrFull
 			}
 		}
 		if !atomic.CompareAndSwapUint64(w.tailp, t, t+padding+need) {
@@ -263,7 +273,7 @@ func (w *RecordWriter) claimShared(need, length uint64) (uint64, bool) {
 			idx = 0
 		}
 		asm.StoreRelease64(w.hdr(idx), uint64(uint32(-int32(length)))|uint64(w.tag)<<32)
-		return idx, true
+		return idx, nil
 	}
 }
 
@@ -295,7 +305,8 @@ func (w *RecordWriter) Abort() {
 
 // TryWrite copies p into a new record of type typ and publishes it. It
 // returns ErrFull if the ring has no room, ErrTooLarge if p exceeds
-// MaxPayload, and ErrInvalid for a type above MaxRecordType.
+// MaxPayload, ErrInvalid for a type above MaxRecordType, and ErrCorrupt
+// as Claim does.
 func (w *RecordWriter) TryWrite(typ uint32, p []byte) error {
 	if typ > MaxRecordType {
 		return ErrInvalid

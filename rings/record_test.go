@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func newRecordPair(t testing.TB, multi bool, capacity int) (*RecordRing, *RecordWriter, *RecordReader) {
@@ -310,3 +311,29 @@ func TestMPSCGoroutines(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestMPSCCorruptIndices: a shared head beyond the shared tail (a corrupt
+// or malicious peer) makes a many-to-one writer's TryWrite return
+// ErrCorrupt instead of retrying forever.
+func TestMPSCCorruptIndices(t *testing.T) {
+	r, w, _ := newRecordPair(t, true, 1024)
+	if err := w.TryWrite(1, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	atomic.StoreUint64(word64(r.h.base, offHead), 1<<20)
+	w, err := r.Writer() // caches the impossible head
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.TryWrite(1, []byte("after")) }()
+	select {
+	case err := <-done:
+		if err != ErrCorrupt {
+			t.Fatalf("TryWrite = %v, want ErrCorrupt", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("TryWrite still spinning after 10s")
+	}
+}
+

@@ -1,6 +1,7 @@
 package rings
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -418,12 +419,14 @@ func (rd *RecordReader) Poll(fn Handler, limit int) (int, error) {
 		if length <= 0 {
 			if !rd.multi {
 				if length < 0 {
+					rd.keep(report)
 					head, report = rd.corrupt(head)
 				}
 				break
 			}
 			next, skipped, err := rd.stuck(head, w)
 			if err != nil {
+				rd.keep(report)
 				report = err
 			}
 			if head = next; skipped {
@@ -435,6 +438,7 @@ func (rd *RecordReader) Poll(fn Handler, limit int) (int, error) {
 		step := align(uint64(length), recordAlign)
 		if uint64(length) < recordHeader || step > rd.capacity-idx ||
 			typ != typePadding && uint64(length)-recordHeader > rd.maxPayload {
+			rd.keep(report)
 			head, report = rd.corrupt(head)
 			break
 		}
@@ -453,6 +457,21 @@ func (rd *RecordReader) Poll(fn Handler, limit int) (int, error) {
 		report, rd.pending = rd.pending, nil
 	}
 	return n, report
+}
+
+// keep leaves err, an error Poll found earlier in the batch and is about
+// to replace with a later one, for the next Poll or Check to report
+// (joined with any other left there). One Poll can meet a dead
+// producer's abandoned claim and then malformed data: it returns the
+// ErrCorrupt, and the next one the ErrPeerDead.
+func (rd *RecordReader) keep(err error) {
+	switch {
+	case err == nil:
+	case rd.pending == nil:
+		rd.pending = err
+	default:
+		rd.pending = errors.Join(rd.pending, err)
+	}
 }
 
 func (rd *RecordReader) pollErr() error {
@@ -558,8 +577,9 @@ func (rd *RecordReader) stuck(head, w uint64) (uint64, bool, error) {
 }
 
 // reapProducers frees the slots of dead producers. Each death it finds is
-// left in rd.pending, to be reported exactly once by Poll or Check: the
-// slot is free afterwards, so no later look would find it again.
+// left in rd.pending (several deaths joined into one error), to be
+// reported exactly once by Poll or Check: the slot is free afterwards, so
+// no later look would find it again.
 func (rd *RecordReader) reapProducers() {
 	for i := range MaxProducers {
 		off := uintptr(offSlots + i*slotSize)
@@ -569,7 +589,7 @@ func (rd *RecordReader) reapProducers() {
 			pvDead.Add(1)
 			rd.reaped, rd.reapPID = true, p
 			rd.reapTail = asm.LoadAcquire64(rd.tailp)
-			rd.pending = deadErr(p)
+			rd.keep(deadErr(p))
 		}
 	}
 }

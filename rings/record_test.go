@@ -3,6 +3,7 @@ package rings
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,3 +338,48 @@ func TestMPSCCorruptIndices(t *testing.T) {
 	}
 }
 
+// TestMPSCDeathThenCorrupt: one Poll skips a dead producer's claim and
+// then meets a malformed record. It reports ErrCorrupt; the death is not
+// lost but reported by the next Poll.
+func TestMPSCDeathThenCorrupt(t *testing.T) {
+	defer setCvar(t, "rings_check_spins", "1")()
+	r, w, rd := newRecordPair(t, true, 1024)
+	ghost, _ := r.Writer()
+	if _, err := ghost.Claim(10); err != nil {
+		t.Fatal(err)
+	}
+	w.TryWrite(1, []byte("soon malformed"))
+	hp := rd.hdr(24) // after the ghost's 8+10 bytes, rounded up
+	*hp = *hp&^0xffffffff | 5000
+	gen := *word64(r.h.base, ghost.slot) & (slotGenMask << slotGenShift)
+	fakeSlot(r.h, ghost.slot, deadPID(t))
+	*word64(r.h.base, ghost.slot) = *word64(r.h.base, ghost.slot)&^(slotGenMask<<slotGenShift) | gen
+	n, err := rd.Poll(func(uint32, []byte) {}, 10)
+	if n != 0 || err != ErrCorrupt {
+		t.Fatalf("first Poll = %d, %v; want ErrCorrupt", n, err)
+	}
+	if n, err := rd.Poll(func(uint32, []byte) {}, 10); n != 0 || !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("second Poll = %d, %v; want the death", n, err)
+	}
+	if n, err := rd.Poll(func(uint32, []byte) {}, 10); n != 0 || err != nil {
+		t.Fatalf("third Poll = %d, %v", n, err)
+	}
+}
+
+// TestMPSCTwoDeaths: two producers found dead in one look are both
+// reported.
+func TestMPSCTwoDeaths(t *testing.T) {
+	r, _, rd := newRecordPair(t, true, 1024)
+	a, _ := r.Writer()
+	b, _ := r.Writer()
+	pa, pb := deadPID(t), deadPID(t)
+	fakeSlot(r.h, a.slot, pa)
+	fakeSlot(r.h, b.slot, pb)
+	err := rd.Check()
+	if !errors.Is(err, ErrPeerDead) || !strings.Contains(err.Error(), itoa(pa)) || !strings.Contains(err.Error(), itoa(pb)) {
+		t.Fatalf("Check = %v, want the deaths of %d and %d", err, pa, pb)
+	}
+	if err := rd.Check(); err != nil {
+		t.Fatalf("second Check = %v", err)
+	}
+}

@@ -54,36 +54,52 @@ const pingPongCells = 64
 
 // BenchmarkPingPongProcesses measures the one-way latency of an 8-byte
 // message between two processes pinned to different CPUs, through a pair
-// of cell rings (the child echoes each message back), beside the floor:
-// one cache-line word ping-ponged between the same two pinned processes
-// with release stores and acquire loads and nothing else. ns/op is one
-// round trip; ns/oneway is half of it; ring/floor is the ring's one-way
-// latency over the floor's measured just before it in the same run.
+// of cell rings (the child echoes each message back), beside two floors
+// measured between the same two pinned processes with bare release stores
+// and acquire loads:
+//
+//   - floor: one cache-line word ping-ponged back and forth, the floor of
+//     any shared-memory handoff;
+//   - walk: the i-th value carried in line i mod 64 of 64 lines per
+//     direction, as a ring of 64 cells carries its messages: the cost of
+//     the cache lines alone, without any ring logic.
+//
+// ns/op is one round trip; ns/oneway is half of it. The ring also reports
+// its one-way latency over each floor measured before it in the same run
+// (ring/floor, ring/walk).
 func BenchmarkPingPongProcesses(b *testing.B) {
 	cpuA, cpuB := twoCPUs(b)
-	var floor float64
+	var floor, walk float64
 	b.Run("floor", func(b *testing.B) {
-		floor = floorPingPong(b, cpuA, cpuB)
+		floor = floorPingPong(b, cpuA, cpuB, 1)
+	})
+	b.Run("walk", func(b *testing.B) {
+		walk = floorPingPong(b, cpuA, cpuB, pingPongCells)
 	})
 	b.Run("ring", func(b *testing.B) {
 		ns := ringPingPong(b, cpuA, cpuB)
 		if floor > 0 {
 			b.ReportMetric(ns/floor, "ring/floor")
 		}
+		if walk > 0 {
+			b.ReportMetric(ns/walk, "ring/walk")
+		}
 	})
 }
 
-// floorPingPong ping-pongs two words of one raw region with a "floor"
-// child and returns the one-way time in ns.
-func floorPingPong(b *testing.B, cpuA, cpuB int) float64 {
-	s := benchSegment(b, SegmentSize(3*CacheLine))
-	i, mem, err := s.NewRegion(3 * CacheLine)
+// floorPingPong ping-pongs values through lines cache lines per direction
+// of a raw region with a "floor" child and returns the one-way time in
+// ns.
+func floorPingPong(b *testing.B, cpuA, cpuB, lines int) float64 {
+	s := benchSegment(b, SegmentSize(floorSize(lines)))
+	i, mem, err := s.NewRegion(floorSize(lines))
 	if err != nil {
 		b.Fatal(err)
 	}
-	ping, pong, ready := floorWords(mem)
+	ping, pong, ready := floorWords(mem, lines)
+	mask := uint64(lines - 1)
 	defer pinCurrent(b, cpuA)()
-	ch := startChild(b, "floor", s, "RING", itoa(i), "N", itoa(b.N), "CPU", itoa(cpuB))
+	ch := startChild(b, "floor", s, "RING", itoa(i), "N", itoa(b.N), "LINES", itoa(lines), "CPU", itoa(cpuB))
 	for sp := newSpinner(); asm.LoadAcquire64(ready) == 0; {
 		if sp.spin() && childExited(ch) {
 			b.Fatalf("floor child failed\n%s", ch.stderr.Bytes())
@@ -91,8 +107,9 @@ func floorPingPong(b *testing.B, cpuA, cpuB int) float64 {
 	}
 	b.ResetTimer()
 	for v := uint64(1); v <= uint64(b.N); v++ {
-		asm.StoreRelease64(ping, v)
-		for asm.LoadAcquire64(pong) != v {
+		off := uintptr(v&mask) * CacheLine
+		asm.StoreRelease64(word64(ping, off), v)
+		for asm.LoadAcquire64(word64(pong, off)) != v {
 		}
 	}
 	b.StopTimer()

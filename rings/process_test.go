@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
 	"golang.org/x/sys/unix"
@@ -175,17 +176,20 @@ func runChild(role string) error {
 				return err
 			}
 		}
-	case "floor": // echo n values of the ping word into the pong word
+	case "floor": // echo n values of the ping words into the pong words
 		mem, err := seg.Region(ring)
 		if err != nil {
 			return err
 		}
-		ping, pong, ready := floorWords(mem)
+		lines := max(1, envInt("LINES"))
+		ping, pong, ready := floorWords(mem, lines)
+		mask := uint64(lines - 1)
 		asm.StoreRelease64(ready, 1)
 		for i := uint64(1); i <= uint64(n); i++ {
-			for asm.LoadAcquire64(ping) != i {
+			off := uintptr(i&mask) * CacheLine
+			for asm.LoadAcquire64(word64(ping, off)) != i {
 			}
-			asm.StoreRelease64(pong, i)
+			asm.StoreRelease64(word64(pong, off), i)
 		}
 	case "tput-cell": // n messages of RINGS_TEST_SIZE bytes in batches
 		r, err := seg.CellRing(ring)
@@ -216,11 +220,17 @@ func runChild(role string) error {
 	return nil
 }
 
-// floorWords returns the words of a raw region used for the cache-line
-// ping-pong floor: one line per direction, one for the start signal.
-func floorWords(mem []byte) (ping, pong, ready *uint64) {
-	return word64(unsafeBase(mem), 0), word64(unsafeBase(mem), CacheLine), word64(unsafeBase(mem), 2*CacheLine)
+// floorWords lays out a raw region of floorSize(lines) bytes for the
+// cache-line ping-pong floor: lines lines (a power of two) for each
+// direction, the i-th value travelling in the first word of line
+// i mod lines, and one line for the child's start signal.
+func floorWords(mem []byte, lines int) (ping, pong unsafe.Pointer, ready *uint64) {
+	base := unsafeBase(mem)
+	return base, unsafe.Add(base, lines*CacheLine), word64(base, uintptr(2*lines*CacheLine))
 }
+
+// floorSize returns the bytes floorWords lays out.
+func floorSize(lines int) int { return (2*lines + 1) * CacheLine }
 
 // cellProduce sends n messages of size bytes, claiming up to batch cells
 // at a time.

@@ -250,3 +250,31 @@ func BenchmarkSelfSendRecv(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSelfWindow: windows of 64 receives and 64 sends of 8 bytes to
+// this rank, then waits: the software cost per message of the
+// message-rate pattern, with no cross-core transfer in it.
+func BenchmarkSelfWindow(b *testing.B) {
+	w, err := NewWorld(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep := w.Endpoint(0)
+	defer ep.Close()
+	buf := make([]byte, 8)
+	rr := make([]*Request, window)
+	sr := make([]*Request, window)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i += window {
+		for j := range rr {
+			rr[j], _ = ep.Irecv(buf, 0, 1, 0)
+		}
+		for j := range sr {
+			sr[j], _ = ep.Isend(buf, 0, 1, 0, Standard)
+		}
+		for j := range sr {
+			sr[j].Wait()
+			rr[j].Wait()
+		}
+	}
+}

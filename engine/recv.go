@@ -196,8 +196,7 @@ func (ep *Endpoint) handle(src int, pkt []byte) {
 		if s == nil {
 			return
 		}
-		s.cancelling = false
-		ep.complete(s, nil)
+		ep.complete(s, nil) // a cancel still out is answered later
 	case pktCancel:
 		ep.onCancel(src, pkt)
 	case pktCancelled:
@@ -386,7 +385,7 @@ func (ep *Endpoint) onCancel(src int, pkt []byte) {
 	var ok byte
 	if l := ep.m.uq[key{ctx, int32(src), tag}]; l != nil {
 		for u := l.head; u != nil; u = u.links[byExact].next {
-			if u.sreq == sreq && (u.kind == uqRTS || u.sync && u.got == u.length) && u.waiter == nil {
+			if u.sreq == sreq && sreq != 0 && (u.kind == uqRTS || u.got == u.length) && u.waiter == nil {
 				ep.dropUnexpected(u)
 				ok = 1
 				break
@@ -403,13 +402,17 @@ func (ep *Endpoint) onCancelled(src int, pkt []byte) {
 		return
 	}
 	s.cancelling = false
-	if pkt[1] == 1 && s.state != stDone {
+	switch {
+	case pkt[1] == 1 && s.state != stDone:
 		s.status.Cancelled = true
 		pvCancelled.Add(1)
 		ep.complete(s, nil)
-		return
-	}
-	if s.state == stDone && s.freed {
-		ep.reqs.put(s)
+	case s.state == stDone:
+		if s.freed {
+			ep.reqs.put(s)
+		}
+	case s.sent == len(s.buf) && s.mode != Synchronous:
+		// An eager send the receiver had already matched: it stands.
+		ep.complete(s, nil)
 	}
 }

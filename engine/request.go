@@ -119,7 +119,7 @@ func (t *reqTable) get(ep *Endpoint) (*Request, bool) {
 		c := new([chunkSize]Request)
 		base := uint64(t.n) << chunkBits
 		for i := range c {
-			c[i].id = base + uint64(i)
+			c[i].id = base + uint64(i) | 1<<32 // generation 1: no id is 0
 			c[i].ep = ep
 		}
 		t.chunks[t.n].Store(c)
@@ -136,7 +136,7 @@ func (t *reqTable) get(ep *Endpoint) (*Request, bool) {
 // put returns r to the pool with a new generation, so that packets naming
 // its old id no longer find it.
 func (t *reqTable) put(r *Request) {
-	gen := uint32(r.id>>32) + 1
+	gen := max(uint32(r.id>>32)+1, 1)
 	id := r.id&(1<<32-1) | uint64(gen)<<32
 	ep := r.ep
 	*r = Request{ep: ep, id: id}

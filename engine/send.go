@@ -220,11 +220,7 @@ func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
 			pvRndv.Add(1)
 			return n, true
 		}
-		var sreq uint64
-		if flags != 0 {
-			sreq = r.id
-		}
-		putEager(pkt, flags, r.ctx, int32(r.tag), uint32(total), sreq)
+		putEager(pkt, flags, r.ctx, int32(r.tag), uint32(total), r.id)
 		k := copy(pkt[eagerHeader:], r.buf)
 		p.out.Commit(eagerHeader + k)
 		p.count.msgs.Inc()
@@ -298,6 +294,7 @@ func (r *Request) Cancel() error {
 	}
 	switch {
 	case r.state == stDone:
+		ep.cancelDone(r)
 	case r.state == stPosted:
 		ep.m.unpost(r)
 		ep.posted.Sub(1)
@@ -315,6 +312,25 @@ func (r *Request) Cancel() error {
 		ep.queueCtl(r.peer, ctlPacket{typ: pktCancel, a: r.id, ctx: r.ctx, tag: int32(r.tag)})
 	}
 	return nil
+}
+
+// cancelDone handles Cancel of a send that completed inside the engine
+// but that its owner has not yet waited for: its message may still sit
+// unmatched at the receiver, which is asked to drop it. The request is
+// active again until the answer comes (MPI requires the cancel of Example
+// 8.11 of MPI-4.1 to succeed although the data left long ago).
+func (ep *Endpoint) cancelDone(r *Request) {
+	if r.kind != kindSend || r.err != nil || r.status.Cancelled || r.cancelling {
+		return
+	}
+	if ep.peers[r.peer].dead != nil {
+		return
+	}
+	r.state = stAwaitFin
+	r.cancelling = true
+	ep.inflight++
+	r.Completion.Rearm()
+	ep.queueCtl(r.peer, ctlPacket{typ: pktCancel, a: r.id, ctx: r.ctx, tag: int32(r.tag)})
 }
 
 func (ep *Endpoint) String() string { return fmt.Sprintf("rank %d of %d", ep.rank, ep.size) }

@@ -278,3 +278,55 @@ func TestPeerExit(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCancelDeliveredEager is MPI-4.1's Example 8.11: an eager send whose
+// data already left is still cancelled while the receiver has not matched
+// it, and Wait reports it cancelled.
+func TestCancelDeliveredEager(t *testing.T) {
+	run(t, 2, func(ep *Endpoint) error {
+		if ep.Rank() == 0 {
+			r, err := ep.Isend(msg(8, 0), 1, 1, 0, Standard)
+			if err != nil {
+				return err
+			}
+			if _, err := ep.Recv(nil, 1, 2, 0); err != nil { // the message has arrived
+				return err
+			}
+			if err := r.Cancel(); err != nil {
+				return err
+			}
+			st, err := r.Wait()
+			if err != nil || !st.Cancelled {
+				return fmt.Errorf("cancel: %+v %v", st, err)
+			}
+			// A send the receiver matched cannot be cancelled.
+			r, _ = ep.Isend(msg(8, 0), 1, 3, 0, Standard)
+			if _, err := ep.Recv(nil, 1, 4, 0); err != nil {
+				return err
+			}
+			r.Cancel()
+			if st, err := r.Wait(); err != nil || st.Cancelled {
+				return fmt.Errorf("cancel after match: %+v %v", st, err)
+			}
+			return ep.Send(nil, 1, 5, 0, Standard)
+		}
+		for !func() bool { _, ok, _ := ep.Iprobe(0, 1, 0); return ok }() {
+		}
+		if err := ep.Send(nil, 0, 2, 0, Standard); err != nil {
+			return err
+		}
+		if _, err := ep.Recv(make([]byte, 8), 0, 3, 0); err != nil {
+			return err
+		}
+		if err := ep.Send(nil, 0, 4, 0, Standard); err != nil {
+			return err
+		}
+		if _, err := ep.Recv(nil, 0, 5, 0); err != nil {
+			return err
+		}
+		if _, ok, _ := ep.Iprobe(0, 1, 0); ok {
+			return fmt.Errorf("cancelled message still there")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,342 @@
+package mpi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync/atomic"
+
+	"github.com/tachyon-hpc/tachyon/engine"
+)
+
+// Comm is a communicator: a group of ranks and a context that keeps its
+// messages apart from every other communicator's (MPI_Comm). Its methods
+// are safe for concurrent use.
+type Comm struct {
+	p      *proc
+	group  *Group
+	rank   int
+	size   int
+	ctx    uint32 // point-to-point context; ctx+1 carries internal collectives
+	freed  atomic.Bool
+	errh   atomic.Int32
+	name   string
+	worldC bool // ranks are world ranks: no translation
+}
+
+// Errhandler says what a routine does with an error on a communicator
+// (MPI_Errhandler).
+type Errhandler int32
+
+// Error handlers.
+const (
+	// ErrorsReturn returns errors to the caller: the default, as the
+	// error values of Go expect.
+	ErrorsReturn Errhandler = iota
+	// ErrorsAreFatal prints the error and ends the job
+	// (MPI_ERRORS_ARE_FATAL), with exit status 1.
+	ErrorsAreFatal
+)
+
+func newComm(p *proc, g *Group, pair uint32) *Comm {
+	c := &Comm{p: p, group: g, rank: g.Rank(), size: g.Size(), ctx: 2 * pair}
+	c.worldC = g.Size() == p.ep.Size()
+	for i := 0; c.worldC && i < g.Size(); i++ {
+		c.worldC = g.worldRank(i) == i
+	}
+	return c
+}
+
+// check validates c before a routine uses it.
+func (c *Comm) check(op string) error {
+	if c == nil {
+		return errorf(ErrComm, op, "nil communicator (World and Self are nil before Init)")
+	}
+	if c.p.done {
+		return errorf(ErrNotInitialized, op, "MPI was finalized")
+	}
+	if c.freed.Load() {
+		return errorf(ErrComm, op, "communicator %s was freed", c.label())
+	}
+	return nil
+}
+
+func (c *Comm) label() string {
+	if c.name != "" {
+		return c.name
+	}
+	return fmt.Sprintf("context %d", c.ctx/2)
+}
+
+// fail applies c's error handler to err and returns it.
+func (c *Comm) fail(err error) error {
+	if err == nil || c == nil {
+		return err
+	}
+	if Errhandler(c.errh.Load()) == ErrorsAreFatal {
+		fmt.Fprintf(os.Stderr, "tachyon: rank %d: %v\n", c.p.ep.Rank(), err)
+		c.p.ep.Abort(1, "error on a communicator whose handler is ErrorsAreFatal")
+	}
+	return err
+}
+
+// engineErr maps an engine error to its MPI class.
+func (c *Comm) engineErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	cls := ErrOther
+	switch {
+	case errors.Is(err, engine.ErrTruncate):
+		cls = ErrTruncate
+	case errors.Is(err, engine.ErrPeerDead):
+		cls = ErrProcFailed
+	case errors.Is(err, engine.ErrClosed):
+		cls = ErrNotInitialized
+	case errors.Is(err, engine.ErrBuffer):
+		cls = ErrBuffer
+	case errors.Is(err, engine.ErrRequest):
+		cls = ErrRequest
+	}
+	return &Error{Class: cls, Op: op, Detail: "on " + c.label(), Err: err}
+}
+
+// Rank returns the calling rank's rank in c (MPI_COMM_RANK), or -1 if c
+// is not usable.
+func (c *Comm) Rank() int {
+	if c.check("Rank") != nil {
+		return -1
+	}
+	return c.rank
+}
+
+// Size returns the number of ranks in c (MPI_COMM_SIZE), or 0 if c is not
+// usable.
+func (c *Comm) Size() int {
+	if c.check("Size") != nil {
+		return 0
+	}
+	return c.size
+}
+
+// Group returns a group of c's ranks (MPI_COMM_GROUP); freeing it does not
+// affect c.
+func (c *Comm) Group() (*Group, error) {
+	if err := c.check("Group"); err != nil {
+		return nil, err
+	}
+	return newGroup(c.group.worldRanks(), c.p.ep.Rank()), nil
+}
+
+// Name returns the name given with SetName (MPI_COMM_GET_NAME).
+func (c *Comm) Name() string {
+	if c == nil {
+		return ""
+	}
+	return c.name
+}
+
+// SetName names c for error messages and tools (MPI_COMM_SET_NAME).
+func (c *Comm) SetName(name string) error {
+	if err := c.check("SetName"); err != nil {
+		return err
+	}
+	c.name = name
+	return nil
+}
+
+// SetErrhandler sets what routines called on c do with errors
+// (MPI_COMM_SET_ERRHANDLER).
+func (c *Comm) SetErrhandler(h Errhandler) error {
+	if err := c.check("SetErrhandler"); err != nil {
+		return err
+	}
+	if h != ErrorsReturn && h != ErrorsAreFatal {
+		return errorf(ErrArg, "SetErrhandler", "unknown error handler %d", h)
+	}
+	c.errh.Store(int32(h))
+	return nil
+}
+
+// Errhandler returns c's error handler (MPI_COMM_GET_ERRHANDLER).
+func (c *Comm) Errhandler() Errhandler {
+	if c == nil {
+		return ErrorsReturn
+	}
+	return Errhandler(c.errh.Load())
+}
+
+// WtimeIsGlobal reports the MPI_WTIME_IS_GLOBAL attribute: false, since
+// every process counts Wtime from its own start.
+func (c *Comm) WtimeIsGlobal() bool { return false }
+
+// Barrier returns once every rank of c has called it (MPI_BARRIER).
+func (c *Comm) Barrier() error {
+	if err := c.check("Barrier"); err != nil {
+		return err
+	}
+	return c.fail(c.barrier("Barrier"))
+}
+
+// agreeContext settles, collectively over c, on a context pair that no
+// rank of c uses yet, with extra words gathered alongside; every rank
+// then considers the pair taken.
+func (c *Comm) agreeContext(op string, extra ...uint64) (uint32, [][]uint64, error) {
+	c.p.mu.Lock()
+	mine := append([]uint64{uint64(c.p.nextCtx)}, extra...)
+	c.p.mu.Unlock()
+	vals, err := c.allgather(op, mine)
+	if err != nil {
+		return 0, nil, err
+	}
+	var pair uint32
+	for _, v := range vals {
+		pair = max(pair, uint32(v[0]))
+	}
+	c.p.mu.Lock()
+	c.p.nextCtx = max(c.p.nextCtx, pair+1)
+	c.p.mu.Unlock()
+	return pair, vals, nil
+}
+
+// Dup returns a new communicator with c's group and a context of its own
+// (MPI_COMM_DUP). It is collective over c.
+func (c *Comm) Dup() (*Comm, error) {
+	if err := c.check("Dup"); err != nil {
+		return nil, err
+	}
+	pair, _, err := c.agreeContext("Dup")
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	d := newComm(c.p, c.group, pair)
+	d.errh.Store(c.errh.Load())
+	return d, nil
+}
+
+// Split partitions c by color: ranks that pass the same color get a new
+// communicator together, ordered by key and then by their rank in c
+// (MPI_COMM_SPLIT). A rank that passes Undefined gets (nil, nil). It is
+// collective over c.
+func (c *Comm) Split(color, key int) (*Comm, error) {
+	if err := c.check("Split"); err != nil {
+		return nil, err
+	}
+	if color < 0 && color != Undefined {
+		return nil, c.fail(errorf(ErrArg, "Split", "color %d: must be non-negative or Undefined", color))
+	}
+	pair, vals, err := c.agreeContext("Split", uint64(int64(color)), uint64(int64(key)))
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	if color == Undefined {
+		return nil, nil
+	}
+	type member struct{ key, rank int }
+	var ms []member
+	for r, v := range vals {
+		if int(int64(v[1])) == color {
+			ms = append(ms, member{int(int64(v[2])), r})
+		}
+	}
+	sort.SliceStable(ms, func(i, j int) bool {
+		if ms[i].key != ms[j].key {
+			return ms[i].key < ms[j].key
+		}
+		return ms[i].rank < ms[j].rank
+	})
+	ranks := make([]int, len(ms))
+	for i, m := range ms {
+		ranks[i] = c.group.worldRank(m.rank)
+	}
+	d := newComm(c.p, newGroup(ranks, c.p.ep.Rank()), pair)
+	d.errh.Store(c.errh.Load())
+	return d, nil
+}
+
+// Create returns a communicator of the ranks of g, a subgroup of c's
+// group, to those ranks, and nil to the others (MPI_COMM_CREATE). It is
+// collective over c, and every rank must pass the same group.
+func (c *Comm) Create(g *Group) (*Comm, error) {
+	if err := c.check("Create"); err != nil {
+		return nil, err
+	}
+	if g == nil {
+		return nil, c.fail(errorf(ErrGroup, "Create", "nil group"))
+	}
+	if err := g.check("Create"); err != nil {
+		return nil, c.fail(err)
+	}
+	for i := 0; i < g.Size(); i++ {
+		if c.group.rankOf(g.worldRank(i)) == Undefined {
+			return nil, c.fail(errorf(ErrGroup, "Create", "rank %d of the group is not in the communicator", i))
+		}
+	}
+	pair, _, err := c.agreeContext("Create")
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	if g.rankOf(c.p.ep.Rank()) == Undefined {
+		return nil, nil
+	}
+	ranks := make([]int, g.Size())
+	for i := range ranks {
+		ranks[i] = g.worldRank(i)
+	}
+	d := newComm(c.p, newGroup(ranks, c.p.ep.Rank()), pair)
+	d.errh.Store(c.errh.Load())
+	return d, nil
+}
+
+// Free releases c (MPI_COMM_FREE); afterwards its routines return
+// ErrComm. World and Self cannot be freed.
+func (c *Comm) Free() error {
+	if err := c.check("Free"); err != nil {
+		return err
+	}
+	if c == c.p.world || c == c.p.self {
+		return c.fail(errorf(ErrComm, "Free", "%s cannot be freed", c.label()))
+	}
+	c.freed.Store(true)
+	return nil
+}
+
+// Compare reports how a and b relate (MPI_COMM_COMPARE): Ident for the
+// same communicator, Congruent for the same group in the same order,
+// Similar for the same ranks in another order, Unequal otherwise.
+func Compare(a, b *Comm) (int, error) {
+	if err := a.check("Compare"); err != nil {
+		return 0, err
+	}
+	if err := b.check("Compare"); err != nil {
+		return 0, err
+	}
+	if a == b {
+		return Ident, nil
+	}
+	r, err := GroupCompare(a.group, b.group)
+	if err != nil {
+		return 0, err
+	}
+	if r == Ident {
+		return Congruent, nil
+	}
+	return r, nil
+}
+
+// worldOf returns the world rank of rank r of c.
+func (c *Comm) worldOf(r int) int {
+	if c.worldC {
+		return r
+	}
+	return c.group.worldRank(r)
+}
+
+// commRank returns the rank in c of world rank w.
+func (c *Comm) commRank(w int) int {
+	if c.worldC {
+		return w
+	}
+	return c.group.rankOf(w)
+}

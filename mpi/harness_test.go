@@ -1,0 +1,140 @@
+package mpi
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/engine"
+)
+
+// Facade tests run each scenario twice: as an in-process world (Run) and
+// as a job of processes over shared memory, the test binary re-executed
+// once per rank with the launcher's environment variables and
+// scenarioEnv naming the scenario. A process rank calls Init, runs the
+// scenario on World, and Finalizes.
+const scenarioEnv = "MPI_TEST_SCENARIO"
+
+var (
+	scenariosMu sync.Mutex
+	scenarios   = map[string]func(*Comm) error{}
+)
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(scenarioEnv); name != "" {
+		os.Exit(runScenarioProcess(name))
+	}
+	os.Exit(m.Run())
+}
+
+func runScenarioProcess(name string) int {
+	fn := scenarios[name]
+	if fn == nil {
+		fmt.Fprintf(os.Stderr, "unknown scenario %q\n", name)
+		return 2
+	}
+	if err := Init(); err != nil {
+		fmt.Fprintln(os.Stderr, "Init:", err)
+		return 1
+	}
+	if err := fn(World()); err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: %v\n", World().Rank(), err)
+		return 1
+	}
+	if err := Finalize(); err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: Finalize: %v\n", World().Rank(), err)
+		return 1
+	}
+	return 0
+}
+
+// scenario registers fn under name; every test that uses it runs it with
+// both kinds of world.
+func scenario(name string, fn func(*Comm) error) string {
+	scenariosMu.Lock()
+	defer scenariosMu.Unlock()
+	scenarios[name] = fn
+	return name
+}
+
+// both runs scenario name on n ranks in-process and across processes.
+func both(t *testing.T, n int, name string) {
+	t.Helper()
+	fn := scenarios[name]
+	t.Run("inproc", func(t *testing.T) {
+		if err := Run(n, func(c *Comm) error {
+			if err := fn(c); err != nil {
+				return err
+			}
+			return c.Finalize()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("processes", func(t *testing.T) { runProcesses(t, n, name) })
+}
+
+// runProcesses runs scenario name as a job of n processes.
+func runProcesses(t *testing.T, n int, name string, extraEnv ...string) {
+	t.Helper()
+	seg := fmt.Sprintf("tachyon-mpi-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	s, err := engine.CreateShmJob(seg, n)
+	if err != nil {
+		t.Skip("no shared memory:", err)
+	}
+	defer func() { s.Remove(); s.Close() }()
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]*lockedBuffer, n)
+	for r := range cmds {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		outs[r] = &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+		cmd.Env = append(os.Environ(), scenarioEnv+"="+name, EnvSegment+"="+seg,
+			EnvRank+"="+strconv.Itoa(r), EnvSize+"="+strconv.Itoa(n))
+		cmd.Env = append(cmd.Env, extraEnv...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	done := make(chan struct{})
+	timer := time.AfterFunc(2*time.Minute, func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+		}
+		close(done)
+	})
+	defer timer.Stop()
+	for r, c := range cmds {
+		if err := c.Wait(); err != nil {
+			select {
+			case <-done:
+				t.Errorf("rank %d killed after 2 minutes:\n%s", r, outs[r].String())
+			default:
+				t.Errorf("rank %d: %v\n%s", r, err, outs[r].String())
+			}
+		}
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	return len(p), nil
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}

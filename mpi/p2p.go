@@ -1,0 +1,254 @@
+package mpi
+
+import (
+	"github.com/tachyon-hpc/tachyon/engine"
+)
+
+// Status of a completed receive, probe or request.
+type Status struct {
+	Source    int  // rank of the sender in the communicator
+	Tag       int  // the message's tag
+	Count     int  // bytes received (or that a probe found)
+	Cancelled bool // MPI_Test_cancelled
+}
+
+// emptyStatus is the status of a request that does nothing: a null or
+// inactive request (MPI's empty status).
+var emptyStatus = Status{Source: AnySource, Tag: AnyTag}
+
+// procNullStatus is the status of a receive from ProcNull.
+var procNullStatus = Status{Source: ProcNull, Tag: AnyTag}
+
+func (c *Comm) checkDest(op string, dest, tag int) error {
+	if dest != ProcNull && (dest < 0 || dest >= c.size) {
+		return errorf(ErrRank, op, "destination %d is not a rank of a %d-rank communicator (nor ProcNull)", dest, c.size)
+	}
+	if tag < 0 || tag > TagUB {
+		return errorf(ErrTag, op, "tag %d is not in [0, TagUB]", tag)
+	}
+	return nil
+}
+
+func (c *Comm) checkSource(op string, source, tag int) error {
+	if source != ProcNull && source != AnySource && (source < 0 || source >= c.size) {
+		return errorf(ErrRank, op, "source %d is not a rank of a %d-rank communicator (nor AnySource, ProcNull)", source, c.size)
+	}
+	if tag != AnyTag && (tag < 0 || tag > TagUB) {
+		return errorf(ErrTag, op, "tag %d is not in [0, TagUB] nor AnyTag", tag)
+	}
+	return nil
+}
+
+// status turns an engine status into c's terms.
+func (c *Comm) status(st engine.Status) Status {
+	return Status{Source: c.commRank(st.Source), Tag: st.Tag, Count: st.Count, Cancelled: st.Cancelled}
+}
+
+func (c *Comm) send(op string, buf []byte, dest, tag int, mode engine.Mode) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if err := c.checkDest(op, dest, tag); err != nil {
+		return c.fail(err)
+	}
+	if dest == ProcNull {
+		return nil
+	}
+	return c.fail(c.engineErr(op, c.p.ep.Send(buf, c.worldOf(dest), tag, c.ctx, mode)))
+}
+
+// Send sends buf to rank dest of c with tag (MPI_SEND) and returns once
+// buf may be reused. Small messages are copied out at once; large ones
+// wait for the matching receive.
+func (c *Comm) Send(buf []byte, dest, tag int) error {
+	return c.send("Send", buf, dest, tag, engine.Standard)
+}
+
+// Ssend is Send that returns only after the matching receive has started
+// (MPI_SSEND).
+func (c *Comm) Ssend(buf []byte, dest, tag int) error {
+	return c.send("Ssend", buf, dest, tag, engine.Synchronous)
+}
+
+// Rsend is Send for when the matching receive is known to be posted
+// (MPI_RSEND); it is sent as Send.
+func (c *Comm) Rsend(buf []byte, dest, tag int) error {
+	return c.send("Rsend", buf, dest, tag, engine.Ready)
+}
+
+// Bsend copies buf into the attached buffer (BufferAttach) and returns at
+// once (MPI_BSEND). It returns ErrBuffer if no buffer is attached or it
+// lacks room.
+func (c *Comm) Bsend(buf []byte, dest, tag int) error {
+	return c.send("Bsend", buf, dest, tag, engine.Buffered)
+}
+
+// Recv receives a message from rank source (or AnySource) with tag (or
+// AnyTag) into buf (MPI_RECV). A message longer than buf fills it and
+// returns ErrTruncate; Status.Count says how much arrived.
+func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
+	const op = "Recv"
+	if err := c.check(op); err != nil {
+		return Status{}, err
+	}
+	if err := c.checkSource(op, source, tag); err != nil {
+		return Status{}, c.fail(err)
+	}
+	if source == ProcNull {
+		return procNullStatus, nil
+	}
+	src := source
+	if src != AnySource {
+		src = c.worldOf(src)
+	}
+	st, err := c.p.ep.Recv(buf, src, tag, c.ctx)
+	return c.status(st), c.fail(c.engineErr(op, err))
+}
+
+func (c *Comm) isend(op string, buf []byte, dest, tag int, mode engine.Mode) (*Request, error) {
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if err := c.checkDest(op, dest, tag); err != nil {
+		return nil, c.fail(err)
+	}
+	if dest == ProcNull {
+		return doneRequest(c, Status{Source: ProcNull, Tag: AnyTag}), nil
+	}
+	er, err := c.p.ep.Isend(buf, c.worldOf(dest), tag, c.ctx, mode)
+	if err != nil {
+		return nil, c.fail(c.engineErr(op, err))
+	}
+	return &Request{c: c, er: er, op: op}, nil
+}
+
+// Isend starts a send (MPI_ISEND); buf must not change until the request
+// completes.
+func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
+	return c.isend("Isend", buf, dest, tag, engine.Standard)
+}
+
+// Issend starts a synchronous send (MPI_ISSEND): the request completes
+// once the matching receive has started.
+func (c *Comm) Issend(buf []byte, dest, tag int) (*Request, error) {
+	return c.isend("Issend", buf, dest, tag, engine.Synchronous)
+}
+
+// Irsend starts a ready send (MPI_IRSEND).
+func (c *Comm) Irsend(buf []byte, dest, tag int) (*Request, error) {
+	return c.isend("Irsend", buf, dest, tag, engine.Ready)
+}
+
+// Ibsend starts a buffered send (MPI_IBSEND): buf is copied into the
+// attached buffer at once.
+func (c *Comm) Ibsend(buf []byte, dest, tag int) (*Request, error) {
+	return c.isend("Ibsend", buf, dest, tag, engine.Buffered)
+}
+
+// Irecv starts a receive (MPI_IRECV); buf must not be read until the
+// request completes.
+func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
+	const op = "Irecv"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if err := c.checkSource(op, source, tag); err != nil {
+		return nil, c.fail(err)
+	}
+	if source == ProcNull {
+		return doneRequest(c, procNullStatus), nil
+	}
+	src := source
+	if src != AnySource {
+		src = c.worldOf(src)
+	}
+	er, err := c.p.ep.Irecv(buf, src, tag, c.ctx)
+	if err != nil {
+		return nil, c.fail(c.engineErr(op, err))
+	}
+	return &Request{c: c, er: er, op: op}, nil
+}
+
+// Sendrecv sends sendbuf to dest and receives into recvbuf from source,
+// as if at once, so that two ranks exchanging never deadlock
+// (MPI_SENDRECV).
+func (c *Comm) Sendrecv(sendbuf []byte, dest, sendtag int, recvbuf []byte, source, recvtag int) (Status, error) {
+	const op = "Sendrecv"
+	if err := c.check(op); err != nil {
+		return Status{}, err
+	}
+	if err := c.checkDest(op, dest, sendtag); err != nil {
+		return Status{}, c.fail(err)
+	}
+	if err := c.checkSource(op, source, recvtag); err != nil {
+		return Status{}, c.fail(err)
+	}
+	r, err := c.Irecv(recvbuf, source, recvtag)
+	if err != nil {
+		return Status{}, err
+	}
+	if err := c.Send(sendbuf, dest, sendtag); err != nil {
+		r.Cancel()
+		r.Wait()
+		return Status{}, err
+	}
+	return r.Wait()
+}
+
+// SendrecvReplace is Sendrecv with one buffer: buf is sent, then replaced
+// by the message received (MPI_SENDRECV_REPLACE).
+func (c *Comm) SendrecvReplace(buf []byte, dest, sendtag, source, recvtag int) (Status, error) {
+	out := append([]byte(nil), buf...)
+	return c.Sendrecv(out, dest, sendtag, buf, source, recvtag)
+}
+
+// Iprobe reports whether a message from source with tag can be received
+// now, and its status, without receiving it (MPI_IPROBE).
+func (c *Comm) Iprobe(source, tag int) (Status, bool, error) {
+	const op = "Iprobe"
+	if err := c.check(op); err != nil {
+		return Status{}, false, err
+	}
+	if err := c.checkSource(op, source, tag); err != nil {
+		return Status{}, false, c.fail(err)
+	}
+	if source == ProcNull {
+		return procNullStatus, true, nil
+	}
+	src := source
+	if src != AnySource {
+		src = c.worldOf(src)
+	}
+	st, ok, err := c.p.ep.Iprobe(src, tag, c.ctx)
+	if err != nil {
+		return Status{}, false, c.fail(c.engineErr(op, err))
+	}
+	if !ok {
+		return Status{}, false, nil
+	}
+	return c.status(st), true, nil
+}
+
+// Probe waits until a message from source with tag can be received and
+// returns its status (MPI_PROBE).
+func (c *Comm) Probe(source, tag int) (Status, error) {
+	const op = "Probe"
+	if err := c.check(op); err != nil {
+		return Status{}, err
+	}
+	if err := c.checkSource(op, source, tag); err != nil {
+		return Status{}, c.fail(err)
+	}
+	if source == ProcNull {
+		return procNullStatus, nil
+	}
+	src := source
+	if src != AnySource {
+		src = c.worldOf(src)
+	}
+	st, err := c.p.ep.Probe(src, tag, c.ctx)
+	if err != nil {
+		return Status{}, c.fail(c.engineErr(op, err))
+	}
+	return c.status(st), nil
+}

@@ -1,0 +1,90 @@
+package mpi
+
+import "github.com/tachyon-hpc/tachyon/engine"
+
+func (c *Comm) sendInit(op string, buf []byte, dest, tag int, mode engine.Mode) (*Request, error) {
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if err := c.checkDest(op, dest, tag); err != nil {
+		return nil, c.fail(err)
+	}
+	return &Request{c: c, op: op, inactive: true,
+		persist: &persistent{buf: buf, peer: dest, tag: tag, mode: mode}}, nil
+}
+
+// SendInit makes a persistent send request (MPI_SEND_INIT): each Start
+// sends buf to dest with tag as Isend would, and Wait completes that send.
+func (c *Comm) SendInit(buf []byte, dest, tag int) (*Request, error) {
+	return c.sendInit("SendInit", buf, dest, tag, engine.Standard)
+}
+
+// SsendInit is SendInit in synchronous mode (MPI_SSEND_INIT).
+func (c *Comm) SsendInit(buf []byte, dest, tag int) (*Request, error) {
+	return c.sendInit("SsendInit", buf, dest, tag, engine.Synchronous)
+}
+
+// BsendInit is SendInit in buffered mode (MPI_BSEND_INIT).
+func (c *Comm) BsendInit(buf []byte, dest, tag int) (*Request, error) {
+	return c.sendInit("BsendInit", buf, dest, tag, engine.Buffered)
+}
+
+// RsendInit is SendInit in ready mode (MPI_RSEND_INIT).
+func (c *Comm) RsendInit(buf []byte, dest, tag int) (*Request, error) {
+	return c.sendInit("RsendInit", buf, dest, tag, engine.Ready)
+}
+
+// RecvInit makes a persistent receive request (MPI_RECV_INIT).
+func (c *Comm) RecvInit(buf []byte, source, tag int) (*Request, error) {
+	const op = "RecvInit"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if err := c.checkSource(op, source, tag); err != nil {
+		return nil, c.fail(err)
+	}
+	return &Request{c: c, op: op, inactive: true,
+		persist: &persistent{buf: buf, peer: source, tag: tag, recv: true}}, nil
+}
+
+// Start starts the operation of an inactive persistent request
+// (MPI_START). Starting one that is active, or one that is not
+// persistent, returns ErrRequest.
+func (r *Request) Start() error {
+	if err := r.usable("Start"); err != nil {
+		return err
+	}
+	if r == nil || r.persist == nil {
+		return errorf(ErrRequest, "Start", "not a persistent request")
+	}
+	if r.persist.active {
+		return errorf(ErrRequest, "Start", "request is already active")
+	}
+	pr := r.persist
+	var (
+		q   *Request
+		err error
+	)
+	if pr.recv {
+		q, err = r.c.Irecv(pr.buf, pr.peer, pr.tag)
+	} else {
+		q, err = r.c.isend(r.op, pr.buf, pr.peer, pr.tag, pr.mode)
+	}
+	if err != nil {
+		return err
+	}
+	r.er, r.st, r.err, r.pre = q.er, q.st, q.err, q.pre
+	r.inactive = false
+	pr.active = true
+	return nil
+}
+
+// Startall starts every request of reqs (MPI_STARTALL).
+func Startall(reqs []*Request) error {
+	for _, r := range reqs {
+		if err := r.Start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

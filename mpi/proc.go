@@ -1,0 +1,152 @@
+package mpi
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+
+	"github.com/tachyon-hpc/tachyon/engine"
+)
+
+// proc is one rank's MPI state: the process's, after Init, or one
+// goroutine rank's under Run.
+type proc struct {
+	ep      *engine.Endpoint
+	world   *Comm
+	self    *Comm
+	closer  func()
+	mu      sync.Mutex // communicator creation; never the message path
+	nextCtx uint32     // lowest context pair no communicator of this rank uses
+	done    bool       // finalized: every routine returns ErrNotInitialized
+}
+
+// Context pairs: pair k gives point-to-point traffic context 2k and the
+// communicator's internal collectives context 2k+1, so that user messages
+// never match collective ones. World is pair 0, Self pair 1.
+const firstFreeCtx = 2
+
+func newProc(ep *engine.Endpoint, closer func()) *proc {
+	p := &proc{ep: ep, closer: closer, nextCtx: firstFreeCtx}
+	n := ep.Size()
+	ranks := make([]int, n)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	p.world = newComm(p, newGroup(ranks, ep.Rank()), 0)
+	p.world.name = "MPI_COMM_WORLD"
+	p.self = newComm(p, newGroup([]int{ep.Rank()}, ep.Rank()), 1)
+	p.self.name = "MPI_COMM_SELF"
+	return p
+}
+
+// finalize is Finalize for one rank.
+func (p *proc) finalize() error {
+	var errs []error
+	if _, err := p.ep.BufferDetach(); err != nil && !errors.Is(err, engine.ErrBuffer) {
+		errs = append(errs, err)
+	}
+	if err := p.world.barrier("Finalize"); err != nil {
+		errs = append(errs, err)
+	}
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+	p.ep.Close()
+	if p.closer != nil {
+		p.closer()
+	}
+	if len(errs) > 0 {
+		return &Error{Class: ErrOther, Op: "Finalize", Detail: "finalizing", Err: errors.Join(errs...)}
+	}
+	return nil
+}
+
+// Tags of the internal collectives, on a communicator's collective
+// context. Each collective's messages between two ranks are ordered, and
+// MPI requires every rank to call collectives on a communicator in the
+// same order, so fixed tags suffice.
+const (
+	tagBarrier = iota + 1
+	tagGather
+)
+
+// barrier is a dissemination barrier over c's collective context: in
+// round k each rank signals rank+2^k and waits for rank-2^k.
+func (c *Comm) barrier(op string) error {
+	n := c.size
+	ctx := c.ctx + 1
+	for k := 1; k < n; k <<= 1 {
+		to := c.group.worldRank((c.rank + k) % n)
+		from := c.group.worldRank((c.rank - k + n) % n)
+		r, err := c.p.ep.Irecv(nil, from, tagBarrier, ctx)
+		if err != nil {
+			return c.engineErr(op, err)
+		}
+		if err := c.p.ep.Send(nil, to, tagBarrier, ctx, engine.Standard); err != nil {
+			r.Cancel()
+			r.Wait()
+			return c.engineErr(op, err)
+		}
+		if _, err := r.Wait(); err != nil {
+			return c.engineErr(op, err)
+		}
+	}
+	return nil
+}
+
+// allgather gives every rank of c the 8-byte words every rank contributed,
+// in rank order.
+func (c *Comm) allgather(op string, mine []uint64) ([][]uint64, error) {
+	n, ctx := c.size, c.ctx+1
+	size := 8 * len(mine)
+	out := make([]byte, size)
+	for i, v := range mine {
+		binary.LittleEndian.PutUint64(out[8*i:], v)
+	}
+	bufs := make([][]byte, n)
+	reqs := make([]*engine.Request, 0, 2*n)
+	var firstErr error
+	for r := 0; r < n; r++ {
+		if r == c.rank {
+			bufs[r] = out
+			continue
+		}
+		bufs[r] = make([]byte, size)
+		rq, err := c.p.ep.Irecv(bufs[r], c.group.worldRank(r), tagGather, ctx)
+		if err != nil {
+			firstErr = err
+			break
+		}
+		reqs = append(reqs, rq)
+	}
+	for r := 0; r < n && firstErr == nil; r++ {
+		if r == c.rank {
+			continue
+		}
+		rq, err := c.p.ep.Isend(out, c.group.worldRank(r), tagGather, ctx, engine.Standard)
+		if err != nil {
+			firstErr = err
+			break
+		}
+		reqs = append(reqs, rq)
+	}
+	for _, rq := range reqs {
+		if firstErr != nil {
+			rq.Cancel()
+		}
+		if _, err := rq.Wait(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return nil, c.engineErr(op, firstErr)
+	}
+	vals := make([][]uint64, n)
+	for r, b := range bufs {
+		vals[r] = make([]uint64, len(mine))
+		for i := range vals[r] {
+			vals[r][i] = binary.LittleEndian.Uint64(b[8*i:])
+		}
+	}
+	return vals, nil
+}

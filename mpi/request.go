@@ -1,0 +1,440 @@
+package mpi
+
+import (
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/progress"
+)
+
+// Request is a nonblocking operation: a send, a receive, a timer, or a
+// persistent operation (MPI_Request). Once Wait or Test has reported it
+// complete it is inactive: waiting on it again returns at once with an
+// empty status, as for MPI_REQUEST_NULL. After Free every use returns
+// ErrRequest.
+type Request struct {
+	c   *Comm
+	op  string
+	er  *engine.Request        // a communication in flight, or
+	tr  *progress.TimerRequest // a timer
+	eng *progress.Engine       // the timer's engine
+	st  Status                 // a request complete from the start
+	err error
+	pre bool // complete from the start (ProcNull, or a failed start)
+
+	inactive bool
+	freed    bool
+	persist  *persistent
+}
+
+// persistent holds the arguments of SendInit and RecvInit.
+type persistent struct {
+	buf    []byte
+	peer   int
+	tag    int
+	mode   engine.Mode
+	recv   bool
+	active bool
+}
+
+func doneRequest(c *Comm, st Status) *Request {
+	return &Request{c: c, st: st, pre: true}
+}
+
+// completion returns what a waiter watches and the engine that drives
+// it; nil if the request needs no waiting.
+func (r *Request) completion() (*progress.Completion, *progress.Engine) {
+	switch {
+	case r.er != nil:
+		return &r.er.Completion, r.c.p.ep.Progress()
+	case r.tr != nil:
+		return &r.tr.Completion, r.eng
+	}
+	return nil, nil
+}
+
+// active reports whether r has an operation not yet reported complete.
+func (r *Request) active() bool { return r != nil && !r.freed && !r.inactive }
+
+// finish collects the result of a complete request and makes it
+// inactive.
+func (r *Request) finish() (Status, error) {
+	st, err := r.st, r.err
+	switch {
+	case r.er != nil:
+		est, eerr := r.er.Wait()
+		r.er = nil
+		st = r.c.status(est)
+		err = r.c.fail(r.c.engineErr(r.op, eerr))
+	case r.tr != nil:
+		st = Status{Source: AnySource, Tag: AnyTag, Cancelled: r.tr.Cancelled()}
+		r.tr.Free()
+		r.tr = nil
+	}
+	r.inactive = true
+	if r.persist != nil {
+		r.persist.active = false
+	}
+	return st, err
+}
+
+func (r *Request) usable(op string) error {
+	if r != nil && r.freed {
+		return errorf(ErrRequest, op, "request was freed")
+	}
+	if r != nil && r.c != nil && r.c.p.done {
+		return errorf(ErrNotInitialized, op, "MPI was finalized")
+	}
+	return nil
+}
+
+// Wait waits for r to complete and returns its status (MPI_WAIT). A nil or
+// inactive request returns an empty status at once.
+func (r *Request) Wait() (Status, error) {
+	if err := r.usable("Wait"); err != nil {
+		return Status{}, err
+	}
+	if !r.active() {
+		return emptyStatus, nil
+	}
+	if c, e := r.completion(); c != nil {
+		e.Wait(c)
+	}
+	return r.finish()
+}
+
+// Test reports whether r has completed, with its status if so, driving
+// progress once if not (MPI_TEST). A nil or inactive request reports
+// true with an empty status.
+func (r *Request) Test() (Status, bool, error) {
+	if err := r.usable("Test"); err != nil {
+		return Status{}, false, err
+	}
+	if !r.active() {
+		return emptyStatus, true, nil
+	}
+	if c, e := r.completion(); c != nil && !e.Test(c) {
+		return Status{}, false, nil
+	}
+	st, err := r.finish()
+	return st, true, err
+}
+
+// Cancel asks to withdraw r (MPI_CANCEL): a receive not yet matched, a
+// send its receiver has not matched, or a timer. r must still be waited
+// for, and then Status.Cancelled says whether the cancel took effect.
+func (r *Request) Cancel() error {
+	if err := r.usable("Cancel"); err != nil {
+		return err
+	}
+	if r == nil {
+		return errorf(ErrRequest, "Cancel", "nil request")
+	}
+	switch {
+	case r.er != nil:
+		return r.c.engineErr("Cancel", r.er.Cancel())
+	case r.tr != nil:
+		r.tr.Cancel()
+	}
+	return nil
+}
+
+// Free releases r (MPI_REQUEST_FREE). An operation still in flight goes
+// on and completes unobserved.
+func (r *Request) Free() error {
+	if err := r.usable("Free"); err != nil {
+		return err
+	}
+	if r == nil {
+		return errorf(ErrRequest, "Free", "nil request")
+	}
+	switch {
+	case r.er != nil:
+		r.er.Free()
+		r.er = nil
+	case r.tr != nil:
+		r.tr.Free()
+		r.tr = nil
+	}
+	r.freed = true
+	return nil
+}
+
+// ResetTimer moves an active timer request's due time to dueTime seconds
+// from now, earlier or later (MPI_TIMER_RESET). It returns ErrRequest for
+// a request that is not an active timer, ErrArg for a due time that is
+// NaN or infinite.
+func (r *Request) ResetTimer(dueTime float64) error {
+	if err := r.usable("ResetTimer"); err != nil {
+		return err
+	}
+	if r == nil || r.tr == nil || !r.active() {
+		return errorf(ErrRequest, "ResetTimer", "not an active timer request")
+	}
+	if math.IsNaN(dueTime) || math.IsInf(dueTime, 0) {
+		return errorf(ErrArg, "ResetTimer", "due time %v is not a finite number of seconds", dueTime)
+	}
+	if err := r.tr.Reset(dueTime); err != nil {
+		return &Error{Class: ErrRequest, Op: "ResetTimer", Detail: "timer has completed or was cancelled", Err: err}
+	}
+	return nil
+}
+
+// Timer requests made outside any rank's environment (under Run, or with
+// no Init) run on a progress engine of their own.
+var timerEngine struct {
+	once sync.Once
+	e    *progress.Engine
+	err  error
+}
+
+// TimerCreate returns a request that completes no earlier than
+// Wtime()+dueTime (MPI_TIMER_CREATE); a due time of zero or less gives a
+// completed request. It can be waited on with communication requests, and
+// cancelled, freed and reset like them.
+func TimerCreate(dueTime float64) (*Request, error) {
+	if env.state.Load() == stateDone {
+		return nil, errorf(ErrNotInitialized, "TimerCreate", "MPI was finalized")
+	}
+	if math.IsNaN(dueTime) || math.IsInf(dueTime, 0) {
+		return nil, errorf(ErrArg, "TimerCreate", "due time %v is not a finite number of seconds", dueTime)
+	}
+	var e *progress.Engine
+	if p := current(); p != nil {
+		e = p.ep.Progress()
+	} else {
+		timerEngine.once.Do(func() { timerEngine.e, timerEngine.err = progress.New() })
+		if timerEngine.err != nil {
+			return nil, &Error{Class: ErrOther, Op: "TimerCreate", Detail: "starting the timer engine", Err: timerEngine.err}
+		}
+		e = timerEngine.e
+	}
+	tr, err := e.NewTimer(dueTime)
+	if err != nil {
+		return nil, &Error{Class: ErrOther, Op: "TimerCreate", Detail: "arming the timer", Err: err}
+	}
+	return &Request{c: nil, tr: tr, eng: e, op: "TimerCreate"}, nil
+}
+
+// Waitall waits for every request of reqs (MPI_WAITALL). Nil entries are
+// MPI_REQUEST_NULL; completed entries are set to nil, except persistent
+// requests, which stay and become inactive. The error is the first any
+// request reported; statuses[i] holds each request's status.
+func Waitall(reqs []*Request) ([]Status, error) {
+	sts := make([]Status, len(reqs))
+	var first error
+	for i, r := range reqs {
+		if r == nil {
+			sts[i] = emptyStatus
+			continue
+		}
+		st, err := r.Wait()
+		sts[i] = st
+		if err != nil && first == nil {
+			first = err
+		}
+		if !r.freed && r.persist == nil {
+			reqs[i] = nil
+		}
+	}
+	return sts, first
+}
+
+// Testall reports whether every request of reqs has completed
+// (MPI_TESTALL); only then does it collect them, as Waitall.
+func Testall(reqs []*Request) ([]Status, bool, error) {
+	for _, r := range reqs {
+		if err := r.usable("Testall"); err != nil {
+			return nil, false, err
+		}
+	}
+	polled := map[*progress.Engine]bool{}
+	for _, r := range reqs {
+		if c, e := r.completionIfActive(); c != nil && !c.Done() {
+			if !polled[e] {
+				polled[e] = true
+				e.Progress()
+			}
+			if !c.Done() {
+				return nil, false, nil
+			}
+		}
+	}
+	sts, err := Waitall(reqs)
+	return sts, true, err
+}
+
+func (r *Request) completionIfActive() (*progress.Completion, *progress.Engine) {
+	if !r.active() {
+		return nil, nil
+	}
+	return r.completion()
+}
+
+// ready returns the index of an active request of reqs that needs no more
+// waiting, -1 if none, and whether any request is active at all.
+func ready(reqs []*Request) (int, bool) {
+	any := false
+	for i, r := range reqs {
+		if !r.active() {
+			continue
+		}
+		any = true
+		if c, _ := r.completion(); c == nil || c.Done() {
+			return i, true
+		}
+	}
+	return -1, any
+}
+
+// take collects request i of reqs, niling the entry as Waitall does.
+func take(reqs []*Request, i int) (Status, error) {
+	r := reqs[i]
+	st, err := r.finish()
+	if r.persist == nil {
+		reqs[i] = nil
+	}
+	return st, err
+}
+
+// Waitany waits until one request of reqs completes and returns its
+// index and status (MPI_WAITANY); the entry is set to nil. With no active
+// request it returns Undefined and an empty status at once.
+func Waitany(reqs []*Request) (int, Status, error) {
+	for _, r := range reqs {
+		if err := r.usable("Waitany"); err != nil {
+			return Undefined, Status{}, err
+		}
+	}
+	i := waitAny(reqs)
+	if i < 0 {
+		return Undefined, emptyStatus, nil
+	}
+	st, err := take(reqs, i)
+	return i, st, err
+}
+
+// Testany is Waitany that does not wait (MPI_TESTANY): it reports false
+// if no active request has completed, and true with index Undefined if no
+// request is active.
+func Testany(reqs []*Request) (int, Status, bool, error) {
+	for _, r := range reqs {
+		if err := r.usable("Testany"); err != nil {
+			return Undefined, Status{}, false, err
+		}
+	}
+	i, any := ready(reqs)
+	if !any {
+		return Undefined, emptyStatus, true, nil
+	}
+	if i < 0 {
+		pollAll(reqs)
+		if i, _ = ready(reqs); i < 0 {
+			return Undefined, Status{}, false, nil
+		}
+	}
+	st, err := take(reqs, i)
+	return i, st, true, err
+}
+
+// Waitsome waits until at least one request of reqs completes and
+// collects every one that has (MPI_WAITSOME). With no active request it
+// returns nil indices.
+func Waitsome(reqs []*Request) ([]int, []Status, error) {
+	for _, r := range reqs {
+		if err := r.usable("Waitsome"); err != nil {
+			return nil, nil, err
+		}
+	}
+	if waitAny(reqs) < 0 {
+		return nil, nil, nil
+	}
+	return collectDone(reqs)
+}
+
+// Testsome collects every request of reqs that has completed, possibly
+// none (MPI_TESTSOME).
+func Testsome(reqs []*Request) ([]int, []Status, error) {
+	for _, r := range reqs {
+		if err := r.usable("Testsome"); err != nil {
+			return nil, nil, err
+		}
+	}
+	pollAll(reqs)
+	return collectDone(reqs)
+}
+
+func collectDone(reqs []*Request) ([]int, []Status, error) {
+	var idx []int
+	var sts []Status
+	var first error
+	for i, r := range reqs {
+		if !r.active() {
+			continue
+		}
+		if c, _ := r.completion(); c != nil && !c.Done() {
+			continue
+		}
+		st, err := take(reqs, i)
+		idx, sts = append(idx, i), append(sts, st)
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return idx, sts, first
+}
+
+// pollAll drives once every engine the active requests of reqs depend on.
+func pollAll(reqs []*Request) {
+	var last *progress.Engine
+	for _, r := range reqs {
+		if _, e := r.completionIfActive(); e != nil && e != last {
+			e.Progress()
+			last = e
+		}
+	}
+}
+
+// waitAny waits until an active request of reqs needs no more waiting and
+// returns its index, -1 if none is active. Requests of one engine (the
+// usual case) wait the engine's way, parking when idle; requests spread
+// over several engines (a timer made outside the rank, say) are polled in
+// turn.
+func waitAny(reqs []*Request) int {
+	i, any := ready(reqs)
+	if i >= 0 || !any {
+		return i
+	}
+	var eng *progress.Engine
+	cs := make([]*progress.Completion, len(reqs))
+	single := true
+	for j, r := range reqs {
+		c, e := r.completionIfActive()
+		cs[j] = c
+		if e == nil {
+			continue
+		}
+		if eng == nil {
+			eng = e
+		} else if e != eng {
+			single = false
+		}
+	}
+	if single {
+		return eng.WaitAny(cs)
+	}
+	for spins := 0; ; spins++ {
+		pollAll(reqs)
+		if i, _ := ready(reqs); i >= 0 {
+			return i
+		}
+		if spins < 1000 {
+			asm.Pause()
+		} else {
+			runtime.Gosched()
+		}
+	}
+}

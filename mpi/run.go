@@ -1,0 +1,124 @@
+package mpi
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	"github.com/tachyon-hpc/tachyon/engine"
+)
+
+// Run runs fn on n ranks, each a goroutine of this process handed its own
+// World, and returns when every fn has returned; the first error returned
+// (or panic recovered) wins. It needs no Init. A rank whose fn returns
+// leaves the world: operations other ranks still wait on with it fail
+// with ErrProcFailed instead of hanging.
+func Run(n int, fn func(world *Comm) error) error {
+	if n < 1 {
+		return errorf(ErrArg, "Run", "a world needs at least one rank, not %d", n)
+	}
+	if fn == nil {
+		return errorf(ErrArg, "Run", "nil function")
+	}
+	w, err := engine.NewWorld(n)
+	if err != nil {
+		return &Error{Class: ErrOther, Op: "Run", Detail: "making the world", Err: err}
+	}
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for i := 0; i < n; i++ {
+		p := newProc(w.Endpoint(i), nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := runRank(p, fn)
+			if err != nil {
+				once.Do(func() { first = err })
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// runRank runs fn as one rank and ends the rank afterwards, finalizing it
+// if fn did not.
+func runRank(p *proc, fn func(*Comm) error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("mpi: rank %d panicked: %v\n%s", p.ep.Rank(), v, debug.Stack())
+		}
+		p.mu.Lock()
+		done := p.done
+		p.done = true
+		p.mu.Unlock()
+		if !done {
+			p.ep.Close()
+		}
+	}()
+	return fn(p.world)
+}
+
+// Finalize ends this rank of an in-process world as Finalize does for a
+// process: collective over the world, delivering buffered sends first.
+// Afterwards the rank's communicators return ErrNotInitialized.
+func (c *Comm) Finalize() error {
+	if err := c.check("Finalize"); err != nil {
+		return err
+	}
+	if env.p == c.p {
+		return Finalize()
+	}
+	return c.p.finalize()
+}
+
+// BufferAttach gives MPI buf for buffered sends (MPI_BUFFER_ATTACH). Ranks
+// of Run use Comm.BufferAttach.
+func BufferAttach(buf []byte) error {
+	p := current()
+	if p == nil {
+		return errorf(ErrNotInitialized, "BufferAttach", "MPI is not initialized")
+	}
+	return p.world.BufferAttach(buf)
+}
+
+// BufferDetach waits until every buffered message has left the attached
+// buffer, and returns it (MPI_BUFFER_DETACH).
+func BufferDetach() ([]byte, error) {
+	p := current()
+	if p == nil {
+		return nil, errorf(ErrNotInitialized, "BufferDetach", "MPI is not initialized")
+	}
+	return p.world.BufferDetach()
+}
+
+// BufferAttach is the package's BufferAttach for the rank c belongs to:
+// what ranks of Run call.
+func (c *Comm) BufferAttach(buf []byte) error {
+	if err := c.check("BufferAttach"); err != nil {
+		return err
+	}
+	if err := c.p.ep.BufferAttach(buf); err != nil {
+		return c.fail(&Error{Class: ErrBuffer, Op: "BufferAttach", Detail: "attaching", Err: err})
+	}
+	return nil
+}
+
+// BufferDetach is the package's BufferDetach for the rank c belongs to.
+func (c *Comm) BufferDetach() ([]byte, error) {
+	if err := c.check("BufferDetach"); err != nil {
+		return nil, err
+	}
+	b, err := c.p.ep.BufferDetach()
+	if err != nil {
+		return nil, c.fail(&Error{Class: ErrBuffer, Op: "BufferDetach", Detail: "detaching", Err: err})
+	}
+	return b, nil
+}
+
+// BsendOverhead is the bytes a buffered send takes in the attached buffer
+// beyond its message (MPI_BSEND_OVERHEAD).
+const BsendOverhead = engine.BsendOverhead

@@ -41,7 +41,9 @@ func runScenarioProcess(name string) int {
 		fmt.Fprintln(os.Stderr, "Init:", err)
 		return 1
 	}
-	if err := fn(World()); err != nil {
+	if err := fn(World()); err == errFinalized {
+		return 0
+	} else if err != nil {
 		fmt.Fprintf(os.Stderr, "rank %d: %v\n", World().Rank(), err)
 		return 1
 	}

@@ -1,0 +1,159 @@
+package mpi
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// The examples of MPI-4.1 section 11.2.2 (seed 001, Examples 8.3-8.11).
+
+var scEx83 = scenario("ex8.3", func(c *Comm) error {
+	if c.Rank() == 0 {
+		return c.Send([]byte("hello"), 1, 0)
+	}
+	_, err := c.Recv(make([]byte, 5), 0, 0)
+	return err
+})
+
+func TestExample83(t *testing.T) { both(t, 2, scEx83) }
+
+// Example 8.5: an Isend freed before completion still arrives.
+var scEx85 = scenario("ex8.5", func(c *Comm) error {
+	if c.Rank() == 0 {
+		r, err := c.Isend(pattern(50000, 5), 1, 0)
+		if err != nil {
+			return err
+		}
+		if err := r.Free(); err != nil {
+			return err
+		}
+		return c.Barrier()
+	}
+	buf := make([]byte, 50000)
+	if _, err := c.Recv(buf, 0, 0); err != nil {
+		return err
+	}
+	if string(buf) != string(pattern(50000, 5)) {
+		return fmt.Errorf("wrong data")
+	}
+	return c.Barrier()
+})
+
+func TestExample85(t *testing.T) { both(t, 2, scEx85) }
+
+// Example 8.8: Finalize delivers a buffered send, as an implicit detach.
+var scEx88 = scenario("ex8.8", func(c *Comm) error {
+	if c.Rank() == 0 {
+		if err := c.BufferAttach(make([]byte, 1000000)); err != nil {
+			return err
+		}
+		return c.Bsend(pattern(200000, 8), 1, 0)
+	}
+	buf := make([]byte, 200000)
+	_, err := c.Recv(buf, 0, 0)
+	return err
+})
+
+func TestExample88(t *testing.T) { both(t, 2, scEx88) }
+
+// Example 8.10: Iprobe of another tag is false; the cancel of the
+// unreceived send succeeds whatever the order of Cancel and rank 1's
+// Finalize.
+var scEx810 = scenario("ex8.10", func(c *Comm) error {
+	if c.Rank() == 0 {
+		r, err := c.Isend(pattern(10, 1), 1, 1)
+		if err != nil {
+			return err
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if err := r.Cancel(); err != nil {
+			return err
+		}
+		st, err := r.Wait()
+		if err != nil || !st.Cancelled {
+			return fmt.Errorf("cancel: %+v %v", st, err)
+		}
+		return nil
+	}
+	if err := c.Barrier(); err != nil {
+		return err
+	}
+	if _, ok, err := c.Iprobe(0, 2); ok || err != nil {
+		return fmt.Errorf("iprobe(tag2): %v %v", ok, err)
+	}
+	return c.Barrier()
+})
+
+func TestExample810(t *testing.T) { both(t, 2, scEx810) }
+
+// Example 8.11: rank 1 finalizes at once; rank 0's cancel must succeed.
+var scEx811 = scenario("ex8.11", func(c *Comm) error {
+	if c.Rank() == 0 {
+		for _, n := range []int{10, 100000} { // eager and rendezvous
+			r, err := c.Isend(pattern(n, 1), 1, 1)
+			if err != nil {
+				return err
+			}
+			if err := r.Cancel(); err != nil {
+				return err
+			}
+			st, err := r.Wait()
+			if err != nil || !st.Cancelled {
+				return fmt.Errorf("%d bytes: cancel: %+v %v", n, st, err)
+			}
+		}
+	}
+	return nil
+})
+
+func TestExample811(t *testing.T) { both(t, 2, scEx811) }
+
+// After Finalize every routine but Version, Initialized and Finalized
+// returns ErrNotInitialized.
+var scAfter = scenario("after-finalize", func(c *Comm) error {
+	if err := c.Finalize(); err != nil {
+		return err
+	}
+	checks := map[string]error{
+		"Send":    c.Send(nil, 0, 0),
+		"Barrier": c.Barrier(),
+		"Recv":    func() error { _, err := c.Recv(nil, 0, 0); return err }(),
+		"Dup":     func() error { _, err := c.Dup(); return err }(),
+	}
+	for name, err := range checks {
+		if !errors.Is(err, ErrNotInitialized) {
+			return fmt.Errorf("%s after Finalize: %v", name, err)
+		}
+	}
+	if c == World() {
+		if !Finalized() || !Initialized() {
+			return fmt.Errorf("Finalized %v Initialized %v", Finalized(), Initialized())
+		}
+		if err := Init(); !errors.Is(err, ErrNotInitialized) {
+			return fmt.Errorf("Init after Finalize: %v", err)
+		}
+		if _, err := TimerCreate(1); !errors.Is(err, ErrNotInitialized) {
+			return fmt.Errorf("TimerCreate after Finalize: %v", err)
+		}
+	}
+	if m, _ := Version(); m != 4 {
+		return fmt.Errorf("version %d", m)
+	}
+	return errFinalized
+})
+
+// errFinalized tells the harness the scenario finalized itself.
+var errFinalized = errors.New("finalized")
+
+func TestAfterFinalize(t *testing.T) {
+	if err := Run(2, scenarios[scAfter]); err != errFinalized {
+		t.Fatal(err)
+	}
+	runProcesses(t, 2, scAfter)
+}

@@ -214,10 +214,10 @@ var scPersistent = scenario("persistent", func(c *Comm) error {
 func TestPersistent(t *testing.T) { both(t, 2, scPersistent) }
 
 var scWaitany = scenario("waitany", func(c *Comm) error {
-	// A timer and receives in one Waitany: the message that comes first
-	// wins; the timer fires later.
+	// A timer and a receive in one Waitany: the message wins over a far
+	// timer, which is then cancelled.
 	other := 1 - c.Rank()
-	timer, err := TimerCreate(0.05)
+	timer, err := TimerCreate(10)
 	if err != nil {
 		return err
 	}
@@ -228,18 +228,31 @@ var scWaitany = scenario("waitany", func(c *Comm) error {
 	if err := c.Send(pattern(8, 0), other, 3); err != nil {
 		return err
 	}
-	t0 := Wtime()
 	reqs := []*Request{timer, r}
 	i, _, err := Waitany(reqs)
 	if err != nil || i != 1 || reqs[1] != nil {
 		return fmt.Errorf("waitany: %d %v", i, err)
 	}
+	timer.Cancel()
 	i, st, err := Waitany(reqs)
-	if err != nil || i != 0 || st.Cancelled || Wtime()-t0 < 0.0 {
-		return fmt.Errorf("waitany timer: %d %+v %v", i, st, err)
+	if err != nil || i != 0 || !st.Cancelled {
+		return fmt.Errorf("waitany cancelled timer: %d %+v %v", i, st, err)
 	}
 	if i, _, err := Waitany(reqs); i != Undefined || err != nil {
 		return fmt.Errorf("waitany with none active: %d %v", i, err)
+	}
+	// A near timer wins over a receive nobody satisfies, and is not early.
+	t0 := Wtime()
+	timer, _ = TimerCreate(0.02)
+	never, _ := c.Irecv(nil, other, 99)
+	reqs = []*Request{never, timer}
+	i, st, err = Waitany(reqs)
+	if err != nil || i != 1 || st.Cancelled || Wtime()-t0 < 0.02 {
+		return fmt.Errorf("waitany timer: %d %+v %v after %v s", i, st, err, Wtime()-t0)
+	}
+	never.Cancel()
+	if st, err := never.Wait(); err != nil || !st.Cancelled {
+		return fmt.Errorf("cancel: %+v %v", st, err)
 	}
 	// Testany and Waitsome.
 	r1, _ := c.Irecv(make([]byte, 8), other, 4)

@@ -33,3 +33,6 @@ func futexWait(addr *uint32, val uint32, d time.Duration) {
 func futexWake(addr *uint32, n int) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
 }
+
+// osYield gives the CPU to another runnable thread, if any (sched_yield).
+func osYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

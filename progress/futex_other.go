@@ -3,6 +3,7 @@
 package progress
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -23,3 +24,7 @@ func futexWait(addr *uint32, val uint32, d time.Duration) {
 
 // futexWake does nothing: sleepers poll.
 func futexWake(addr *uint32, n int) {}
+
+// osYield gives the processor to other goroutines: without sched_yield
+// this is what the runtime offers.
+func osYield() { runtime.Gosched() }

@@ -27,14 +27,19 @@ type condition interface{ ready() bool }
 // idler backs a waiting goroutine off while there is nothing to do: spin,
 // then PAUSE between polls, then park on the doorbell.
 type idler struct {
-	e     *Engine
-	since uint64 // clock count when the current idle stretch began, 0 if none
+	e      *Engine
+	since  uint64 // clock count when the current idle stretch began, 0 if none
+	pauses int    // polls in the pause phase so far
 }
+
+// yieldEvery is how many polls of the pause phase pass between two
+// yields of the CPU.
+const yieldEvery = 16
 
 func (e *Engine) newIdler() idler { return idler{e: e} }
 
 // reset ends the idle stretch: work was found.
-func (w *idler) reset() { w.since = 0 }
+func (w *idler) reset() { w.since, w.pauses = 0, 0 }
 
 // idle is called each time a poll found nothing; it returns when the caller
 // should look again.
@@ -53,6 +58,12 @@ func (w *idler) idle(c condition) {
 	if waited < e.spinC+e.pauseC {
 		for i := 0; i < 4; i++ {
 			asm.Pause()
+		}
+		// Now and then give the CPU away: when ranks outnumber free CPUs
+		// (oversubscribed, or a busy host), the peer that would answer
+		// may be waiting for this very CPU.
+		if w.pauses++; w.pauses%yieldEvery == 0 {
+			osYield()
 		}
 		return
 	}

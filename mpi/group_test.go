@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// identity returns the world ranks 0..n-1.
-func identity(n int) []int {
+// groupSeq returns the world ranks 0..n-1.
+func groupSeq(n int) []int {
 	r := make([]int, n)
 	for i := range r {
 		r[i] = i
@@ -19,16 +19,16 @@ func identity(n int) []int {
 	return r
 }
 
-// members returns the world ranks of g (nil for an empty group).
-func members(g *Group) []int {
+// groupMembers returns the world ranks of g (nil for an empty group).
+func groupMembers(g *Group) []int {
 	if len(g.ranks) == 0 {
 		return nil
 	}
 	return slices.Clone(g.ranks)
 }
 
-// wantClass fails t unless err matches cls and no other class.
-func wantClass(t *testing.T, err, cls error) {
+// mustClass fails t unless err matches cls and no other class.
+func mustClass(t *testing.T, err, cls error) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want %v", cls)
@@ -53,7 +53,7 @@ func TestGroupSizeRank(t *testing.T) {
 		me       int
 		wantRank int
 	}{
-		{identity(5), 3, 3},
+		{groupSeq(5), 3, 3},
 		{[]int{7, 2, 9}, 9, 2},
 		{[]int{7, 2, 9}, 4, Undefined},
 		{[]int{1000000, 3}, 3, 1}, // sparse: the map, not the table
@@ -86,7 +86,7 @@ func TestGroupNewGroupCopiesAndIndexes(t *testing.T) {
 		t.Fatalf("newGroup kept the caller's slice")
 	}
 	// Every representation (identity, table, map) answers rankOf alike.
-	for _, ranks := range [][]int{identity(6), {5, 3, 1}, {1 << 40, 7, 1 << 20}} {
+	for _, ranks := range [][]int{groupSeq(6), {5, 3, 1}, {1 << 40, 7, 1 << 20}} {
 		g := newGroup(ranks, 0)
 		for i, w := range ranks {
 			if g.rankOf(w) != i || g.worldRank(i) != w {
@@ -99,7 +99,7 @@ func TestGroupNewGroupCopiesAndIndexes(t *testing.T) {
 			}
 		}
 	}
-	if g := newGroup(identity(4), 0); g.table != nil || g.index != nil {
+	if g := newGroup(groupSeq(4), 0); g.table != nil || g.index != nil {
 		t.Errorf("the identity group built an index")
 	}
 	for _, bad := range [][]int{{1, 2, 1}, {1 << 40, 1 << 40}, {-1}} {
@@ -120,8 +120,8 @@ func TestGroupIncl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{14, 12, 10}; !slices.Equal(members(h), want) {
-		t.Fatalf("Incl: %v, want %v", members(h), want)
+	if want := []int{14, 12, 10}; !slices.Equal(groupMembers(h), want) {
+		t.Fatalf("Incl: %v, want %v", groupMembers(h), want)
 	}
 	if h.Rank() != 1 {
 		t.Errorf("Incl: Rank %d, want 1", h.Rank())
@@ -131,7 +131,7 @@ func TestGroupIncl(t *testing.T) {
 	}
 	for _, bad := range [][]int{{5}, {-1}, {ProcNull}, {1, 3, 1}} {
 		_, err := g.Incl(bad)
-		wantClass(t, err, ErrRank)
+		mustClass(t, err, ErrRank)
 	}
 }
 
@@ -141,26 +141,26 @@ func TestGroupExcl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{11, 12, 14}; !slices.Equal(members(h), want) {
-		t.Fatalf("Excl: %v, want %v", members(h), want)
+	if want := []int{11, 12, 14}; !slices.Equal(groupMembers(h), want) {
+		t.Fatalf("Excl: %v, want %v", groupMembers(h), want)
 	}
 	if h.Rank() != 0 {
 		t.Errorf("Excl: Rank %d, want 0", h.Rank())
 	}
-	if h, _ := g.Excl(nil); !slices.Equal(members(h), members(g)) {
-		t.Errorf("Excl(nil) = %v", members(h))
+	if h, _ := g.Excl(nil); !slices.Equal(groupMembers(h), groupMembers(g)) {
+		t.Errorf("Excl(nil) = %v", groupMembers(h))
 	}
-	if e, err := g.Excl(identity(5)); err != nil || e != GroupEmpty {
+	if e, err := g.Excl(groupSeq(5)); err != nil || e != GroupEmpty {
 		t.Errorf("Excl(all) = %v, %v; want GroupEmpty", e, err)
 	}
 	for _, bad := range [][]int{{5}, {-1}, {2, 2}} {
 		_, err := g.Excl(bad)
-		wantClass(t, err, ErrRank)
+		mustClass(t, err, ErrRank)
 	}
 }
 
 func TestGroupRangeIncl(t *testing.T) {
-	g := newGroup(identity(10), 0)
+	g := newGroup(groupSeq(10), 0)
 	for _, tc := range []struct {
 		ranges [][3]int
 		want   []int
@@ -179,11 +179,11 @@ func TestGroupRangeIncl(t *testing.T) {
 			t.Errorf("RangeIncl(%v): %v", tc.ranges, err)
 			continue
 		}
-		if !slices.Equal(members(h), tc.want) {
-			t.Errorf("RangeIncl(%v) = %v, want %v", tc.ranges, members(h), tc.want)
+		if !slices.Equal(groupMembers(h), tc.want) {
+			t.Errorf("RangeIncl(%v) = %v, want %v", tc.ranges, groupMembers(h), tc.want)
 		}
 		// RangeIncl is Incl of the expanded ranks.
-		if h2, _ := g.Incl(tc.want); !slices.Equal(members(h), members(h2)) {
+		if h2, _ := g.Incl(tc.want); !slices.Equal(groupMembers(h), groupMembers(h2)) {
 			t.Errorf("RangeIncl(%v) differs from Incl", tc.ranges)
 		}
 	}
@@ -201,9 +201,9 @@ func TestGroupRangeIncl(t *testing.T) {
 		{[][3]int{{2, 2, 1}, {2, 2, 1}}, ErrRank},
 	} {
 		_, err := g.RangeIncl(tc.ranges)
-		wantClass(t, err, tc.cls)
+		mustClass(t, err, tc.cls)
 		_, err = g.RangeExcl(tc.ranges)
-		wantClass(t, err, tc.cls)
+		mustClass(t, err, tc.cls)
 	}
 }
 
@@ -214,8 +214,8 @@ func TestGroupRangeExcl(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Excluded ranks 0, 3, 6, 9, 8, 7; left 1, 2, 4, 5.
-	if want := []int{8, 7, 5, 4}; !slices.Equal(members(h), want) {
-		t.Fatalf("RangeExcl: %v, want %v", members(h), want)
+	if want := []int{8, 7, 5, 4}; !slices.Equal(groupMembers(h), want) {
+		t.Fatalf("RangeExcl: %v, want %v", groupMembers(h), want)
 	}
 	if h.Rank() != 1 {
 		t.Errorf("RangeExcl: Rank %d, want 1", h.Rank())
@@ -231,14 +231,14 @@ func TestGroupSetOps(t *testing.T) {
 	u, _ := GroupUnion(a, b)
 	i, _ := GroupIntersection(a, b)
 	d, _ := GroupDifference(a, b)
-	if want := []int{1, 5, 3, 7, 6, 2, 4}; !slices.Equal(members(u), want) {
-		t.Errorf("union %v, want %v", members(u), want)
+	if want := []int{1, 5, 3, 7, 6, 2, 4}; !slices.Equal(groupMembers(u), want) {
+		t.Errorf("union %v, want %v", groupMembers(u), want)
 	}
-	if want := []int{1, 7}; !slices.Equal(members(i), want) {
-		t.Errorf("intersection %v, want %v", members(i), want)
+	if want := []int{1, 7}; !slices.Equal(groupMembers(i), want) {
+		t.Errorf("intersection %v, want %v", groupMembers(i), want)
 	}
-	if want := []int{5, 3}; !slices.Equal(members(d), want) {
-		t.Errorf("difference %v, want %v", members(d), want)
+	if want := []int{5, 3}; !slices.Equal(groupMembers(d), want) {
+		t.Errorf("difference %v, want %v", groupMembers(d), want)
 	}
 	if u.Rank() != 2 || i.Rank() != Undefined || d.Rank() != 1 {
 		t.Errorf("ranks: union %d, intersection %d, difference %d", u.Rank(), i.Rank(), d.Rank())
@@ -247,8 +247,8 @@ func TestGroupSetOps(t *testing.T) {
 		t.Errorf("a minus a is not GroupEmpty")
 	}
 	// GroupEmpty does not know the caller; the union must take it from b.
-	if u, _ := GroupUnion(GroupEmpty, b); !slices.Equal(members(u), members(b)) || u.Rank() != Undefined {
-		t.Errorf("empty ∪ b = %v rank %d", members(u), u.Rank())
+	if u, _ := GroupUnion(GroupEmpty, b); !slices.Equal(groupMembers(u), groupMembers(b)) || u.Rank() != Undefined {
+		t.Errorf("empty ∪ b = %v rank %d", groupMembers(u), u.Rank())
 	}
 	c := newGroup([]int{4, 9}, 9)
 	if u, _ := GroupUnion(GroupEmpty, c); u.Rank() != 1 {
@@ -278,14 +278,14 @@ func TestGroupSetOpsModel(t *testing.T) {
 			a = GroupEmpty
 		}
 		var wu, wi, wd []int
-		wu = append(wu, members(a)...)
-		for _, w := range members(b) {
-			if !in(members(a), w) {
+		wu = append(wu, groupMembers(a)...)
+		for _, w := range groupMembers(b) {
+			if !in(groupMembers(a), w) {
 				wu = append(wu, w)
 			}
 		}
-		for _, w := range members(a) {
-			if in(members(b), w) {
+		for _, w := range groupMembers(a) {
+			if in(groupMembers(b), w) {
 				wi = append(wi, w)
 			} else {
 				wd = append(wd, w)
@@ -300,15 +300,15 @@ func TestGroupSetOpsModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(members(g), c.want) {
-				t.Fatalf("%v %s %v = %v, want %v", members(a), c.name, members(b), members(g), c.want)
+			if !slices.Equal(groupMembers(g), c.want) {
+				t.Fatalf("%v %s %v = %v, want %v", groupMembers(a), c.name, groupMembers(b), groupMembers(g), c.want)
 			}
 			wantRank := slices.Index(c.want, me)
 			if wantRank < 0 {
 				wantRank = Undefined
 			}
 			if g.Rank() != wantRank {
-				t.Fatalf("%v %s %v as %d: Rank %d, want %d", members(a), c.name, members(b), me, g.Rank(), wantRank)
+				t.Fatalf("%v %s %v as %d: Rank %d, want %d", groupMembers(a), c.name, groupMembers(b), me, g.Rank(), wantRank)
 			}
 			if len(c.want) == 0 && g != GroupEmpty {
 				t.Fatalf("empty %s is not GroupEmpty", c.name)
@@ -331,10 +331,10 @@ func TestGroupCompare(t *testing.T) {
 		{GroupEmpty, Unequal},
 	} {
 		if got, err := GroupCompare(a, tc.b); err != nil || got != tc.want {
-			t.Errorf("compare %v %v = %d, %v; want %d", members(a), members(tc.b), got, err, tc.want)
+			t.Errorf("compare %v %v = %d, %v; want %d", groupMembers(a), groupMembers(tc.b), got, err, tc.want)
 		}
 		if got, _ := GroupCompare(tc.b, a); got != tc.want {
-			t.Errorf("compare is not symmetric for %v", members(tc.b))
+			t.Errorf("compare is not symmetric for %v", groupMembers(tc.b))
 		}
 	}
 	if got, _ := GroupCompare(GroupEmpty, newGroup(nil, 0)); got != Ident {
@@ -357,7 +357,7 @@ func TestGroupTranslateRanks(t *testing.T) {
 	}
 	for _, bad := range []int{4, -1, AnySource, Undefined} {
 		_, err := GroupTranslateRanks(a, []int{0, bad}, b)
-		wantClass(t, err, ErrRank)
+		mustClass(t, err, ErrRank)
 	}
 	got, _ = GroupTranslateRanks(a, []int{0, 1}, GroupEmpty)
 	if !slices.Equal(got, []int{Undefined, Undefined}) {
@@ -371,7 +371,7 @@ func TestGroupFree(t *testing.T) {
 	if err := g.Free(); err != nil {
 		t.Fatal(err)
 	}
-	wantClass(t, g.Free(), ErrGroup)
+	mustClass(t, g.Free(), ErrGroup)
 	if g.Size() != 0 || g.Rank() != Undefined {
 		t.Errorf("freed group: size %d rank %d", g.Size(), g.Rank())
 	}
@@ -434,7 +434,7 @@ func TestGroupBadGroup(t *testing.T) {
 		}
 		for name, call := range calls {
 			t.Run(fmt.Sprintf("%s/nil=%v", name, bad == nil), func(t *testing.T) {
-				wantClass(t, call(), ErrGroup)
+				mustClass(t, call(), ErrGroup)
 			})
 		}
 	}
@@ -464,26 +464,34 @@ func TestGroupConcurrentReads(t *testing.T) {
 }
 
 func ExampleGroup_RangeIncl() {
-	// The group of a world of eight processes, as the process with world
-	// rank 6 sees it (a program gets it from its world communicator).
-	world := newGroup([]int{0, 1, 2, 3, 4, 5, 6, 7}, 6)
+	Run(8, func(world *Comm) error {
+		if world.Rank() != 6 {
+			return nil // show one process's view
+		}
+		wg, err := world.Group()
+		if err != nil {
+			return err
+		}
+		defer wg.Free()
 
-	even, _ := world.RangeIncl([][3]int{{0, 7, 2}}) // world ranks 0, 2, 4, 6
-	firstHalf, _ := world.Excl([]int{4, 5, 6, 7})
-	both, _ := GroupIntersection(even, firstHalf)
-	either, _ := GroupUnion(firstHalf, even)
-	fmt.Println("even:", even.Size(), "processes; my rank", even.Rank())
-	fmt.Println("even, first half:", both.Size(), "processes; member:", both.Rank() != Undefined)
+		even, _ := wg.RangeIncl([][3]int{{0, 7, 2}}) // world ranks 0, 2, 4, 6
+		firstHalf, _ := wg.Excl([]int{4, 5, 6, 7})
+		both, _ := GroupIntersection(even, firstHalf)
+		either, _ := GroupUnion(firstHalf, even)
+		fmt.Println("even:", even.Size(), "processes; my rank", even.Rank())
+		fmt.Println("even, first half:", both.Size(), "processes; member:", both.Rank() != Undefined)
 
-	// Where do world ranks 6 and 2 sit in the union?
-	r, _ := GroupTranslateRanks(world, []int{6, 2}, either)
-	fmt.Println("world ranks 6, 2 in the union:", r)
+		// Where do world ranks 6 and 2 sit in the union?
+		r, _ := GroupTranslateRanks(wg, []int{6, 2}, either)
+		fmt.Println("world ranks 6, 2 in the union:", r)
 
-	// The union taken the other way round has the same members in
-	// another order.
-	swapped, _ := GroupUnion(even, firstHalf)
-	cmp, _ := GroupCompare(either, swapped)
-	fmt.Println("similar:", cmp == Similar)
+		// The union taken the other way round has the same members in
+		// another order.
+		swapped, _ := GroupUnion(even, firstHalf)
+		cmp, _ := GroupCompare(either, swapped)
+		fmt.Println("similar:", cmp == Similar)
+		return nil
+	})
 	// Output:
 	// even: 4 processes; my rank 3
 	// even, first half: 2 processes; member: false

@@ -1,0 +1,62 @@
+// Command pi computes π by integrating 4/(1+x²) over [0, 1]: each rank
+// sums a strided share of the intervals and rank 0 gathers the parts.
+//
+//	tachyonrun -n 4 go run ./examples/pi
+//	go run ./examples/pi -n 4
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"os"
+
+	"github.com/tachyon-hpc/tachyon/mpi"
+)
+
+func main() {
+	n := flag.Int("n", 4, "ranks to run in-process when not started by a launcher")
+	intervals := flag.Int("intervals", 10_000_000, "integration intervals")
+	flag.Parse()
+	body := func(c *mpi.Comm) error { return pi(c, *intervals) }
+	if os.Getenv(mpi.EnvSegment) != "" || os.Getenv("PMI_FD") != "" {
+		if err := mpi.Init(); err != nil {
+			log.Fatal(err)
+		}
+		if err := body(mpi.World()); err != nil {
+			log.Fatal(err)
+		}
+		if err := mpi.Finalize(); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if err := mpi.Run(*n, body); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func pi(c *mpi.Comm, intervals int) error {
+	rank, size := c.Rank(), c.Size()
+	t0 := mpi.Wtime()
+	h := 1.0 / float64(intervals)
+	sum := 0.0
+	for i := rank; i < intervals; i += size {
+		x := h * (float64(i) + 0.5)
+		sum += 4 / (1 + x*x)
+	}
+	part := []float64{sum * h}
+	if rank != 0 {
+		return c.Send(mpi.AsBytes(part), 0, 0)
+	}
+	total := part[0]
+	for r := 1; r < size; r++ {
+		if _, err := c.Recv(mpi.AsBytes(part), r, 0); err != nil {
+			return err
+		}
+		total += part[0]
+	}
+	fmt.Printf("pi ≈ %.15f, error %.2e, %d ranks, %.3f s\n", total, math.Abs(total-math.Pi), size, mpi.Wtime()-t0)
+	return nil
+}

@@ -1,0 +1,71 @@
+// Command ring passes a token around every rank of the world a few times.
+//
+// As a job of processes:
+//
+//	tachyonrun -n 4 go run ./examples/ring
+//
+// or, without a launcher, as goroutines of one process:
+//
+//	go run ./examples/ring -n 4
+package main
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/tachyon-hpc/tachyon/mpi"
+)
+
+func main() {
+	n := flag.Int("n", 4, "ranks to run in-process when not started by a launcher")
+	laps := flag.Int("laps", 3, "times the token goes around")
+	flag.Parse()
+	if os.Getenv(mpi.EnvSegment) != "" || os.Getenv("PMI_FD") != "" {
+		if err := mpi.Init(); err != nil {
+			log.Fatal(err)
+		}
+		if err := ring(mpi.World(), *laps); err != nil {
+			log.Fatal(err)
+		}
+		if err := mpi.Finalize(); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if err := mpi.Run(*n, func(world *mpi.Comm) error { return ring(world, *laps) }); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// ring sends a counter from rank 0 around the ring laps times; each rank
+// adds one.
+func ring(c *mpi.Comm, laps int) error {
+	rank, size := c.Rank(), c.Size()
+	next, prev := (rank+1)%size, (rank-1+size)%size
+	buf := make([]byte, 8)
+	if rank == 0 {
+		if err := c.Send(buf, next, 0); err != nil {
+			return err
+		}
+	}
+	for lap := 0; lap < laps; lap++ {
+		if _, err := c.Recv(buf, prev, 0); err != nil {
+			return err
+		}
+		v := binary.LittleEndian.Uint64(buf) + 1
+		binary.LittleEndian.PutUint64(buf, v)
+		if rank == 0 {
+			fmt.Printf("lap %d: token %d\n", lap+1, v)
+			if lap == laps-1 {
+				return nil
+			}
+		}
+		if err := c.Send(buf, next, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}

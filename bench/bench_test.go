@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/tachyon-hpc/tachyon/mpi"
+)
+
+func TestAnchorRoundTrip(t *testing.T) {
+	res := []Result{{"latency", 0, 0.5}, {"latency", 8, 0.4}, {"msgrate", 8, 2.5}, {"bw", 8, 20}}
+	var b bytes.Buffer
+	writeAnchor(&b, res)
+	want := "latency 0 0.500\nlatency 8 0.400\nmsgrate 8 2.500\nbw 8 20.0\n"
+	if b.String() != want {
+		t.Fatalf("anchor lines:\n%s\nwant\n%s", b.String(), want)
+	}
+	got, err := parseAnchor(strings.NewReader("# mpich\n" + want + "noise\n"))
+	if err != nil || len(got) != len(res) {
+		t.Fatalf("parse: %v %v", got, err)
+	}
+	for i := range res {
+		if got[i] != res[i] {
+			t.Fatalf("result %d: %+v, want %+v", i, got[i], res[i])
+		}
+	}
+	if _, err := parseAnchor(strings.NewReader("latency x 1\n")); err == nil {
+		t.Fatal("malformed line accepted")
+	}
+}
+
+func TestTableRatios(t *testing.T) {
+	res := []Result{{"latency", 8, 0.5}, {"msgrate", 8, 4}, {"bw", 8, 32}}
+	anchors := map[string][]Result{"mpich": {{"latency", 8, 1.0}, {"msgrate", 8, 2}}}
+	var b bytes.Buffer
+	writeTable(&b, options{transport: "shm"}, res, anchors)
+	out := b.String()
+	for _, s := range []string{"0.500", "0.50", "2.00", "mpich"} {
+		if !strings.Contains(out, s) {
+			t.Fatalf("table lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+// TestSuiteInProcess runs the whole suite, small sizes, on two goroutine
+// ranks and checks that every figure is there and positive.
+func TestSuiteInProcess(t *testing.T) {
+	var res []Result
+	err := mpi.Run(2, func(c *mpi.Comm) error {
+		r, err := suite(c, 64, nil)
+		if c.Rank() == 0 {
+			res = r
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, r := range res {
+		if r.Value <= 0 {
+			t.Errorf("%+v is not positive", r)
+		}
+		kinds[r.Kind]++
+	}
+	// latency 0..64: 8 sizes; msgrate and bw 1..64: 7 each.
+	if kinds["latency"] != 8 || kinds["msgrate"] != 7 || kinds["bw"] != 7 {
+		t.Fatalf("results per kind: %v", kinds)
+	}
+}

@@ -1,0 +1,219 @@
+// Command bench measures Tachyon's point-to-point latency, message rate
+// and bandwidth the way OSU's benchmarks and ../shared/anchors/mpi_pingpong.c
+// do: a blocking ping-pong from 0 bytes to -max, and windows of 64
+// nonblocking sends, each window acknowledged.
+//
+// Started plainly it runs its own two ranks, pinned to different CPUs,
+// over shared memory (or, with -transport inproc, as two goroutines of one
+// process). Started by tachyonrun or by MPICH's mpiexec it is one rank of
+// a two-rank job.
+//
+//	go run ./bench                       # the table
+//	go run ./bench -format anchor        # the anchor's line format
+//	go run ./bench -compare              # beside MPICH and Open MPI, same run
+//	go run ./bench -plot docs/bench.svg  # latency and message rate plots
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/tachyon-hpc/tachyon/launch"
+	"github.com/tachyon-hpc/tachyon/mpi"
+	"golang.org/x/sys/unix"
+)
+
+// workerEnv marks a process that bench started as one of its ranks.
+const workerEnv = "TACHYON_BENCH_WORKER"
+
+type options struct {
+	max       int
+	format    string
+	transport string
+	compare   bool
+	anchor    string
+	plot      string
+	quiet     bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.max, "max", 4<<20, "largest message size in bytes")
+	flag.StringVar(&o.format, "format", "table", "output: table, or anchor (the lines of ../shared/anchors/mpi_pingpong.c)")
+	flag.StringVar(&o.transport, "transport", "shm", "shm (two processes over shared memory) or inproc (two goroutines)")
+	flag.BoolVar(&o.compare, "compare", false, "also run the MPICH and Open MPI anchor and print ratios")
+	flag.StringVar(&o.anchor, "anchor", "../shared/anchors/run-mpi-anchor.sh", "the anchor script for -compare")
+	flag.StringVar(&o.plot, "plot", "", "write an SVG plot of latency and message rate to this file")
+	flag.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	flag.Parse()
+	if err := o.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	code, err := run(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func (o options) check() error {
+	switch {
+	case o.max < 1 || o.max > 1<<28:
+		return fmt.Errorf("-max %d: want 1 to %d bytes", o.max, 1<<28)
+	case o.format != "table" && o.format != "anchor":
+		return fmt.Errorf("-format %q: want table or anchor", o.format)
+	case o.transport != "shm" && o.transport != "inproc":
+		return fmt.Errorf("-transport %q: want shm or inproc", o.transport)
+	}
+	return nil
+}
+
+// run measures and reports, and returns the exit status.
+func run(o options) (int, error) {
+	progress := io.Writer(os.Stderr)
+	if o.quiet {
+		progress = nil
+	}
+	launched := os.Getenv(mpi.EnvSegment) != "" || os.Getenv("PMI_FD") != "" || os.Getenv("PMI_PORT") != ""
+	switch {
+	case os.Getenv(workerEnv) != "":
+		// A rank bench started: measure, rank 0 prints anchor lines.
+		return 0, worker(progress)
+	case launched:
+		// One rank of a job someone else launched: measure and report.
+		res, err := asRank(o.max, progress)
+		if err != nil || res == nil {
+			return 0, err
+		}
+		return 0, report(o, res)
+	case o.transport == "inproc":
+		res, err := inproc(o.max, progress)
+		if err != nil {
+			return 1, err
+		}
+		return 0, report(o, res)
+	}
+	res, code, err := spawn(o)
+	if err != nil {
+		return code, err
+	}
+	return 0, report(o, res)
+}
+
+// worker is one rank started by spawn.
+func worker(progress io.Writer) error {
+	max, err := strconv.Atoi(os.Getenv(workerEnv))
+	if err != nil {
+		return fmt.Errorf("%s=%q", workerEnv, os.Getenv(workerEnv))
+	}
+	if err := mpi.Init(); err != nil {
+		return err
+	}
+	res, err := suite(mpi.World(), max, progress)
+	if err != nil {
+		mpi.Abort(mpi.World(), 1)
+	}
+	writeAnchor(os.Stdout, res)
+	return mpi.Finalize()
+}
+
+// asRank runs the suite as one rank of a launched job; rank 0 gets the
+// results.
+func asRank(max int, progress io.Writer) ([]Result, error) {
+	if err := mpi.Init(); err != nil {
+		return nil, err
+	}
+	res, err := suite(mpi.World(), max, progress)
+	if err != nil {
+		mpi.Abort(mpi.World(), 1)
+	}
+	return res, mpi.Finalize()
+}
+
+// spawn runs two ranks of this program, pinned to two CPUs, and parses
+// rank 0's anchor lines.
+func spawn(o options) ([]Result, int, error) {
+	cpus, err := twoCPUs()
+	if err != nil {
+		return nil, 1, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, 1, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var out strings.Builder
+	code, err := launch.Run(ctx, launch.Config{
+		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet)},
+		Env:    []string{workerEnv + "=" + strconv.Itoa(o.max)},
+		CPUs:   cpus,
+		Stdout: &out,
+	})
+	if err != nil || code != 0 {
+		if err == nil {
+			err = fmt.Errorf("a rank exited with status %d", code)
+		}
+		return nil, code, err
+	}
+	res, err := parseAnchor(strings.NewReader(out.String()))
+	if err != nil {
+		return nil, 1, err
+	}
+	if len(res) == 0 {
+		return nil, 1, errors.New("the ranks reported no results")
+	}
+	return res, 0, nil
+}
+
+// inproc runs the suite on two goroutine ranks, each on its own CPU.
+func inproc(max int, progress io.Writer) ([]Result, error) {
+	cpus, err := twoCPUs()
+	if err != nil {
+		return nil, err
+	}
+	var res []Result
+	err = mpi.Run(2, func(c *mpi.Comm) error {
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(cpus[c.Rank()])
+		unix.SchedSetaffinity(0, &set)
+		r, err := suite(c, max, progress)
+		if c.Rank() == 0 {
+			res = r
+		}
+		return err
+	})
+	return res, err
+}
+
+// twoCPUs returns two CPUs this process may run on, for the two ranks.
+func twoCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for i := 0; i < 1024 && len(cpus) < 2; i++ {
+		if set.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	if len(cpus) < 2 {
+		return nil, errors.New("needs two CPUs to pin the two ranks apart")
+	}
+	return cpus, nil
+}

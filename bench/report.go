@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// writeAnchor prints results in the anchor's line format:
+// "latency SIZE US", "msgrate SIZE MMSG_PER_S", "bw SIZE MB_PER_S".
+func writeAnchor(w io.Writer, res []Result) {
+	for _, r := range res {
+		switch r.Kind {
+		case "latency", "msgrate":
+			fmt.Fprintf(w, "%s %d %.3f\n", r.Kind, r.Size, r.Value)
+		case "bw":
+			fmt.Fprintf(w, "%s %d %.1f\n", r.Kind, r.Size, r.Value)
+		}
+	}
+}
+
+// parseAnchor reads anchor lines, skipping anything else.
+func parseAnchor(r io.Reader) ([]Result, error) {
+	var res []Result
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 || (f[0] != "latency" && f[0] != "msgrate" && f[0] != "bw") {
+			continue
+		}
+		size, err1 := strconv.Atoi(f[1])
+		v, err2 := strconv.ParseFloat(f[2], 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("malformed result line %q", sc.Text())
+		}
+		res = append(res, Result{f[0], size, v})
+	}
+	return res, sc.Err()
+}
+
+// series indexes results by kind and size.
+type series map[string]map[int]float64
+
+func index(res []Result) series {
+	s := series{}
+	for _, r := range res {
+		if s[r.Kind] == nil {
+			s[r.Kind] = map[int]float64{}
+		}
+		s[r.Kind][r.Size] = r.Value
+	}
+	return s
+}
+
+func (s series) sizes(kind string) []int {
+	var out []int
+	for n := range s[kind] {
+		out = append(out, n)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// runAnchor runs the MPICH and Open MPI anchor script and returns each
+// implementation's results by name.
+func runAnchor(script string, max int) (map[string][]Result, error) {
+	if _, err := os.Stat(script); err != nil {
+		return nil, fmt.Errorf("-compare needs the anchor script: %w", err)
+	}
+	fmt.Fprintln(os.Stderr, "running the MPICH and Open MPI anchor:", script)
+	cmd := exec.Command("bash", script, "all", strconv.Itoa(max))
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("anchor: %w", err)
+	}
+	got := map[string][]Result{}
+	name := ""
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "# ") {
+			name = strings.TrimSpace(line[2:])
+			continue
+		}
+		if name == "" {
+			continue
+		}
+		r, err := parseAnchor(strings.NewReader(line))
+		if err != nil {
+			return nil, err
+		}
+		got[name] = append(got[name], r...)
+	}
+	return got, nil
+}
+
+// report prints the results as o asks, with the anchors if -compare.
+func report(o options, res []Result) error {
+	var anchors map[string][]Result
+	if o.compare {
+		var err error
+		if anchors, err = runAnchor(o.anchor, o.max); err != nil {
+			return err
+		}
+	}
+	if o.plot != "" {
+		if err := writePlot(o.plot, res, anchors); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "wrote", o.plot)
+	}
+	if o.format == "anchor" {
+		writeAnchor(os.Stdout, res)
+		for _, name := range sortedNames(anchors) {
+			fmt.Printf("# %s\n", name)
+			writeAnchor(os.Stdout, anchors[name])
+		}
+		return nil
+	}
+	writeTable(os.Stdout, o, res, anchors)
+	return nil
+}
+
+func sortedNames(m map[string][]Result) []string {
+	var names []string
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// writeTable prints one table per measure, Tachyon beside each anchor
+// with the ratio (for latency, below 1 is better; for rates, above 1).
+func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Result) {
+	t := index(res)
+	names := sortedNames(anchors)
+	others := make([]series, len(names))
+	for i, n := range names {
+		others[i] = index(anchors[n])
+	}
+	fmt.Fprintf(w, "Tachyon point-to-point, 2 ranks over %s\n", map[string]string{"shm": "shared memory (processes)", "inproc": "in-process rings (goroutines)"}[o.transport])
+	for _, m := range []struct{ kind, title, unit string }{
+		{"latency", "one-way latency", "us"},
+		{"msgrate", "message rate, window of 64", "M msg/s"},
+		{"bw", "bandwidth, window of 64", "MB/s"},
+	} {
+		fmt.Fprintf(w, "\n%s (%s)\n", m.title, m.unit)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		hdr := "size\ttachyon\t"
+		for _, n := range names {
+			hdr += n + "\tratio\t"
+		}
+		fmt.Fprintln(tw, hdr)
+		for _, size := range t.sizes(m.kind) {
+			v := t[m.kind][size]
+			line := fmt.Sprintf("%s\t%s\t", sizeLabel(size), num(v))
+			for _, s := range others {
+				a, ok := s[m.kind][size]
+				if !ok || a == 0 {
+					line += "-\t-\t"
+					continue
+				}
+				line += fmt.Sprintf("%s\t%.2f\t", num(a), v/a)
+			}
+			fmt.Fprintln(tw, line)
+		}
+		tw.Flush()
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func sizeLabel(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + " KiB"
+	}
+	return strconv.Itoa(n) + " B"
+}

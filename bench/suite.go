@@ -162,4 +162,3 @@ func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
 	t := mpi.Wtime() - t0
 	return float64(iters*window) / t / 1e6, nil
 }
-

@@ -1,0 +1,72 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// sysProcAttr puts each rank in its own process group, so that a signal
+// to the launcher's terminal group reaches the launcher alone and it
+// stops the ranks itself, and kills the rank if the launcher dies.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// AllowedCPUs returns, in increasing order, the CPUs the calling thread
+// may run on (its sched_getaffinity mask): the set that tachyonrun -bind
+// deals out to ranks.
+func AllowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, os.NewSyscallError("sched_getaffinity", err)
+	}
+	var cpus []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// checkCPUs requires every CPU to be one the launcher may run on.
+func checkCPUs(cpus []int) error {
+	allowed, err := AllowedCPUs()
+	if err != nil {
+		return err
+	}
+	ok := map[int]bool{}
+	for _, c := range allowed {
+		ok[c] = true
+	}
+	for _, c := range cpus {
+		if !ok[c] {
+			s := make([]string, len(allowed))
+			for i, a := range allowed {
+				s[i] = fmt.Sprint(a)
+			}
+			return fmt.Errorf("%w: CPU %d is not one this process may run on (allowed: %s)", ErrConfig, c, strings.Join(s, ","))
+		}
+	}
+	return nil
+}
+
+// bindThread restricts the calling thread, which the caller has locked,
+// to cpu, and returns the function that restores its previous mask. A
+// process started from the thread meanwhile inherits the restriction
+// through fork and exec, before it runs any code of its own.
+func bindThread(cpu int) (restore func() error, err error) {
+	var orig, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &orig); err != nil {
+		return nil, os.NewSyscallError("sched_getaffinity", err)
+	}
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("binding to CPU %d: %w", cpu, os.NewSyscallError("sched_setaffinity", err))
+	}
+	return func() error { return unix.SchedSetaffinity(0, &orig) }, nil
+}

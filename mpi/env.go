@@ -1,13 +1,16 @@
 package mpi
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/pmi"
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/rings"
 )
@@ -49,6 +52,7 @@ var env struct {
 	mu    sync.Mutex
 	state atomic.Int32
 	p     *proc
+	pmi   *pmi.Client // the PMI launcher's connection, for Finalize and Abort; set before state becomes stateInit
 }
 
 // Init starts MPI in this process (MPI_INIT). Started by a launcher, the
@@ -86,8 +90,16 @@ func InitThread(required int) (provided int, err error) {
 
 // bootstrap joins the job the environment describes, or makes a singleton.
 func bootstrap() (*proc, error) {
-	if os.Getenv("PMI_FD") != "" || os.Getenv("PMI_PORT") != "" {
-		return nil, errorf(ErrOther, "Init", "started by a PMI launcher (PMI_FD or PMI_PORT set): PMI bootstrap is not supported yet; start the job with tachyonrun")
+	c, err := pmi.FromEnv()
+	if err != nil {
+		return nil, &Error{Class: ErrOther, Op: "Init", Detail: "connecting to the PMI launcher (PMI_FD or PMI_PORT is set)", Err: err}
+	}
+	if c != nil {
+		p, err := bootstrapPMI(c)
+		if err == nil {
+			env.pmi = c
+		}
+		return p, err
 	}
 	name := os.Getenv(EnvSegment)
 	if name == "" {
@@ -119,6 +131,107 @@ func bootstrap() (*proc, error) {
 	return newProc(ep, func() { seg.Close() }), nil
 }
 
+// PMI key-value space keys through which rank 0 publishes the job's
+// segment and its host.
+const (
+	pmiKeySegment = "tachyon-shm"
+	pmiKeyHost    = "tachyon-host"
+	pmiNoSegment  = "-" // rank 0 could not make the segment
+	pmiPrefix     = "tachyon-pmi-"
+)
+
+// bootstrapPMI joins the job of a PMI launcher (MPICH's Hydra, Slurm).
+// Rank 0 creates the job's segment and publishes its name and host; after
+// a barrier the other ranks look it up and attach; after a second
+// barrier, when every rank has the segment open, rank 0 unlinks its name,
+// so that nothing is left behind however the job ends. A rank that fails
+// returns the error without entering the next barrier: the launcher ends
+// the job when that process exits. A job of one is a singleton world.
+func bootstrapPMI(c *pmi.Client) (*proc, error) {
+	fail := func(detail string, err error) (*proc, error) {
+		return nil, &Error{Class: ErrOther, Op: "Init", Detail: fmt.Sprintf("rank %d of %d under PMI: %s", c.Rank(), c.Size(), detail), Err: err}
+	}
+	if c.Size() == 1 {
+		w, err := engine.NewWorld(1)
+		if err != nil {
+			return fail("singleton world", err)
+		}
+		return newProc(w.Endpoint(0), nil), nil
+	}
+	host, _ := os.Hostname()
+	if c.Rank() == 0 {
+		rings.RemoveStale(pmiPrefix) // leftovers of jobs whose rank 0 died before the unlink
+		name := fmt.Sprintf("%s%d-%d", pmiPrefix, os.Getpid(), time.Now().UnixNano())
+		seg, err := engine.CreateShmJob(name, c.Size())
+		var ep *engine.Endpoint
+		if err == nil {
+			if ep, err = engine.OpenShm(seg, 0); err != nil {
+				seg.Remove()
+				seg.Close()
+			}
+		}
+		if err != nil {
+			// Tell the others, so that they fail at once rather than wait.
+			if c.Put(pmiKeySegment, pmiNoSegment) == nil {
+				c.Barrier()
+			}
+			return fail("creating the job's shared-memory segment", err)
+		}
+		closeAll := func() { ep.Close(); seg.Remove(); seg.Close() }
+		err = c.Put(pmiKeySegment, name)
+		if err == nil && host != "" && len(host) < 64 {
+			err = c.Put(pmiKeyHost, host)
+		}
+		if err == nil {
+			err = c.Barrier() // the name is published
+		}
+		if err == nil {
+			err = c.Barrier() // every rank has attached
+		}
+		if err != nil {
+			closeAll()
+			return fail("publishing the job's segment", err)
+		}
+		if err := seg.Remove(); err != nil {
+			closeAll()
+			return fail("unlinking the job's segment", err)
+		}
+		return newProc(ep, func() { seg.Close() }), nil
+	}
+	if err := c.Barrier(); err != nil {
+		return fail("waiting for rank 0 to publish the job's segment", err)
+	}
+	name, err := c.Get(pmiKeySegment)
+	if err != nil {
+		return fail("looking up the job's segment", err)
+	}
+	if name == pmiNoSegment {
+		return fail("rank 0 could not create the job's shared-memory segment (see its error)", nil)
+	}
+	seg, err := rings.OpenSegment(name)
+	if err != nil {
+		if h0, e := c.Get(pmiKeyHost); e == nil && h0 != host {
+			err = errors.Join(err, fmt.Errorf("this rank runs on host %q and rank 0 on %q: a Tachyon job under a PMI launcher must run on one host", host, h0))
+		}
+		return fail("opening the job's segment "+name, err)
+	}
+	ep, err := engine.OpenShm(seg, c.Rank())
+	if err == nil && ep.Size() != c.Size() {
+		ep.Close()
+		err = fmt.Errorf("the segment holds %d ranks, PMI_SIZE is %d", ep.Size(), c.Size())
+	}
+	if err != nil {
+		seg.Close()
+		return fail("joining the job", err)
+	}
+	if err := c.Barrier(); err != nil {
+		ep.Close()
+		seg.Close()
+		return fail("waiting for every rank to attach", err)
+	}
+	return newProc(ep, func() { seg.Close() }), nil
+}
+
 // Initialized reports whether Init has been called (MPI_INITIALIZED); it
 // stays true after Finalize.
 func Initialized() bool { return env.state.Load() != stateNone }
@@ -138,6 +251,11 @@ func Finalize() error {
 		return errorf(ErrNotInitialized, "Finalize", "MPI is not initialized")
 	}
 	err := env.p.finalize()
+	if c := env.pmi; c != nil {
+		if e := c.Finalize(); e != nil && err == nil {
+			err = &Error{Class: ErrOther, Op: "Finalize", Detail: "finalizing the PMI connection", Err: e}
+		}
+	}
 	env.state.Store(stateDone)
 	return err
 }
@@ -148,10 +266,19 @@ func Version() (major, minor int) { return 4, 1 }
 
 // Abort ends every rank of c's job with code as the exit status
 // (MPI_ABORT). Ranks of an in-process world are goroutines of this
-// process, so the whole process exits.
+// process, so the whole process exits. Under a PMI launcher (mpiexec),
+// the launcher is told first, so that it ends every rank and exits with
+// code.
 func Abort(c *Comm, code int) {
 	msg := fmt.Sprintf("Abort(%d) called", code)
 	if p := current(); p != nil {
+		if c := env.pmi; c != nil {
+			// Under a PMI launcher, say so first: the launcher kills the
+			// job as soon as it reads the abort.
+			fmt.Fprintf(os.Stderr, "tachyon: rank %d: %s (exit status %d)\n", p.ep.Rank(), msg, code)
+			c.Abort(code, msg)
+			os.Exit(code)
+		}
 		p.ep.Abort(code, msg)
 	}
 	if c != nil && c.p != nil {

@@ -1,0 +1,111 @@
+package mpi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Jobs under MPICH's Hydra: mpiexec.mpich starts the re-executed test
+// binary, whose Init joins the job through PMI.
+
+var _ = scenario("pmi-ring", func(w *Comm) error {
+	n, me := w.Size(), w.Rank()
+	if want, _ := strconv.Atoi(os.Getenv("MPI_TEST_PMI_N")); n != want {
+		return fmt.Errorf("world of %d ranks, want %d", n, want)
+	}
+	if r := os.Getenv("PMI_RANK"); r != "" && r != strconv.Itoa(me) { // unset in the PMI_PORT model
+		return fmt.Errorf("rank %d, PMI_RANK=%s", me, r)
+	}
+	// Rank 0 unlinked the segment's name once everyone had attached.
+	if me == 0 && n > 1 {
+		ents, _ := os.ReadDir("/dev/shm")
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", pmiPrefix, os.Getpid())) {
+				return fmt.Errorf("segment %s still linked after Init", e.Name())
+			}
+		}
+	}
+	buf := make([]byte, 64)
+	st, err := w.Sendrecv([]byte(fmt.Sprintf("from %d", me)), (me+1)%n, 5, buf, (me-1+n)%n, 5)
+	if err != nil {
+		return err
+	}
+	if got, want := string(buf[:st.Count]), fmt.Sprintf("from %d", (me-1+n)%n); got != want {
+		return fmt.Errorf("got %q, want %q", got, want)
+	}
+	if err := w.Barrier(); err != nil {
+		return err
+	}
+	fmt.Printf("pmi rank %d of %d ok\n", me, n)
+	return nil
+})
+
+var _ = scenario("pmi-abort", func(w *Comm) error {
+	if w.Rank() == 1 {
+		Abort(w, 7)
+	}
+	_, err := w.Recv(make([]byte, 8), 1, 0) // never sent: ended by the launcher
+	return err
+})
+
+func runMpiexec(t *testing.T, name string, args ...string) (string, int, time.Duration) {
+	t.Helper()
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		t.Skip("mpiexec.mpich not on PATH (apt-get install mpich)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpiexec, append(args, os.Args[0], "-test.run=^$")...)
+	cmd.Env = append(os.Environ(), scenarioEnv+"="+name, "MPI_TEST_PMI_N="+args[len(args)-1])
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("mpiexec still running after 2 minutes:\n%s", out.String())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return out.String(), cmd.ProcessState.ExitCode(), time.Since(start)
+}
+
+func TestHydraJob(t *testing.T) {
+	for _, args := range [][]string{{"-n", "1"}, {"-n", "2"}, {"-n", "4"}, {"-pmi-port", "-n", "3"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			out, code, _ := runMpiexec(t, "pmi-ring", args...)
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			n, _ := strconv.Atoi(args[len(args)-1])
+			for r := 0; r < n; r++ {
+				if !strings.Contains(out, fmt.Sprintf("pmi rank %d of %d ok\n", r, n)) {
+					t.Fatalf("rank %d did not finish:\n%s", r, out)
+				}
+			}
+		})
+	}
+}
+
+func TestHydraAbort(t *testing.T) {
+	out, code, took := runMpiexec(t, "pmi-abort", "-n", "3")
+	if code != 7 {
+		t.Fatalf("exit %d, want 7:\n%s", code, out)
+	}
+	if !strings.Contains(out, "rank 1: Abort(7) called") {
+		t.Errorf("no abort message:\n%s", out)
+	}
+	if took > 30*time.Second {
+		t.Fatalf("took %v: the other ranks were not ended", took)
+	}
+}

@@ -677,3 +677,45 @@ func TestHydraAbort(t *testing.T) {
 		t.Fatalf("the waiting ranks were not ended: took %v", d)
 	}
 }
+
+// TestSlurmReplies: the reply forms of Slurm's mpi/pmi2 plugin, which
+// serves PMI-1 clients too (src/plugins/mpi/pmi2/pmi1.c): rc in every
+// reply, a kvsname "JOB.STEP", rc=1 without msg for a missing key.
+func TestSlurmReplies(t *testing.T) {
+	cc, sc := socketPair(t)
+	wait := serve(sc, []step{
+		{"cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1", false},
+		{"cmd=get_maxes", "cmd=maxes rc=0 kvsname_max=256 keylen_max=256 vallen_max=1024", false},
+		{"cmd=get_my_kvsname", "cmd=my_kvsname rc=0 kvsname=4242.0", false},
+		{"cmd=put kvsname=4242.0 key=k value=v", "cmd=put_result rc=0", false},
+		{"cmd=barrier_in", "cmd=barrier_out rc=0", false},
+		{"cmd=get kvsname=4242.0 key=k", "cmd=get_result rc=0 value=v", false},
+		{"cmd=get kvsname=4242.0 key=x", "cmd=get_result rc=1", false},
+		{"cmd=finalize", "cmd=finalize_ack rc=0", false},
+	})
+	c, err := newClient(cc, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.KVSName() != "4242.0" {
+		t.Fatalf("kvs %q", c.KVSName())
+	}
+	if err := c.Put("k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Get("k"); err != nil || v != "v" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if _, err := c.Get("x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get of a missing key: %v", err)
+	}
+	if err := c.Finalize(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(); err != nil {
+		t.Fatal(err)
+	}
+}

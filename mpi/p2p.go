@@ -39,6 +39,24 @@ func (c *Comm) checkSource(op string, source, tag int) error {
 	return nil
 }
 
+// recvArgs checks the arguments of a receive or probe and returns the
+// world rank to receive from (or AnySource), or null for ProcNull.
+func (c *Comm) recvArgs(op string, source, tag int) (src int, null bool, err error) {
+	if err := c.check(op); err != nil {
+		return 0, false, err
+	}
+	if err := c.checkSource(op, source, tag); err != nil {
+		return 0, false, c.fail(err)
+	}
+	if source == ProcNull {
+		return 0, true, nil
+	}
+	if source == AnySource {
+		return AnySource, false, nil
+	}
+	return c.worldOf(source), false, nil
+}
+
 // status turns an engine status into c's terms.
 func (c *Comm) status(st engine.Status) Status {
 	return Status{Source: c.commRank(st.Source), Tag: st.Tag, Count: st.Count, Cancelled: st.Cancelled}
@@ -88,18 +106,12 @@ func (c *Comm) Bsend(buf []byte, dest, tag int) error {
 // returns ErrTruncate; Status.Count says how much arrived.
 func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 	const op = "Recv"
-	if err := c.check(op); err != nil {
+	src, null, err := c.recvArgs(op, source, tag)
+	if err != nil {
 		return Status{}, err
 	}
-	if err := c.checkSource(op, source, tag); err != nil {
-		return Status{}, c.fail(err)
-	}
-	if source == ProcNull {
+	if null {
 		return procNullStatus, nil
-	}
-	src := source
-	if src != AnySource {
-		src = c.worldOf(src)
 	}
 	st, err := c.p.ep.Recv(buf, src, tag, c.ctx)
 	return c.status(st), c.fail(c.engineErr(op, err))
@@ -149,18 +161,12 @@ func (c *Comm) Ibsend(buf []byte, dest, tag int) (*Request, error) {
 // request completes.
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 	const op = "Irecv"
-	if err := c.check(op); err != nil {
+	src, null, err := c.recvArgs(op, source, tag)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.checkSource(op, source, tag); err != nil {
-		return nil, c.fail(err)
-	}
-	if source == ProcNull {
+	if null {
 		return doneRequest(c, procNullStatus), nil
-	}
-	src := source
-	if src != AnySource {
-		src = c.worldOf(src)
 	}
 	er, err := c.p.ep.Irecv(buf, src, tag, c.ctx)
 	if err != nil {
@@ -206,18 +212,12 @@ func (c *Comm) SendrecvReplace(buf []byte, dest, sendtag, source, recvtag int) (
 // now, and its status, without receiving it (MPI_IPROBE).
 func (c *Comm) Iprobe(source, tag int) (Status, bool, error) {
 	const op = "Iprobe"
-	if err := c.check(op); err != nil {
+	src, null, err := c.recvArgs(op, source, tag)
+	if err != nil {
 		return Status{}, false, err
 	}
-	if err := c.checkSource(op, source, tag); err != nil {
-		return Status{}, false, c.fail(err)
-	}
-	if source == ProcNull {
+	if null {
 		return procNullStatus, true, nil
-	}
-	src := source
-	if src != AnySource {
-		src = c.worldOf(src)
 	}
 	st, ok, err := c.p.ep.Iprobe(src, tag, c.ctx)
 	if err != nil {
@@ -233,18 +233,12 @@ func (c *Comm) Iprobe(source, tag int) (Status, bool, error) {
 // returns its status (MPI_PROBE).
 func (c *Comm) Probe(source, tag int) (Status, error) {
 	const op = "Probe"
-	if err := c.check(op); err != nil {
+	src, null, err := c.recvArgs(op, source, tag)
+	if err != nil {
 		return Status{}, err
 	}
-	if err := c.checkSource(op, source, tag); err != nil {
-		return Status{}, c.fail(err)
-	}
-	if source == ProcNull {
+	if null {
 		return procNullStatus, nil
-	}
-	src := source
-	if src != AnySource {
-		src = c.worldOf(src)
 	}
 	st, err := c.p.ep.Probe(src, tag, c.ctx)
 	if err != nil {

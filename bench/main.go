@@ -87,12 +87,11 @@ func run(o options) (int, error) {
 	if o.quiet {
 		progress = nil
 	}
-	launched := os.Getenv(mpi.EnvSegment) != "" || os.Getenv("PMI_FD") != "" || os.Getenv("PMI_PORT") != ""
 	switch {
 	case os.Getenv(workerEnv) != "":
 		// A rank bench started: measure, rank 0 prints anchor lines.
 		return 0, worker(progress)
-	case launched:
+	case mpi.Launched():
 		// One rank of a job someone else launched: measure and report.
 		res, err := asRank(o.max, progress)
 		if err != nil || res == nil {

@@ -119,3 +119,22 @@ var scSelf = scenario("self", func(c *Comm) error {
 })
 
 func TestSelf(t *testing.T) { both(t, 2, scSelf) }
+
+// TestMainWithoutLauncher: started alone, Main runs the ranks as
+// goroutines (as a launched job, the harness's processes cover Init).
+func TestMainWithoutLauncher(t *testing.T) {
+	if Launched() {
+		t.Skip("this test process was started by a launcher")
+	}
+	var ranks [3]bool
+	err := Main(3, func(w *Comm) error {
+		ranks[w.Rank()] = true
+		return w.Barrier()
+	})
+	if err != nil || ranks != [3]bool{true, true, true} {
+		t.Fatalf("Main: %v, ranks %v", err, ranks)
+	}
+	if err := Main(2, func(w *Comm) error { return errFinalized }); err != errFinalized {
+		t.Fatalf("Main's error: %v", err)
+	}
+}

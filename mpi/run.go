@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sync"
 
@@ -122,3 +123,33 @@ func (c *Comm) BufferDetach() ([]byte, error) {
 // BsendOverhead is the bytes a buffered send takes in the attached buffer
 // beyond its message (MPI_BSEND_OVERHEAD).
 const BsendOverhead = engine.BsendOverhead
+
+// Launched reports whether a launcher (tachyonrun, or a PMI launcher such
+// as MPICH's mpiexec) started this process as one rank of a job, so that
+// Init joins that job rather than making a singleton.
+func Launched() bool {
+	for _, v := range []string{EnvSegment, "PMI_FD", "PMI_PORT"} {
+		if os.Getenv(v) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Main runs fn the way the process was started: as this process's rank of
+// a launched job (Init, fn on World, Finalize), or, started alone, on n
+// goroutine ranks with Run. Programs written against it run unchanged
+// both ways.
+func Main(n int, fn func(world *Comm) error) error {
+	if !Launched() {
+		return Run(n, fn)
+	}
+	if err := Init(); err != nil {
+		return err
+	}
+	if err := fn(World()); err != nil {
+		Finalize()
+		return err
+	}
+	return Finalize()
+}

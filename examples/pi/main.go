@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log"
 	"math"
-	"os"
 
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
@@ -20,19 +19,7 @@ func main() {
 	intervals := flag.Int("intervals", 10_000_000, "integration intervals")
 	flag.Parse()
 	body := func(c *mpi.Comm) error { return pi(c, *intervals) }
-	if os.Getenv(mpi.EnvSegment) != "" || os.Getenv("PMI_FD") != "" {
-		if err := mpi.Init(); err != nil {
-			log.Fatal(err)
-		}
-		if err := body(mpi.World()); err != nil {
-			log.Fatal(err)
-		}
-		if err := mpi.Finalize(); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	if err := mpi.Run(*n, body); err != nil {
+	if err := mpi.Main(*n, body); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
@@ -18,19 +17,7 @@ func main() {
 	iters := flag.Int("iters", 10000, "round trips")
 	flag.Parse()
 	body := func(c *mpi.Comm) error { return pingpong(c, *size, *iters) }
-	if os.Getenv(mpi.EnvSegment) != "" || os.Getenv("PMI_FD") != "" {
-		if err := mpi.Init(); err != nil {
-			log.Fatal(err)
-		}
-		if err := body(mpi.World()); err != nil {
-			log.Fatal(err)
-		}
-		if err := mpi.Finalize(); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	if err := mpi.Run(2, body); err != nil {
+	if err := mpi.Main(2, body); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
@@ -23,19 +22,7 @@ func main() {
 	n := flag.Int("n", 4, "ranks to run in-process when not started by a launcher")
 	laps := flag.Int("laps", 3, "times the token goes around")
 	flag.Parse()
-	if os.Getenv(mpi.EnvSegment) != "" || os.Getenv("PMI_FD") != "" {
-		if err := mpi.Init(); err != nil {
-			log.Fatal(err)
-		}
-		if err := ring(mpi.World(), *laps); err != nil {
-			log.Fatal(err)
-		}
-		if err := mpi.Finalize(); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	if err := mpi.Run(*n, func(world *mpi.Comm) error { return ring(world, *laps) }); err != nil {
+	if err := mpi.Main(*n, func(world *mpi.Comm) error { return ring(world, *laps) }); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -201,18 +201,12 @@ func inproc(max int, progress io.Writer) ([]Result, error) {
 
 // twoCPUs returns two CPUs this process may run on, for the two ranks.
 func twoCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	cpus, err := launch.AllowedCPUs()
+	if err != nil {
 		return nil, err
-	}
-	var cpus []int
-	for i := 0; i < 1024 && len(cpus) < 2; i++ {
-		if set.IsSet(i) {
-			cpus = append(cpus, i)
-		}
 	}
 	if len(cpus) < 2 {
 		return nil, errors.New("needs two CPUs to pin the two ranks apart")
 	}
-	return cpus, nil
+	return cpus[:2], nil
 }

@@ -176,6 +176,7 @@ func TestShmEcho(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			setVar(t, "engine_rndv_copy", mode)
 			ep, kids := startJob(t, 2, "echo", "TACHYON_ENGINE_RNDV_COPY="+mode)
+			cma0, piped0 := pvCMA.Value(), pvPipelined.Value()
 			for k, n := range shmSizes {
 				out := msg(n, k)
 				in := make([]byte, n)
@@ -197,6 +198,13 @@ func TestShmEcho(t *testing.T) {
 			if err := kids[0].Wait(); err != nil {
 				t.Fatal("echo rank:", err)
 			}
+			// This rank received three rendezvous messages (above the
+			// 16 KiB eager limit); each moved by one of the two ways.
+			cma, piped := pvCMA.Value()-cma0, pvPipelined.Value()-piped0
+			if cma+piped != 3 || mode == "pipeline" && piped != 3 {
+				t.Fatalf("rendezvous by cma %d, pipelined %d; want 3 in all (pipelined in pipeline mode)", cma, piped)
+			}
+			t.Logf("rendezvous by cma %d, pipelined %d", cma, piped)
 		})
 	}
 }

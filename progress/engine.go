@@ -334,7 +334,9 @@ func (e *Engine) loop(cpu int, started chan<- error) {
 			w.reset()
 			continue
 		}
-		w.idle(stopCondition{e})
+		if w.idle() {
+			w.park(stopCondition{e})
+		}
 	}
 }
 

@@ -98,6 +98,41 @@ func TestProgressAllocs(t *testing.T) {
 	}
 }
 
+// lazyPoller completes c on every n-th poll and finds nothing otherwise,
+// so that a Wait on c goes through its idle back-off.
+type lazyPoller struct {
+	e     *Engine
+	c     *Completion
+	n, at int
+}
+
+func (p *lazyPoller) Poll() int {
+	if p.at++; p.at%p.n == 0 {
+		p.e.Complete(p.c)
+	}
+	return 0
+}
+
+// TestWaitIdleAllocs: waiting through many empty polls, in the spin and
+// pause phases, allocates nothing (the condition a parked waiter rechecks
+// once cost an allocation per empty poll).
+func TestWaitIdleAllocs(t *testing.T) {
+	for _, idle := range []struct{ spin, pause time.Duration }{{time.Hour, time.Hour}, {0, time.Hour}} {
+		e := newEngine(t, WithIdle(idle.spin, idle.pause, time.Minute))
+		var c Completion
+		e.Register(&lazyPoller{e: e, c: &c, n: 200})
+		cs := []*Completion{&c}
+		if n := testing.AllocsPerRun(100, func() {
+			c.Rearm()
+			e.Wait(&c)
+			c.Rearm()
+			e.WaitAny(cs)
+		}); n != 0 {
+			t.Errorf("spin %v: Wait and WaitAny through 200 empty polls allocate %v times", idle.spin, n)
+		}
+	}
+}
+
 // TestDoorbellWakesParked parks a waiter with a long nap and checks that
 // completing its request wakes it at once rather than at the nap's end.
 func TestDoorbellWakesParked(t *testing.T) {

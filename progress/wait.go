@@ -42,18 +42,20 @@ func (e *Engine) newIdler() idler { return idler{e: e} }
 func (w *idler) reset() { w.since, w.pauses = 0, 0 }
 
 // idle is called each time a poll found nothing; it returns when the caller
-// should look again.
-func (w *idler) idle(c condition) {
+// should look again. It reports true when the caller should park: it then
+// calls park with its condition. (The condition is not an argument here:
+// turning it into an interface value allocates, which only parking, a
+// system call anyway, may do.)
+func (w *idler) idle() bool {
 	e := w.e
-	clk := theClock.Load()
-	now := clk.read()
+	now := theClock.Load().read()
 	if w.since == 0 {
 		w.since = now
-		return
+		return false
 	}
 	waited := now - w.since
 	if waited < e.spinC {
-		return
+		return false
 	}
 	if waited < e.spinC+e.pauseC {
 		for i := 0; i < 4; i++ {
@@ -65,8 +67,17 @@ func (w *idler) idle(c condition) {
 		if w.pauses++; w.pauses%yieldEvery == 0 {
 			osYield()
 		}
-		return
+		return false
 	}
+	return true
+}
+
+// park sleeps on the doorbell until it rings, c is ready, a timer comes
+// close to due, or progress_park_max passes.
+func (w *idler) park(c condition) {
+	e := w.e
+	clk := theClock.Load()
+	now := clk.read()
 	timeout := e.parkMax
 	if due := asm.LoadAcquire64(&e.nextDue); due != ^uint64(0) {
 		if due <= now+e.marginC {
@@ -109,7 +120,9 @@ func (e *Engine) Wait(c *Completion) {
 			w.reset()
 			continue
 		}
-		w.idle(waitOne{e, c})
+		if w.idle() {
+			w.park(waitOne{e, c})
+		}
 	}
 }
 
@@ -157,7 +170,6 @@ func (e *Engine) WaitAny(cs []*Completion) int {
 	if !active(cs) {
 		return -1
 	}
-	a := anyDone{e, cs}
 	w := e.newIdler()
 	for {
 		if i := firstDone(cs); i >= 0 {
@@ -167,7 +179,9 @@ func (e *Engine) WaitAny(cs []*Completion) int {
 			w.reset()
 			continue
 		}
-		w.idle(&a)
+		if w.idle() {
+			w.park(&anyDone{e, cs})
+		}
 	}
 }
 

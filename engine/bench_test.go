@@ -61,15 +61,47 @@ func pinEnv() {
 	}
 }
 
+// shmCase is one configuration of a shared-memory benchmark: a message
+// size, with both endpoints locked (any goroutine may call them) or serial
+// (SetSerial: one goroutine at a time, MPI_THREAD_SERIALIZED and below).
+type shmCase struct {
+	name   string
+	size   int
+	serial bool
+}
+
+// shmCases runs every size locked, and the first one serial as well:
+// "8" and "8-serial".
+func shmCases(sizes ...int) []shmCase {
+	var cs []shmCase
+	for i, n := range sizes {
+		cs = append(cs, shmCase{fmt.Sprint(n), n, false})
+		if i == 0 {
+			cs = append(cs, shmCase{fmt.Sprint(n) + "-serial", n, true})
+		}
+	}
+	return cs
+}
+
+// serialEnv tells a child endpoint to run serially.
+const serialEnv = "ENGINE_TEST_SERIAL"
+
+func setSerial(b testing.TB, ep *Endpoint, on bool) {
+	if err := ep.SetSerial(on); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkShmPingPong: two processes pinned to different cores bounce an
 // 8-byte message; ns/oneway is half the round trip.
 func BenchmarkShmPingPong(b *testing.B) {
-	for _, size := range []int{8, 1024, 16 << 10} {
-		b.Run(fmt.Sprint(size), func(b *testing.B) {
+	for _, c := range shmCases(8, 1024, 16<<10) {
+		b.Run(c.name, func(b *testing.B) {
 			c0, c1 := twoCPUs(b)
 			defer pin(b, c0)()
-			ep, kids := startJobB(b, "pong", "ENGINE_TEST_CPU="+strconv.Itoa(c1))
-			buf := make([]byte, size)
+			ep, kids := startJobB(b, "pong", "ENGINE_TEST_CPU="+strconv.Itoa(c1), serialEnv+"="+strconv.FormatBool(c.serial))
+			setSerial(b, ep, c.serial)
+			buf := make([]byte, c.size)
 			for i := 0; i < 1000; i++ { // warm up
 				ep.Send(buf, 1, 1, 0, Standard)
 				ep.Recv(buf, 1, 1, 0)
@@ -96,18 +128,24 @@ func BenchmarkShmPingPong(b *testing.B) {
 // BenchmarkShmMsgRate: windows of 64 nonblocking sends to a receiver
 // with 64 receives posted, each window acknowledged (OSU message rate).
 func BenchmarkShmMsgRate(b *testing.B) {
-	for _, size := range []int{8, 1 << 20, 4 << 20} {
-		b.Run(fmt.Sprint(size), func(b *testing.B) {
+	for _, c := range shmCases(8, 1<<20, 4<<20) {
+		size := c.size
+		b.Run(c.name, func(b *testing.B) {
 			c0, c1 := twoCPUs(b)
 			defer pin(b, c0)()
-			ep, kids := startJobB(b, "sink", "ENGINE_TEST_CPU="+strconv.Itoa(c1), "ENGINE_TEST_SIZE="+strconv.Itoa(size))
+			ep, kids := startJobB(b, "sink", "ENGINE_TEST_CPU="+strconv.Itoa(c1), "ENGINE_TEST_SIZE="+strconv.Itoa(size), serialEnv+"="+strconv.FormatBool(c.serial))
+			setSerial(b, ep, c.serial)
 			buf := make([]byte, size)
 			ack := make([]byte, 4)
 			reqs := make([]*Request, window)
 			windows := max(1, b.N/window)
-			b.ResetTimer()
-			start := time.Now()
-			for w := 0; w < windows; w++ {
+			const warm = 10 // the child's start-up stays out of the timing
+			var start time.Time
+			for w := -warm; w < windows; w++ {
+				if w == 0 {
+					b.ResetTimer()
+					start = time.Now()
+				}
 				for i := range reqs {
 					r, err := ep.Isend(buf, 1, 1, 0, Standard)
 					if err != nil {
@@ -200,9 +238,9 @@ func BenchmarkMatchUnexpected(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				// Take the last message, then put it back at the end.
-				ep.lk.lock()
+				ep.lock()
 				u := ep.m.findUnexpected(0, 0, n-1)
-				ep.lk.unlock()
+				ep.unlock()
 				if u == nil {
 					b.Fatal("message not found")
 				}

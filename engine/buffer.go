@@ -99,8 +99,8 @@ func (a *attachedBuffer) free(off, n int) {
 
 // BufferAttach gives the endpoint buf for buffered sends.
 func (ep *Endpoint) BufferAttach(buf []byte) error {
-	ep.lk.lock()
-	defer ep.lk.unlock()
+	ep.lock()
+	defer ep.unlock()
 	if ep.attached.buf != nil {
 		return fmt.Errorf("%w: a buffer is already attached", ErrBuffer)
 	}
@@ -115,22 +115,22 @@ func (ep *Endpoint) BufferAttach(buf []byte) error {
 // buffer, then returns it (MPI_BUFFER_DETACH).
 func (ep *Endpoint) BufferDetach() ([]byte, error) {
 	for {
-		ep.lk.lock()
+		ep.lock()
 		if ep.attached.buf == nil {
-			ep.lk.unlock()
+			ep.unlock()
 			return nil, fmt.Errorf("%w: no buffer attached", ErrBuffer)
 		}
 		if len(ep.attached.used) == 0 {
 			b := ep.attached.buf
 			ep.attached.buf = nil
-			ep.lk.unlock()
+			ep.unlock()
 			return b, nil
 		}
 		ep.probing++ // keeps peer checks going while nothing is in flight
-		ep.lk.unlock()
+		ep.unlock()
 		ep.prog.Progress()
-		ep.lk.lock()
+		ep.lock()
 		ep.probing--
-		ep.lk.unlock()
+		ep.unlock()
 	}
 }

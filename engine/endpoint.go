@@ -30,6 +30,9 @@ type Endpoint struct {
 	outq     int   // peers with packets waiting for room
 	idle     int64 // clock count of the last peer check while idle, 0 when busy
 	onClose  []func()
+	serial   bool    // no lock: one goroutine at a time (SetSerial)
+	notify   bool    // requests completed: ring this engine's doorbell at unlock
+	woken    []int32 // peers whose links got packets: wake them at unlock
 
 	uqLevel *pvar.LevelShard
 	uqHWM   *pvar.WatermarkShard
@@ -47,6 +50,7 @@ type peer struct {
 	dead   error       // non-nil once the peer is gone
 	count  *transportShards
 	queued bool // counted in outq
+	wake   bool // in ep.woken
 }
 
 // rxState tracks an eager message whose fragments are still arriving.
@@ -128,6 +132,7 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 		uqLevel: pvUnexpected.Shard(), uqHWM: pvUnexpectedHWM.Shard(), posted: pvPosted.Shard()}
 	ep.node, _ = os.Hostname()
 	ep.peers = make([]peer, size)
+	ep.woken = make([]int32, 0, size)
 	shards := map[transportCounters]*transportShards{}
 	for i := range ep.peers {
 		s := shards[counts[i]]
@@ -175,11 +180,11 @@ func (ep *Endpoint) Abort(code int, msg string) {
 // endpoint for a moment; Poll then returns at once, and the next one
 // catches up.
 func (ep *Endpoint) Poll() int {
-	if !ep.lk.tryLock() {
+	if !ep.tryLock() {
 		return 0
 	}
 	n := ep.pollLocked()
-	ep.lk.unlock()
+	ep.unlock()
 	return n
 }
 
@@ -235,7 +240,10 @@ func (ep *Endpoint) complete(r *Request, err error) {
 		r.release()
 		r.release = nil
 	}
-	ep.prog.Complete(&r.Completion)
+	r.Completion.MarkDone()
+	if !ep.serial {
+		ep.notify = true
+	}
 	if r.freed && !r.cancelling {
 		ep.reqs.put(r)
 	}
@@ -258,10 +266,10 @@ func (ep *Endpoint) newRequest(kind reqKind, buf []byte, peer, tag int, ctx uint
 func (r *Request) Wait() (Status, error) {
 	ep := r.ep
 	ep.prog.Wait(&r.Completion)
-	ep.lk.lock()
+	ep.lock()
 	st, err := r.status, r.err
 	ep.releaseLocked(r)
-	ep.lk.unlock()
+	ep.unlock()
 	return st, err
 }
 
@@ -272,10 +280,10 @@ func (r *Request) Test() (Status, bool, error) {
 	if !ep.prog.Test(&r.Completion) {
 		return Status{}, false, nil
 	}
-	ep.lk.lock()
+	ep.lock()
 	st, err := r.status, r.err
 	ep.releaseLocked(r)
-	ep.lk.unlock()
+	ep.unlock()
 	return st, true, err
 }
 
@@ -286,13 +294,13 @@ func (r *Request) Done() bool { return r.Completion.Done() }
 // once complete (MPI_REQUEST_FREE).
 func (r *Request) Free() {
 	ep := r.ep
-	ep.lk.lock()
+	ep.lock()
 	if r.state == stDone {
 		ep.releaseLocked(r)
 	} else {
 		r.freed = true
 	}
-	ep.lk.unlock()
+	ep.unlock()
 }
 
 func (ep *Endpoint) releaseLocked(r *Request) {
@@ -307,14 +315,14 @@ func (ep *Endpoint) releaseLocked(r *Request) {
 // see this rank gone once they have read what it sent, and the endpoint
 // leaves its progress engine.
 func (ep *Endpoint) Close() error {
-	ep.lk.lock()
+	ep.lock()
 	if ep.closed {
-		ep.lk.unlock()
+		ep.unlock()
 		return ErrClosed
 	}
 	ep.closed = true
 	ep.failAll(func(*Request) bool { return true }, ErrClosed)
-	ep.lk.unlock()
+	ep.unlock()
 	for _, f := range ep.onClose {
 		f()
 	}

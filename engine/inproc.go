@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/asm"
 
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/rings"
@@ -72,6 +73,7 @@ func NewWorld(n int) (*World, error) {
 			for j := range links[i] {
 				links[i][j].(*ringLink).p.Close()
 				inboxes[i][j].(*ringInbox).c.Close()
+				asm.Fence()        // Wake's contract
 				links[i][j].Wake() // a peer waiting on this rank sees it gone
 			}
 			progs[i].Close()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
 
@@ -28,3 +29,68 @@ func (l *spinLock) lock() {
 }
 
 func (l *spinLock) unlock() { asm.StoreRelease32(&l.v, 0) }
+
+// lock takes the endpoint for an operation; in serial mode (SetSerial)
+// there is nothing to take.
+func (ep *Endpoint) lock() {
+	if !ep.serial {
+		ep.lk.lock()
+	}
+}
+
+func (ep *Endpoint) tryLock() bool { return ep.serial || ep.lk.tryLock() }
+
+// unlock ends an operation. The wake-ups the operation owes (peers whose
+// links got packets, goroutines that may be parked on requests it
+// completed) go out here, after one fence for all of them: a fence right
+// after a store to a line the peer is reading waits for that line to
+// move, so one per message would serialize the messages of a window.
+func (ep *Endpoint) unlock() {
+	if len(ep.woken) > 0 || ep.notify {
+		asm.Fence()
+		for _, i := range ep.woken {
+			p := &ep.peers[i]
+			p.wake = false
+			p.out.Wake()
+		}
+		ep.woken = ep.woken[:0]
+		if ep.notify {
+			ep.notify = false
+			ep.prog.Doorbell().RingFenced()
+		}
+	}
+	if !ep.serial {
+		ep.lk.unlock()
+	}
+}
+
+// wakeLater notes that peer i's link got packets: its owner is woken when
+// the current operation ends.
+func (ep *Endpoint) wakeLater(i int) {
+	if p := &ep.peers[i]; !p.wake {
+		p.wake = true
+		ep.woken = append(ep.woken, int32(i))
+	}
+}
+
+// SetSerial tells the endpoint whether its caller promises that no two
+// goroutines ever call into it at once (MPI_THREAD_SINGLE, FUNNELED or
+// SERIALIZED) and that no dedicated progress goroutine runs (Engine.Start).
+// The endpoint then takes no lock and, since no other goroutine can be
+// waiting on its requests, rings no doorbell for its own completions: on
+// amd64 each of those is a locked instruction that stalls behind the
+// previous message's stores. Breaking the promise is a data race. It
+// returns an error if a progress goroutine runs. Call it before any other
+// use of the endpoint, or while no other goroutine uses it.
+func (ep *Endpoint) SetSerial(on bool) error {
+	if on && ep.prog.Running() {
+		return fmt.Errorf("%w: a progress goroutine polls the endpoint, so it cannot run serially", ErrConfig)
+	}
+	ep.lk.lock() // the real lock, whatever the mode
+	ep.serial = on
+	ep.lk.unlock()
+	return nil
+}
+
+// Serial reports whether the endpoint runs in serial mode (SetSerial).
+func (ep *Endpoint) Serial() bool { return ep.serial }

@@ -22,8 +22,8 @@ import (
 // Irecv posts a receive into buf from rank src (or AnySource) with tag (or
 // AnyTag) in context ctx.
 func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error) {
-	ep.lk.lock()
-	defer ep.lk.unlock()
+	ep.lock()
+	defer ep.unlock()
 	if ep.closed {
 		return nil, ErrClosed
 	}
@@ -33,18 +33,18 @@ func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error
 // Recv receives into buf and returns the message's status. Truncation
 // returns ErrTruncate with the status of what was stored.
 func (ep *Endpoint) Recv(buf []byte, src, tag int, ctx uint32) (Status, error) {
-	ep.lk.lock()
+	ep.lock()
 	if ep.closed {
-		ep.lk.unlock()
+		ep.unlock()
 		return Status{}, ErrClosed
 	}
 	r, err := ep.startRecv(buf, src, tag, ctx)
 	if err != nil {
-		ep.lk.unlock()
+		ep.unlock()
 		return Status{}, err
 	}
 	r.internal = true
-	ep.lk.unlock()
+	ep.unlock()
 	return r.Wait()
 }
 
@@ -111,21 +111,21 @@ func truncated(msg, buf int) error {
 // Iprobe reports whether a message from src with tag in ctx can be
 // received now, and its status, without receiving it.
 func (ep *Endpoint) Iprobe(src, tag int, ctx uint32) (Status, bool, error) {
-	ep.lk.lock()
+	ep.lock()
 	if ep.closed {
-		ep.lk.unlock()
+		ep.unlock()
 		return Status{}, false, ErrClosed
 	}
 	if u := ep.m.findUnexpected(ctx, src, tag); u != nil {
 		st := Status{Source: int(u.src), Tag: int(u.tag), Count: u.length}
-		ep.lk.unlock()
+		ep.unlock()
 		return st, true, nil
 	}
 	var err error
 	if src != AnySource && ep.peers[src].dead != nil {
 		err = ep.peers[src].dead
 	}
-	ep.lk.unlock()
+	ep.unlock()
 	if err == nil {
 		ep.prog.Progress()
 	}
@@ -136,13 +136,13 @@ func (ep *Endpoint) Iprobe(src, tag int, ctx uint32) (Status, bool, error) {
 // and returns its status. It fails if src (or, for AnySource, every
 // other rank) is gone.
 func (ep *Endpoint) Probe(src, tag int, ctx uint32) (Status, error) {
-	ep.lk.lock()
+	ep.lock()
 	ep.probing++
-	ep.lk.unlock()
+	ep.unlock()
 	defer func() {
-		ep.lk.lock()
+		ep.lock()
 		ep.probing--
-		ep.lk.unlock()
+		ep.unlock()
 	}()
 	for {
 		st, ok, err := ep.Iprobe(src, tag, ctx)
@@ -157,8 +157,8 @@ func (ep *Endpoint) Probe(src, tag int, ctx uint32) (Status, error) {
 
 // allPeersGone reports whether every rank but this one is gone.
 func (ep *Endpoint) allPeersGone() bool {
-	ep.lk.lock()
-	defer ep.lk.unlock()
+	ep.lock()
+	defer ep.unlock()
 	for j := range ep.peers {
 		if j != ep.rank && ep.peers[j].dead == nil {
 			return false

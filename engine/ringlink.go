@@ -34,7 +34,7 @@ func (l *ringLink) Check() error { return l.p.Check() }
 
 func (l *ringLink) Wake() {
 	if l.bell != nil {
-		l.bell.Ring()
+		l.bell.RingFenced()
 	}
 }
 

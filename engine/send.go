@@ -28,9 +28,9 @@ import (
 // Synchronous, once the receive has matched). A small standard send that
 // finds room on its link completes without a request.
 func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error {
-	ep.lk.lock()
+	ep.lock()
 	if ep.closed {
-		ep.lk.unlock()
+		ep.unlock()
 		return ErrClosed
 	}
 	p := &ep.peers[dest]
@@ -42,14 +42,14 @@ func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error
 			p.out.Commit(eagerHeader + len(buf))
 			p.count.msgs.Inc()
 			p.count.bytes.Add(uint64(len(buf)))
-			ep.lk.unlock()
-			p.out.Wake()
+			ep.wakeLater(dest)
+			ep.unlock()
 			return nil
 		}
 	}
 	r, err := ep.startSend(buf, dest, tag, ctx, mode)
 	if err != nil {
-		ep.lk.unlock()
+		ep.unlock()
 		return err
 	}
 	if mode == Buffered {
@@ -61,11 +61,11 @@ func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error
 		} else {
 			r.freed = true
 		}
-		ep.lk.unlock()
+		ep.unlock()
 		return err
 	}
 	r.internal = true
-	ep.lk.unlock()
+	ep.unlock()
 	_, err = r.Wait()
 	return err
 }
@@ -73,8 +73,8 @@ func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error
 // Isend starts a send of buf to rank dest. buf must not change until the
 // request completes.
 func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Request, error) {
-	ep.lk.lock()
-	defer ep.lk.unlock()
+	ep.lock()
+	defer ep.unlock()
 	if ep.closed {
 		return nil, ErrClosed
 	}
@@ -186,7 +186,7 @@ func (ep *Endpoint) flush(i int) int {
 	}
 out:
 	if n > 0 {
-		p.out.Wake()
+		ep.wakeLater(i)
 	}
 	if p.queued && len(p.ctl) == 0 && p.sendq.head == nil && p.dataq.head == nil {
 		p.queued = false
@@ -287,8 +287,8 @@ func (ep *Endpoint) queueCtl(i int, c ctlPacket) {
 // reports Status.Cancelled if the cancel took effect.
 func (r *Request) Cancel() error {
 	ep := r.ep
-	ep.lk.lock()
-	defer ep.lk.unlock()
+	ep.lock()
+	defer ep.unlock()
 	if r.state == stFree {
 		return ErrRequest
 	}

@@ -185,6 +185,7 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 		for _, c := range closers {
 			c()
 		}
+		asm.Fence() // Wake's contract
 		for _, l := range links {
 			l.Wake()
 		}

@@ -49,6 +49,11 @@ func runChild(role string) error {
 		return err
 	}
 	defer ep.Close()
+	if os.Getenv(serialEnv) == "true" {
+		if err := ep.SetSerial(true); err != nil {
+			return err
+		}
+	}
 	switch role {
 	case "echo": // send back every message until tag 999
 		buf := make([]byte, 8<<20)
@@ -265,9 +270,9 @@ func TestShmSenderKilledMidRendezvous(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		r.ep.lk.lock()
+		r.ep.lock()
 		got := r.got
-		r.ep.lk.unlock()
+		r.ep.unlock()
 		if got > 0 {
 			break
 		}

@@ -16,7 +16,10 @@ type Link interface {
 	// Check reports whether the peer still takes packets: nil, or an
 	// error (the peer died or closed).
 	Check() error
-	// Wake tells a parked peer that packets are waiting.
+	// Wake tells a parked peer that packets are waiting. The endpoint
+	// calls it once per operation that committed packets, after a full
+	// fence (asm.Fence) that orders those commits before Wake's check for
+	// a sleeping peer.
 	Wake()
 }
 

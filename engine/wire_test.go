@@ -32,9 +32,9 @@ func FuzzPackets(f *testing.F) {
 		defer ep.Close()
 		posted, _ := ep.Irecv(make([]byte, 16), AnySource, AnyTag, 0)
 		sent, _ := ep.Isend(make([]byte, 100000), 1, 1, 0, Synchronous)
-		ep.lk.lock()
+		ep.lock()
 		ep.handle(1, pkt)
-		ep.lk.unlock()
+		ep.unlock()
 		sent.Cancel()
 		posted.Cancel()
 		// The endpoint still works.

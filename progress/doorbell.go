@@ -51,6 +51,14 @@ func DoorbellAt(b []byte) (*Doorbell, error) {
 // work when it rechecks or is woken.
 func (d *Doorbell) Ring() {
 	asm.Fence()
+	d.RingFenced()
+}
+
+// RingFenced is Ring for a caller that has executed a full fence
+// (asm.Fence) since publishing the work: it skips Ring's own fence, so
+// that a batch of publications, or one publication that must wake several
+// doorbells, costs one fence.
+func (d *Doorbell) RingFenced() {
 	if asm.LoadAcquire32(&d.sleepers) == 0 {
 		return
 	}

@@ -270,9 +270,12 @@ func (e *Engine) unlock() { asm.StoreRelease32(&e.polling, 0) }
 // Complete marks c complete and wakes any goroutine parked waiting for it.
 // Pollers and timer callbacks call it when an operation finishes.
 func (e *Engine) Complete(c *Completion) {
-	asm.StoreRelease32(&c.state, 1)
+	c.MarkDone()
 	e.bell.Ring()
 }
+
+// Running reports whether a dedicated progress goroutine runs (Start).
+func (e *Engine) Running() bool { return e.running.Load() }
 
 // Start runs a dedicated progress goroutine on its own OS thread, for
 // programs that do not want to call Progress themselves. cpu pins that

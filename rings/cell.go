@@ -97,6 +97,7 @@ func (r *CellRing) Producer() (*CellProducer, error) {
 	p.tail = asm.LoadAcquire64(p.tailp)
 	p.headCache = asm.LoadAcquire64(p.headp)
 	p.lens = make([]uint32, min(r.h.capacity, maxBatch))
+	p.ahead = min(uint64(prefetchCells.Get()), r.h.capacity/2)
 	return p, nil
 }
 
@@ -141,6 +142,7 @@ type CellProducer struct {
 	headp     *uint64
 	tailp     *uint64
 	claimed   int
+	ahead     uint64 // cells to prefetch ahead of the tail
 	closed    bool
 	dead      bool
 	lens      []uint32
@@ -150,6 +152,25 @@ type CellProducer struct {
 
 func (p *CellProducer) cell(pos uint64) unsafe.Pointer {
 	return unsafe.Add(p.cells, (pos&p.mask)<<p.shift)
+}
+
+// prefetch asks for write ownership of the first line of the n cells that
+// follow, by the prefetch distance, the n cells at t, when the consumer is
+// known to be done with them (the cached head says so): prefetching a cell
+// it has yet to read would only steal the line from it.
+func (p *CellProducer) prefetch(t uint64, n int) {
+	if p.ahead == 0 {
+		return
+	}
+	q, end := t+p.ahead, t+p.ahead+uint64(n)
+	if end-p.headCache > p.size {
+		// The cached head is too old to tell: refresh it (the load
+		// that would otherwise wait until the ring looks full).
+		p.headCache = asm.LoadAcquire64(p.headp)
+	}
+	for ; q < end && q-p.headCache < p.size; q++ {
+		asm.PrefetchW(p.cell(q))
+	}
 }
 
 // TrySend copies msg into the next cell and publishes it. It returns
@@ -166,6 +187,7 @@ func (p *CellProducer) TrySend(msg []byte) error {
 			return ErrFull
 		}
 	}
+	p.prefetch(t, 1)
 	c := p.cell(t)
 	copy(unsafe.Slice((*byte)(unsafe.Add(c, cellHeader)), p.payload), msg)
 	asm.StoreRelease64((*uint64)(c), uint64(uint32(t+1))<<32|uint64(len(msg)))
@@ -219,6 +241,7 @@ func (p *CellProducer) Claim(n int) int {
 		free = p.size - (t - p.headCache)
 	}
 	n = int(min(uint64(n), free))
+	p.prefetch(t, n)
 	p.claimed = n
 	clear(p.lens[:n])
 	return n

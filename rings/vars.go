@@ -19,6 +19,9 @@ var (
 	unblockChecks = cvar.NewInt("rings_unblock_checks", 8,
 		"Liveness-check intervals a many-to-one ring's reader waits at a claimed but never-written record, once a producer is known dead, before it skips the gap as that producer's abandoned claim.",
 		cvar.WithCategory("rings"), cvar.WithRange(1, 1<<20))
+	prefetchCells = cvar.NewInt("rings_prefetch_cells", 8,
+		"How many cells ahead of its tail a cell-ring producer asks the CPU to fetch for writing. Those cells were last read by the consumer's core; fetching them early lets the producer's stores complete without waiting for a cross-core transfer. 0 turns it off. Read when a producer attaches.",
+		cvar.WithCategory("rings"), cvar.WithRange(0, 1024), cvar.WithUnit("cells"))
 	maxSegment = cvar.NewInt("rings_max_segment_size", 1<<34,
 		"Largest shared-memory segment CreateSegment makes or OpenSegment accepts.",
 		cvar.WithCategory("rings"), cvar.WithRange(SegmentHeaderSize+CacheLine, 1<<46), cvar.WithUnit("bytes"))

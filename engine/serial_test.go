@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// TestSerialSendRecv runs eager and rendezvous messages, blocking and
+// nonblocking, between two ranks whose endpoints both run serially.
+func TestSerialSendRecv(t *testing.T) {
+	sizes := []int{0, 8, 1000, 5000, 64 << 10, 1 << 20}
+	run(t, 2, func(ep *Endpoint) error {
+		if err := ep.SetSerial(true); err != nil {
+			return err
+		}
+		if !ep.Serial() {
+			return errors.New("Serial() is false after SetSerial(true)")
+		}
+		peer := 1 - ep.Rank()
+		for k, n := range sizes {
+			want := msg(n, k)
+			got := make([]byte, n)
+			if ep.Rank() == 0 {
+				if err := ep.Send(want, peer, k, 0, Standard); err != nil {
+					return err
+				}
+				if _, err := ep.Recv(got, peer, k, 0); err != nil {
+					return err
+				}
+			} else {
+				if _, err := ep.Recv(got, peer, k, 0); err != nil {
+					return err
+				}
+				if err := ep.Send(got, peer, k, 0, Standard); err != nil {
+					return err
+				}
+			}
+			if !bytes.Equal(got, want) {
+				return fmt.Errorf("%d bytes: payload differs", n)
+			}
+		}
+		// A window of nonblocking sends and receives each way.
+		const w = 200
+		bufs := make([][]byte, w)
+		reqs := make([]*Request, 0, 2*w)
+		for i := range w {
+			bufs[i] = make([]byte, 16)
+			r, err := ep.Irecv(bufs[i], peer, i, 0)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		for i := range w {
+			r, err := ep.Isend(msg(16, i), peer, i, 0, Standard)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		for _, r := range reqs {
+			if _, err := r.Wait(); err != nil {
+				return err
+			}
+		}
+		for i := range w {
+			if !bytes.Equal(bufs[i], msg(16, i)) {
+				return fmt.Errorf("window message %d differs", i)
+			}
+		}
+		return nil
+	})
+}
+
+// TestSetSerialWithProgressGoroutine: an endpoint polled by a dedicated
+// progress goroutine cannot run serially.
+func TestSetSerialWithProgressGoroutine(t *testing.T) {
+	w, err := NewWorld(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := w.Endpoint(0)
+	defer ep.Close()
+	if err := ep.Progress().Start(-1); err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Progress().Stop()
+	if err := ep.SetSerial(true); !errors.Is(err, ErrConfig) {
+		t.Fatalf("SetSerial with a progress goroutine: %v, want ErrConfig", err)
+	}
+	if ep.Serial() {
+		t.Fatal("endpoint serial after a refused SetSerial")
+	}
+}
+
+// TestParkedReceiverWoken: a receiver that has parked (no spinning, no
+// pause phase, a 30-second nap) is woken by the sender's doorbell ring at
+// the end of its Send, locked or serial, in both directions. A lost
+// wake-up would hold the message for the whole nap.
+func TestParkedReceiverWoken(t *testing.T) {
+	setVar(t, "progress_spin", "0s")
+	setVar(t, "progress_pause", "0s")
+	setVar(t, "progress_park_max", "30s")
+	parks, _ := pvar.Lookup("progress_parks")
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serial=%v", serial), func(t *testing.T) {
+			before := parks.Read()
+			start := time.Now()
+			run(t, 2, func(ep *Endpoint) error {
+				if err := ep.SetSerial(serial); err != nil {
+					return err
+				}
+				buf := make([]byte, 8)
+				peer := 1 - ep.Rank()
+				for i := range 3 {
+					if (i+ep.Rank())%2 == 0 {
+						time.Sleep(20 * time.Millisecond) // the peer parks meanwhile
+						if err := ep.Send(buf, peer, i, 0, Standard); err != nil {
+							return err
+						}
+					} else if _, err := ep.Recv(buf, peer, i, 0); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if el := time.Since(start); el > 10*time.Second {
+				t.Fatalf("three exchanges took %v: a parked receiver was not woken", el)
+			}
+			if parks.Read() == before {
+				t.Fatal("no receiver parked: the test did not test waking")
+			}
+		})
+	}
+}
+
+// TestParkedWaiterWokenByCancel: a goroutine parked waiting on a receive
+// is woken when another goroutine of the same rank cancels it: the
+// completion rings the rank's own doorbell, with no packet involved.
+func TestParkedWaiterWokenByCancel(t *testing.T) {
+	setVar(t, "progress_spin", "0s")
+	setVar(t, "progress_pause", "0s")
+	setVar(t, "progress_park_max", "30s")
+	parks, _ := pvar.Lookup("progress_parks")
+	w, err := NewWorld(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := w.Endpoint(0)
+	defer ep.Close()
+	r, err := ep.Irecv(make([]byte, 8), 0, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := parks.Read()
+	done := make(chan Status)
+	go func() {
+		st, _ := r.Wait()
+		done <- st
+	}()
+	time.Sleep(50 * time.Millisecond) // the waiter parks at its first empty poll
+	start := time.Now()
+	if err := r.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case st := <-done:
+		if !st.Cancelled {
+			t.Fatal("status not cancelled")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked waiter was not woken by the cancel")
+	}
+	t.Logf("woken %v after the cancel", time.Since(start))
+	if parks.Read() == before {
+		t.Fatal("the waiter never parked: the test did not test waking")
+	}
+}

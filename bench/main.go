@@ -118,7 +118,7 @@ func worker(progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s=%q", workerEnv, os.Getenv(workerEnv))
 	}
-	if err := mpi.Init(); err != nil {
+	if _, err := mpi.InitThread(mpi.ThreadSerialized); err != nil {
 		return err
 	}
 	res, err := suite(mpi.World(), max, progress)
@@ -132,7 +132,7 @@ func worker(progress io.Writer) error {
 // asRank runs the suite as one rank of a launched job; rank 0 gets the
 // results.
 func asRank(max int, progress io.Writer) ([]Result, error) {
-	if err := mpi.Init(); err != nil {
+	if _, err := mpi.InitThread(mpi.ThreadSerialized); err != nil {
 		return nil, err
 	}
 	res, err := suite(mpi.World(), max, progress)

@@ -139,7 +139,7 @@ func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
 					return 0, err
 				}
 			}
-			if _, err := mpi.Waitall(reqs); err != nil {
+			if err := mpi.WaitallInto(reqs, nil); err != nil {
 				return 0, err
 			}
 			if _, err := c.Recv(nil, 1, 3); err != nil {
@@ -151,7 +151,7 @@ func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
 					return 0, err
 				}
 			}
-			if _, err := mpi.Waitall(reqs); err != nil {
+			if err := mpi.WaitallInto(reqs, nil); err != nil {
 				return 0, err
 			}
 			if err := c.Send(nil, 0, 3); err != nil {

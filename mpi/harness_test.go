@@ -19,6 +19,10 @@ import (
 // scenario on World, and Finalizes.
 const scenarioEnv = "MPI_TEST_SCENARIO"
 
+// threadEnv, if set, makes a process rank call InitThread with that level
+// instead of Init, and check what it provides.
+const threadEnv = "MPI_TEST_THREAD"
+
 var (
 	scenariosMu sync.Mutex
 	scenarios   = map[string]func(*Comm) error{}
@@ -37,7 +41,18 @@ func runScenarioProcess(name string) int {
 		fmt.Fprintf(os.Stderr, "unknown scenario %q\n", name)
 		return 2
 	}
-	if err := Init(); err != nil {
+	if lv := os.Getenv(threadEnv); lv != "" {
+		want, _ := strconv.Atoi(lv)
+		got, err := InitThread(want)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "InitThread:", err)
+			return 1
+		}
+		if q, err := QueryThread(); got != want || q != want || err != nil {
+			fmt.Fprintf(os.Stderr, "InitThread(%d) provided %d, QueryThread %d (%v)\n", want, got, q, err)
+			return 1
+		}
+	} else if err := Init(); err != nil {
 		fmt.Fprintln(os.Stderr, "Init:", err)
 		return 1
 	}

@@ -117,19 +117,32 @@ func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 	return c.status(st), c.fail(c.engineErr(op, err))
 }
 
-func (c *Comm) isend(op string, buf []byte, dest, tag int, mode engine.Mode) (*Request, error) {
-	if err := c.check(op); err != nil {
-		return nil, err
+// isend starts a send for op: the engine request, or, to ProcNull, no
+// request and the status of a send complete at once.
+func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, Status, error) {
+	if err := c.check(op.String()); err != nil {
+		return nil, Status{}, err
 	}
-	if err := c.checkDest(op, dest, tag); err != nil {
-		return nil, c.fail(err)
+	if err := c.checkDest(op.String(), dest, tag); err != nil {
+		return nil, Status{}, c.fail(err)
 	}
 	if dest == ProcNull {
-		return doneRequest(c, Status{Source: ProcNull, Tag: AnyTag}), nil
+		return nil, Status{Source: ProcNull, Tag: AnyTag}, nil
 	}
 	er, err := c.p.ep.Isend(buf, c.worldOf(dest), tag, c.ctx, mode)
 	if err != nil {
-		return nil, c.fail(c.engineErr(op, err))
+		return nil, Status{}, c.fail(c.engineErr(op.String(), err))
+	}
+	return er, Status{}, nil
+}
+
+// request wraps what isend or irecv started for op.
+func (c *Comm) request(op opcode, er *engine.Request, st Status, err error) (*Request, error) {
+	switch {
+	case err != nil:
+		return nil, err
+	case er == nil:
+		return doneRequest(c, st), nil
 	}
 	return &Request{c: c, er: er, op: op}, nil
 }
@@ -137,42 +150,53 @@ func (c *Comm) isend(op string, buf []byte, dest, tag int, mode engine.Mode) (*R
 // Isend starts a send (MPI_ISEND); buf must not change until the request
 // completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
-	return c.isend("Isend", buf, dest, tag, engine.Standard)
+	er, st, err := c.isend(opIsend, buf, dest, tag, engine.Standard)
+	return c.request(opIsend, er, st, err)
 }
 
 // Issend starts a synchronous send (MPI_ISSEND): the request completes
 // once the matching receive has started.
 func (c *Comm) Issend(buf []byte, dest, tag int) (*Request, error) {
-	return c.isend("Issend", buf, dest, tag, engine.Synchronous)
+	er, st, err := c.isend(opIssend, buf, dest, tag, engine.Synchronous)
+	return c.request(opIssend, er, st, err)
 }
 
 // Irsend starts a ready send (MPI_IRSEND).
 func (c *Comm) Irsend(buf []byte, dest, tag int) (*Request, error) {
-	return c.isend("Irsend", buf, dest, tag, engine.Ready)
+	er, st, err := c.isend(opIrsend, buf, dest, tag, engine.Ready)
+	return c.request(opIrsend, er, st, err)
 }
 
 // Ibsend starts a buffered send (MPI_IBSEND): buf is copied into the
 // attached buffer at once.
 func (c *Comm) Ibsend(buf []byte, dest, tag int) (*Request, error) {
-	return c.isend("Ibsend", buf, dest, tag, engine.Buffered)
+	er, st, err := c.isend(opIbsend, buf, dest, tag, engine.Buffered)
+	return c.request(opIbsend, er, st, err)
 }
 
 // Irecv starts a receive (MPI_IRECV); buf must not be read until the
 // request completes.
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
+	er, st, err := c.irecv(buf, source, tag)
+	return c.request(opIrecv, er, st, err)
+}
+
+// irecv starts a receive: the engine request, or, from ProcNull, no
+// request and the status of a receive complete at once.
+func (c *Comm) irecv(buf []byte, source, tag int) (*engine.Request, Status, error) {
 	const op = "Irecv"
 	src, null, err := c.recvArgs(op, source, tag)
 	if err != nil {
-		return nil, err
+		return nil, Status{}, err
 	}
 	if null {
-		return doneRequest(c, procNullStatus), nil
+		return nil, procNullStatus, nil
 	}
 	er, err := c.p.ep.Irecv(buf, src, tag, c.ctx)
 	if err != nil {
-		return nil, c.fail(c.engineErr(op, err))
+		return nil, Status{}, c.fail(c.engineErr(op, err))
 	}
-	return &Request{c: c, er: er, op: op}, nil
+	return er, Status{}, nil
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from source,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 )
 
@@ -339,3 +340,28 @@ var scBadArgs = scenario("badargs", func(c *Comm) error {
 func nan() float64 { z := 0.0; return z / z }
 
 func TestBadArgs(t *testing.T) { both(t, 2, scBadArgs) }
+
+// TestThreadLevels runs point-to-point scenarios as jobs whose ranks ask
+// InitThread for each level: below ThreadMultiple the message path runs
+// unlocked (a data race there would show under -race).
+func TestThreadLevels(t *testing.T) {
+	for lv := ThreadSingle; lv <= ThreadMultiple; lv++ {
+		for _, sc := range []struct {
+			name string
+			n    int
+		}{{scRing, 3}, {scWildcards, 3}, {scWaitany, 2}, {scPersistent, 2}, {scCancel, 2}} {
+			t.Run(fmt.Sprintf("%d/%s", lv, sc.name), func(t *testing.T) {
+				runProcesses(t, sc.n, sc.name, threadEnv+"="+strconv.Itoa(lv))
+			})
+		}
+	}
+}
+
+func TestQueryThreadNotInitialized(t *testing.T) {
+	if Initialized() {
+		t.Skip("MPI is initialized in this process")
+	}
+	if _, err := QueryThread(); !errors.Is(err, ErrNotInitialized) {
+		t.Fatalf("QueryThread before Init: %v", err)
+	}
+}

@@ -2,49 +2,49 @@ package mpi
 
 import "github.com/tachyon-hpc/tachyon/engine"
 
-func (c *Comm) sendInit(op string, buf []byte, dest, tag int, mode engine.Mode) (*Request, error) {
-	if err := c.check(op); err != nil {
+func (c *Comm) sendInit(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*Request, error) {
+	if err := c.check(op.String()); err != nil {
 		return nil, err
 	}
-	if err := c.checkDest(op, dest, tag); err != nil {
+	if err := c.checkDest(op.String(), dest, tag); err != nil {
 		return nil, c.fail(err)
 	}
 	return &Request{c: c, op: op, inactive: true,
-		persist: &persistent{buf: buf, peer: dest, tag: tag, mode: mode}}, nil
+		x: &requestExtra{persist: &persistent{buf: buf, peer: dest, tag: tag, mode: mode}}}, nil
 }
 
 // SendInit makes a persistent send request (MPI_SEND_INIT): each Start
 // sends buf to dest with tag as Isend would, and Wait completes that send.
 func (c *Comm) SendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.sendInit("SendInit", buf, dest, tag, engine.Standard)
+	return c.sendInit(opSendInit, buf, dest, tag, engine.Standard)
 }
 
 // SsendInit is SendInit in synchronous mode (MPI_SSEND_INIT).
 func (c *Comm) SsendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.sendInit("SsendInit", buf, dest, tag, engine.Synchronous)
+	return c.sendInit(opSsendInit, buf, dest, tag, engine.Synchronous)
 }
 
 // BsendInit is SendInit in buffered mode (MPI_BSEND_INIT).
 func (c *Comm) BsendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.sendInit("BsendInit", buf, dest, tag, engine.Buffered)
+	return c.sendInit(opBsendInit, buf, dest, tag, engine.Buffered)
 }
 
 // RsendInit is SendInit in ready mode (MPI_RSEND_INIT).
 func (c *Comm) RsendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.sendInit("RsendInit", buf, dest, tag, engine.Ready)
+	return c.sendInit(opRsendInit, buf, dest, tag, engine.Ready)
 }
 
 // RecvInit makes a persistent receive request (MPI_RECV_INIT).
 func (c *Comm) RecvInit(buf []byte, source, tag int) (*Request, error) {
-	const op = "RecvInit"
-	if err := c.check(op); err != nil {
+	op := opRecvInit
+	if err := c.check(op.String()); err != nil {
 		return nil, err
 	}
-	if err := c.checkSource(op, source, tag); err != nil {
+	if err := c.checkSource(op.String(), source, tag); err != nil {
 		return nil, c.fail(err)
 	}
 	return &Request{c: c, op: op, inactive: true,
-		persist: &persistent{buf: buf, peer: source, tag: tag, recv: true}}, nil
+		x: &requestExtra{persist: &persistent{buf: buf, peer: source, tag: tag, recv: true}}}, nil
 }
 
 // Start starts the operation of an inactive persistent request
@@ -54,26 +54,27 @@ func (r *Request) Start() error {
 	if err := r.usable("Start"); err != nil {
 		return err
 	}
-	if r == nil || r.persist == nil {
+	if r == nil || !r.persistent() {
 		return errorf(ErrRequest, "Start", "not a persistent request")
 	}
-	if r.persist.active {
+	pr := r.x.persist
+	if pr.active {
 		return errorf(ErrRequest, "Start", "request is already active")
 	}
-	pr := r.persist
 	var (
-		q   *Request
+		er  *engine.Request
+		st  Status
 		err error
 	)
 	if pr.recv {
-		q, err = r.c.Irecv(pr.buf, pr.peer, pr.tag)
+		er, st, err = r.c.irecv(pr.buf, pr.peer, pr.tag)
 	} else {
-		q, err = r.c.isend(r.op, pr.buf, pr.peer, pr.tag, pr.mode)
+		er, st, err = r.c.isend(r.op, pr.buf, pr.peer, pr.tag, pr.mode)
 	}
 	if err != nil {
 		return err
 	}
-	r.er, r.st, r.err, r.pre = q.er, q.st, q.err, q.pre
+	r.er, r.x.st = er, st
 	r.inactive = false
 	pr.active = true
 	return nil

@@ -18,6 +18,7 @@ type proc struct {
 	mu      sync.Mutex // communicator creation; never the message path
 	nextCtx uint32     // lowest context pair no communicator of this rank uses
 	done    bool       // finalized: every routine returns ErrNotInitialized
+	thread  int        // the thread level provided (QueryThread)
 }
 
 // Context pairs: pair k gives point-to-point traffic context 2k and the
@@ -26,7 +27,7 @@ type proc struct {
 const firstFreeCtx = 2
 
 func newProc(ep *engine.Endpoint, closer func()) *proc {
-	p := &proc{ep: ep, closer: closer, nextCtx: firstFreeCtx}
+	p := &proc{ep: ep, closer: closer, nextCtx: firstFreeCtx, thread: ThreadMultiple}
 	n := ep.Size()
 	ranks := make([]int, n)
 	for i := range ranks {

@@ -16,19 +16,44 @@ import (
 // empty status, as for MPI_REQUEST_NULL. After Free every use returns
 // ErrRequest.
 type Request struct {
-	c   *Comm
-	op  string
-	er  *engine.Request        // a communication in flight, or
-	tr  *progress.TimerRequest // a timer
-	eng *progress.Engine       // the timer's engine
-	st  Status                 // a request complete from the start
-	err error
-	pre bool // complete from the start (ProcNull, or a failed start)
-
+	c        *Comm
+	er       *engine.Request // a communication in flight
+	x        *requestExtra   // timers, persistent requests, requests complete from the start
+	op       opcode          // the routine that made it, for errors
 	inactive bool
 	freed    bool
-	persist  *persistent
 }
+
+// requestExtra holds what only some requests need, so that the request
+// of an Isend or Irecv stays small: it is allocated per operation.
+type requestExtra struct {
+	tr      *progress.TimerRequest // a timer, on engine eng
+	eng     *progress.Engine
+	st      Status // the status of a request complete from the start
+	persist *persistent
+}
+
+// opcode names the routine that made a request, for its errors.
+type opcode uint8
+
+const (
+	opIsend opcode = iota
+	opIssend
+	opIrsend
+	opIbsend
+	opIrecv
+	opSendInit
+	opSsendInit
+	opBsendInit
+	opRsendInit
+	opRecvInit
+	opTimerCreate
+)
+
+var opNames = [...]string{"Isend", "Issend", "Irsend", "Ibsend", "Irecv",
+	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "TimerCreate"}
+
+func (o opcode) String() string { return opNames[o] }
 
 // persistent holds the arguments of SendInit and RecvInit.
 type persistent struct {
@@ -41,7 +66,7 @@ type persistent struct {
 }
 
 func doneRequest(c *Comm, st Status) *Request {
-	return &Request{c: c, st: st, pre: true}
+	return &Request{c: c, x: &requestExtra{st: st}}
 }
 
 // completion returns what a waiter watches and the engine that drives
@@ -50,11 +75,14 @@ func (r *Request) completion() (*progress.Completion, *progress.Engine) {
 	switch {
 	case r.er != nil:
 		return &r.er.Completion, r.c.p.ep.Progress()
-	case r.tr != nil:
-		return &r.tr.Completion, r.eng
+	case r.x != nil && r.x.tr != nil:
+		return &r.x.tr.Completion, r.x.eng
 	}
 	return nil, nil
 }
+
+// persistent reports whether r is a persistent request.
+func (r *Request) persistent() bool { return r.x != nil && r.x.persist != nil }
 
 // active reports whether r has an operation not yet reported complete.
 func (r *Request) active() bool { return r != nil && !r.freed && !r.inactive }
@@ -62,21 +90,24 @@ func (r *Request) active() bool { return r != nil && !r.freed && !r.inactive }
 // finish collects the result of a complete request and makes it
 // inactive.
 func (r *Request) finish() (Status, error) {
-	st, err := r.st, r.err
+	var st Status
+	var err error
 	switch {
 	case r.er != nil:
 		est, eerr := r.er.Wait()
 		r.er = nil
 		st = r.c.status(est)
-		err = r.c.fail(r.c.engineErr(r.op, eerr))
-	case r.tr != nil:
-		st = Status{Source: AnySource, Tag: AnyTag, Cancelled: r.tr.Cancelled()}
-		r.tr.Free()
-		r.tr = nil
+		err = r.c.fail(r.c.engineErr(r.op.String(), eerr))
+	case r.x != nil && r.x.tr != nil:
+		st = Status{Source: AnySource, Tag: AnyTag, Cancelled: r.x.tr.Cancelled()}
+		r.x.tr.Free()
+		r.x.tr = nil
+	case r.x != nil:
+		st = r.x.st
 	}
 	r.inactive = true
-	if r.persist != nil {
-		r.persist.active = false
+	if r.x != nil && r.x.persist != nil {
+		r.x.persist.active = false
 	}
 	return st, err
 }
@@ -136,8 +167,8 @@ func (r *Request) Cancel() error {
 	switch {
 	case r.er != nil:
 		return r.c.engineErr("Cancel", r.er.Cancel())
-	case r.tr != nil:
-		r.tr.Cancel()
+	case r.x != nil && r.x.tr != nil:
+		r.x.tr.Cancel()
 	}
 	return nil
 }
@@ -155,9 +186,9 @@ func (r *Request) Free() error {
 	case r.er != nil:
 		r.er.Free()
 		r.er = nil
-	case r.tr != nil:
-		r.tr.Free()
-		r.tr = nil
+	case r.x != nil && r.x.tr != nil:
+		r.x.tr.Free()
+		r.x.tr = nil
 	}
 	r.freed = true
 	return nil
@@ -171,13 +202,13 @@ func (r *Request) ResetTimer(dueTime float64) error {
 	if err := r.usable("ResetTimer"); err != nil {
 		return err
 	}
-	if r == nil || r.tr == nil || !r.active() {
+	if r == nil || r.x == nil || r.x.tr == nil || !r.active() {
 		return errorf(ErrRequest, "ResetTimer", "not an active timer request")
 	}
 	if math.IsNaN(dueTime) || math.IsInf(dueTime, 0) {
 		return errorf(ErrArg, "ResetTimer", "due time %v is not a finite number of seconds", dueTime)
 	}
-	if err := r.tr.Reset(dueTime); err != nil {
+	if err := r.x.tr.Reset(dueTime); err != nil {
 		return &Error{Class: ErrRequest, Op: "ResetTimer", Detail: "timer has completed or was cancelled", Err: err}
 	}
 	return nil
@@ -216,7 +247,7 @@ func TimerCreate(dueTime float64) (*Request, error) {
 	if err != nil {
 		return nil, &Error{Class: ErrOther, Op: "TimerCreate", Detail: "arming the timer", Err: err}
 	}
-	return &Request{c: nil, tr: tr, eng: e, op: "TimerCreate"}, nil
+	return &Request{x: &requestExtra{tr: tr, eng: e}, op: opTimerCreate}, nil
 }
 
 // Waitall waits for every request of reqs (MPI_WAITALL). Nil entries are
@@ -225,22 +256,37 @@ func TimerCreate(dueTime float64) (*Request, error) {
 // request reported; statuses[i] holds each request's status.
 func Waitall(reqs []*Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
+	return sts, WaitallInto(reqs, sts)
+}
+
+// WaitallInto is Waitall that stores the statuses in statuses, which must
+// have an entry per request, or drops them if statuses is nil
+// (MPI_STATUSES_IGNORE). It allocates nothing: windows of nonblocking
+// operations in a loop produce no garbage.
+func WaitallInto(reqs []*Request, statuses []Status) error {
+	if statuses != nil && len(statuses) != len(reqs) {
+		return errorf(ErrArg, "Waitall", "%d statuses for %d requests", len(statuses), len(reqs))
+	}
 	var first error
 	for i, r := range reqs {
 		if r == nil {
-			sts[i] = emptyStatus
+			if statuses != nil {
+				statuses[i] = emptyStatus
+			}
 			continue
 		}
 		st, err := r.Wait()
-		sts[i] = st
+		if statuses != nil {
+			statuses[i] = st
+		}
 		if err != nil && first == nil {
 			first = err
 		}
-		if !r.freed && r.persist == nil {
+		if !r.freed && !r.persistent() {
 			reqs[i] = nil
 		}
 	}
-	return sts, first
+	return first
 }
 
 // Testall reports whether every request of reqs has completed
@@ -251,11 +297,11 @@ func Testall(reqs []*Request) ([]Status, bool, error) {
 			return nil, false, err
 		}
 	}
-	polled := map[*progress.Engine]bool{}
+	var polled *progress.Engine // requests of one rank share one engine
 	for _, r := range reqs {
 		if c, e := r.completionIfActive(); c != nil && !c.Done() {
-			if !polled[e] {
-				polled[e] = true
+			if e != polled {
+				polled = e
 				e.Progress()
 			}
 			if !c.Done() {
@@ -294,7 +340,7 @@ func ready(reqs []*Request) (int, bool) {
 func take(reqs []*Request, i int) (Status, error) {
 	r := reqs[i]
 	st, err := r.finish()
-	if r.persist == nil {
+	if !r.persistent() {
 		reqs[i] = nil
 	}
 	return st, err

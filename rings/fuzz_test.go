@@ -407,9 +407,25 @@ func fuzzRecords(t *testing.T, multi bool, valid int, ops []byte) {
 		}
 		seq++
 	}
-	for range 8 {
+	for i := range 8 {
 		before, broken := pvMalformed.Value(), rd.broken
-		_, err := rd.Poll(check, 64)
+		var err error
+		if !multi && i%2 == 1 {
+			// The zero-copy reader: the same checks without the type.
+			var k int
+			k, err = rd.Peek(1 + i*7%64)
+			for j := range k {
+				p := rd.Record(j)
+				fn(0, p)
+				if clean && (len(p) != 8+seq*13%40 || !checkPattern(p, uint64(seq))) {
+					t.Fatalf("record %d: %d bytes", seq, len(p))
+				}
+				seq++
+			}
+			rd.Release(k)
+		} else {
+			_, err = rd.Poll(check, 64)
+		}
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrPeerDead) {
 			t.Fatalf("Poll: %v", err)
 		}

@@ -292,6 +292,26 @@ func (w *RecordWriter) Commit(typ uint32) error {
 	return nil
 }
 
+// CommitLen publishes the first n bytes of the claimed record with type
+// typ, giving the rest of the claim back: a writer that reserved room for
+// the largest packet it might build commits what it built. Only a
+// single-producer ring can shrink a claim; on a many-to-one ring n must be
+// the claimed length.
+func (w *RecordWriter) CommitLen(typ uint32, n int) error {
+	if !w.claiming || typ > MaxRecordType || n < 0 || uint64(recordHeader+n) > w.claimLen {
+		return ErrInvalid
+	}
+	length := uint64(recordHeader + n)
+	if length != w.claimLen {
+		if w.multi {
+			return ErrInvalid
+		}
+		w.tail -= align(w.claimLen, recordAlign) - align(length, recordAlign)
+		w.claimLen = length
+	}
+	return w.Commit(typ)
+}
+
 // Abort gives up the claimed record: the reader skips its space.
 func (w *RecordWriter) Abort() {
 	if !w.claiming {
@@ -388,8 +408,16 @@ type RecordReader struct {
 	reapTail   uint64 // ... when the tail was here: its claims lie below
 	reapPID    int
 	pending    error // a death reaped but not yet reported
+	peeked     int       // records handed out by Peek and not yet released
+	recs       []peekRec // where they are
 	r          *RecordRing
 	_          pad
+}
+
+// peekRec locates one record handed out by Peek: its payload, and the
+// position just after it.
+type peekRec struct {
+	idx, n, end uint64
 }
 
 func (rd *RecordReader) hdr(idx uint64) *uint64 { return (*uint64)(unsafe.Add(rd.data, idx)) }
@@ -592,6 +620,89 @@ func (rd *RecordReader) reapProducers() {
 			rd.keep(deadErr(p))
 		}
 	}
+}
+
+// Peek finds up to max ready records for zero-copy reading with Record;
+// Release consumes them. It suits a reader that hands records on without
+// a callback per record (the engine's inbox). Padding is skipped. A
+// malformed record at the head is dropped with everything published after
+// it so far, counted, and reported with ErrCorrupt; one further on ends
+// the batch and is reported by the next Peek. Only single-producer rings
+// support it (ErrInvalid otherwise); Poll and Peek must not be mixed
+// within one batch.
+func (rd *RecordReader) Peek(max int) (int, error) {
+	switch {
+	case rd.multi:
+		return 0, ErrInvalid
+	case rd.closed || rd.broken:
+		return 0, rd.pollErr()
+	}
+	rd.peeked = 0
+	max = min(max, maxBatch)
+	if cap(rd.recs) < max {
+		rd.recs = make([]peekRec, max)
+	}
+	rd.recs = rd.recs[:cap(rd.recs)]
+	head, k := rd.head, 0
+	for k < max {
+		idx := head & rd.mask
+		w := asm.LoadAcquire64(rd.hdr(idx))
+		length := int32(uint32(w))
+		if length == 0 {
+			break
+		}
+		typ := uint32(w >> 32)
+		step := align(uint64(length), recordAlign)
+		if length < 0 || uint64(length) < recordHeader || step > rd.capacity-idx ||
+			typ != typePadding && uint64(length)-recordHeader > rd.maxPayload {
+			if k > 0 {
+				break
+			}
+			head, err := rd.corrupt(head)
+			if head != rd.head {
+				rd.head = head
+				asm.StoreRelease64(rd.headp, head)
+			}
+			return 0, err
+		}
+		head += step
+		if typ != typePadding {
+			rd.recs[k] = peekRec{idx: idx + recordHeader, n: uint64(length) - recordHeader, end: head}
+			k++
+		}
+	}
+	rd.peeked = k
+	return k, nil
+}
+
+// Record returns the payload of the i-th record found by Peek, valid until
+// Release; nil if i is out of the peek.
+func (rd *RecordReader) Record(i int) []byte {
+	if uint(i) >= uint(rd.peeked) {
+		return nil
+	}
+	r := rd.recs[i]
+	return rd.bytes(r.idx, r.n)
+}
+
+// Release consumes the first k records found by Peek (and the padding
+// before them): their space is zeroed and given back to the writer. It
+// ends the peek.
+func (rd *RecordReader) Release(k int) {
+	k = max(0, min(k, rd.peeked))
+	rd.peeked = 0
+	if k == 0 {
+		return
+	}
+	end := rd.recs[k-1].end
+	for head := rd.head; head < end; {
+		idx := head & rd.mask
+		n := min(end-head, rd.capacity-idx)
+		clear(rd.bytes(idx, n))
+		head += n
+	}
+	rd.head = end
+	asm.StoreRelease64(rd.headp, end)
 }
 
 // Read is Poll that waits until at least one record is handed to fn.

@@ -407,7 +407,7 @@ type RecordReader struct {
 	reaped     bool   // a producer was found dead ...
 	reapTail   uint64 // ... when the tail was here: its claims lie below
 	reapPID    int
-	pending    error // a death reaped but not yet reported
+	pending    error     // a death reaped but not yet reported
 	peeked     int       // records handed out by Peek and not yet released
 	recs       []peekRec // where they are
 	r          *RecordRing

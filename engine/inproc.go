@@ -9,8 +9,8 @@ import (
 )
 
 // World is a job whose ranks are goroutines of this process: every pair
-// of ranks, and each rank with itself, is joined by a cell ring in
-// ordinary memory, and rendezvous messages are copied straight from the
+// of ranks, and each rank with itself, is joined by a ring in ordinary
+// memory, and rendezvous messages are copied straight from the
 // sender's buffer. It backs mpi.Run and most tests.
 type World struct {
 	eps []*Endpoint
@@ -21,7 +21,7 @@ func NewWorld(n int) (*World, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: a world needs at least one rank, not %d", ErrConfig, n)
 	}
-	cells, size, err := ringGeometry()
+	size, err := pairRingSize()
 	if err != nil {
 		return nil, err
 	}
@@ -35,6 +35,7 @@ func NewWorld(n int) (*World, error) {
 	// links[i][j] carries i -> j; inboxes[j][i] receives it.
 	links := make([][]Link, n)
 	inboxes := make([][]Inbox, n)
+	ends := make([][]closer, n) // rank i's ends of its rings
 	counts := make([][]transportCounters, n)
 	for i := range links {
 		links[i] = make([]Link, n)
@@ -43,25 +44,27 @@ func NewWorld(n int) (*World, error) {
 	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
-			r, err := rings.NewCellRing(rings.AlignedBytes(rings.CellRingSize(cells, size)), cells, size)
+			r, err := newPairRing(rings.AlignedBytes(size))
 			if err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 			}
-			p, err := r.Producer()
-			if err != nil {
-				return nil, err
-			}
-			c, err := r.Consumer()
-			if err != nil {
-				return nil, err
-			}
-			links[i][j] = &ringLink{p: p, max: r.MaxPayload(), bell: progs[j].Doorbell()}
-			inboxes[j][i] = &ringInbox{c: c}
+			bell := progs[j].Doorbell()
 			counts[i][j] = countInproc
 			if i == j {
+				bell = nil
 				counts[i][j] = countSelf
-				links[i][j].(*ringLink).bell = nil
 			}
+			l, lc, err := r.link(bell)
+			if err != nil {
+				return nil, err
+			}
+			in, ic, err := r.inbox()
+			if err != nil {
+				return nil, err
+			}
+			links[i][j], inboxes[j][i] = l, in
+			ends[i] = append(ends[i], lc)
+			ends[j] = append(ends[j], ic)
 		}
 	}
 	for i := range w.eps {
@@ -70,11 +73,12 @@ func NewWorld(n int) (*World, error) {
 			return nil, err
 		}
 		ep.onClose = append(ep.onClose, func() {
-			for j := range links[i] {
-				links[i][j].(*ringLink).p.Close()
-				inboxes[i][j].(*ringInbox).c.Close()
-				asm.Fence()        // Wake's contract
-				links[i][j].Wake() // a peer waiting on this rank sees it gone
+			for _, e := range ends[i] {
+				e.close()
+			}
+			asm.Fence() // Wake's contract
+			for _, l := range links[i] {
+				l.Wake() // a peer waiting on this rank sees it gone
 			}
 			progs[i].Close()
 		})

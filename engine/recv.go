@@ -192,6 +192,14 @@ func (ep *Endpoint) handle(src int, pkt []byte) {
 	case pktData:
 		ep.onData(src, pkt)
 	case pktFin:
+		if s := ep.reqs.lookup(u64(pkt, 8)); s != nil && s.kind == kindSend && s.peer == src &&
+			s.state == stPushing && s.mode == Synchronous && !s.finned {
+			// A synchronous eager send whose receiver matched its first
+			// packet while the rest still waits for room: it completes
+			// once its last packet is out.
+			s.finned = true
+			return
+		}
 		s := ep.sendRequest(src, u64(pkt, 8), stAwaitFin)
 		if s == nil {
 			return

@@ -84,6 +84,7 @@ type Request struct {
 
 	uq         *unexpected // recv: the unexpected message it waits on
 	cancelling bool        // send: a cancel packet is out
+	finned     bool        // synchronous eager send: fin came before its last packet left
 	freed      bool        // the user freed it: release once complete
 	internal   bool        // a blocking call's own request
 	release    func()      // buffered sends: give the space back

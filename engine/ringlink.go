@@ -9,18 +9,18 @@ import (
 )
 
 // ringLink is a Link over the producer side of a cell ring: one packet
-// per cell.
+// per cell, whatever its size.
 type ringLink struct {
 	p    *rings.CellProducer
 	max  int
 	bell *progress.Doorbell // the peer's
 }
 
-func (l *ringLink) Reserve() []byte {
-	if l.p.Claim(1) == 0 {
+func (l *ringLink) Reserve(n int) []byte {
+	if n > l.max || l.p.Claim(1) == 0 {
 		return nil
 	}
-	return l.p.Slot(0)
+	return l.p.Slot(0)[:n]
 }
 
 func (l *ringLink) Commit(n int) {
@@ -54,6 +54,146 @@ func (in *ringInbox) Peek(max int) (int, error) {
 func (in *ringInbox) Packet(i int) []byte { return in.c.Message(i) }
 func (in *ringInbox) Release(k int)       { in.c.Release(k) }
 func (in *ringInbox) Check() error        { return in.c.Check() }
+
+// recordLink is a Link over the writer side of a single-producer record
+// ring: packets of any size up to a record's largest payload, packed one
+// after another, so that small packets share cache lines and a large
+// eager message travels whole.
+type recordLink struct {
+	w    *rings.RecordWriter
+	max  int
+	bell *progress.Doorbell // the peer's
+}
+
+// recordType marks engine packets in a record ring (the packet's own first
+// byte says what it is).
+const recordType = 1
+
+func (l *recordLink) Reserve(n int) []byte {
+	b, err := l.w.Claim(n)
+	if err != nil {
+		return nil // full, closed, or larger than a record
+	}
+	return b
+}
+
+func (l *recordLink) Commit(n int) { l.w.CommitLen(recordType, n) }
+
+func (l *recordLink) MaxPacket() int { return l.max }
+
+func (l *recordLink) Check() error { return l.w.Check() }
+
+func (l *recordLink) Wake() {
+	if l.bell != nil {
+		l.bell.RingFenced()
+	}
+}
+
+func (l *recordLink) close() { l.w.Close() }
+
+// recordInbox is an Inbox over the reader side of a record ring.
+type recordInbox struct {
+	r *rings.RecordReader
+}
+
+func (in *recordInbox) Peek(max int) (int, error) {
+	n, err := in.r.Peek(max)
+	if errors.Is(err, rings.ErrClosed) {
+		err = nil
+	}
+	return n, err
+}
+
+func (in *recordInbox) Packet(i int) []byte { return in.r.Record(i) }
+func (in *recordInbox) Release(k int)       { in.r.Release(k) }
+func (in *recordInbox) Check() error        { return in.r.Check() }
+func (in *recordInbox) close()              { in.r.Close() }
+
+func (l *ringLink) close()   { l.p.Close() }
+func (in *ringInbox) close() { in.c.Close() }
+
+// Ring kinds of the engine_rings control variable.
+const (
+	ringsRecords = "records"
+	ringsCells   = "cells"
+)
+
+// pairRing is the ring that carries one rank's packets to another, as
+// the engine_rings control variable picks it.
+type pairRing struct {
+	cell   *rings.CellRing
+	record *rings.RecordRing
+}
+
+// pairRingSize returns the bytes one pair's ring takes.
+func pairRingSize() (int, error) {
+	if ringKind.Get() == ringsCells {
+		cells, size, err := ringGeometry()
+		if err != nil {
+			return 0, err
+		}
+		return rings.CellRingSize(cells, size), nil
+	}
+	n := int(ringBytes.Get())
+	if n&(n-1) != 0 {
+		return 0, fmt.Errorf("%w: engine_ring_bytes (%d) must be a power of two", ErrConfig, n)
+	}
+	return rings.RecordRingSize(n), nil
+}
+
+// newPairRing makes a pair's ring in mem, which holds pairRingSize bytes.
+func newPairRing(mem []byte) (pairRing, error) {
+	if ringKind.Get() == ringsCells {
+		cells, size, err := ringGeometry()
+		if err != nil {
+			return pairRing{}, err
+		}
+		r, err := rings.NewCellRing(mem, cells, size)
+		return pairRing{cell: r}, err
+	}
+	r, err := rings.NewRecordRing(mem, int(ringBytes.Get()))
+	return pairRing{record: r}, err
+}
+
+// closer is a link or inbox end that can be closed.
+type closer interface{ close() }
+
+// link attaches as the ring's sender; bell is the receiver's doorbell
+// (nil for a rank's ring to itself).
+func (r pairRing) link(bell *progress.Doorbell) (Link, closer, error) {
+	if r.record != nil {
+		w, err := r.record.Writer()
+		if err != nil {
+			return nil, nil, err
+		}
+		l := &recordLink{w: w, max: r.record.MaxPayload(), bell: bell}
+		return l, l, nil
+	}
+	p, err := r.cell.Producer()
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &ringLink{p: p, max: r.cell.MaxPayload(), bell: bell}
+	return l, l, nil
+}
+
+// inbox attaches as the ring's receiver.
+func (r pairRing) inbox() (Inbox, closer, error) {
+	if r.record != nil {
+		rd, err := r.record.Reader()
+		if err != nil {
+			return nil, nil, err
+		}
+		in := &recordInbox{r: rd}
+		return in, in, nil
+	}
+	c, err := r.cell.Consumer()
+	if err != nil {
+		return nil, nil, err
+	}
+	in := &ringInbox{c: c}
+	return in, in, nil
+}
 
 // ringGeometry returns the cell count and size the control variables ask
 // for, checked.

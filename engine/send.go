@@ -36,7 +36,7 @@ func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error
 	p := &ep.peers[dest]
 	if (mode == Standard || mode == Ready) && p.sendq.head == nil && p.dead == nil &&
 		len(buf) <= p.out.MaxPacket()-eagerHeader && len(buf) <= int(eagerLimit.Get()) {
-		if pkt := p.out.Reserve(); pkt != nil {
+		if pkt := p.out.Reserve(eagerHeader + len(buf)); pkt != nil {
 			putEager(pkt, 0, ctx, int32(tag), uint32(len(buf)), 0)
 			copy(pkt[eagerHeader:], buf)
 			p.out.Commit(eagerHeader + len(buf))
@@ -147,23 +147,26 @@ func (ep *Endpoint) flush(i int) int {
 	p := &ep.peers[i]
 	n := 0
 	for len(p.ctl) > 0 {
-		pkt := p.out.Reserve()
+		c := p.ctl[0]
+		size := finHeader
+		switch c.typ {
+		case pktCancel:
+			size = cancelHeader
+		case pktCTS:
+			size = ctsHeader
+		}
+		pkt := p.out.Reserve(size)
 		if pkt == nil {
 			goto out
 		}
-		c := p.ctl[0]
-		var size int
 		switch c.typ {
 		case pktCancel:
 			putIDs(pkt[:cancelHeader], c.typ, c.flags, c.a, uint64(uint32(c.tag)))
 			put32(pkt, 4, c.ctx)
-			size = cancelHeader
 		case pktCTS:
 			putIDs(pkt[:ctsHeader], c.typ, c.flags, c.a, c.b)
-			size = ctsHeader
 		default:
 			putIDs(pkt[:finHeader], c.typ, c.flags, c.a, 0)
-			size = finHeader
 		}
 		p.out.Commit(size)
 		copy(p.ctl, p.ctl[1:])
@@ -200,8 +203,14 @@ out:
 func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
 	n := 0
 	total := len(r.buf)
+	max := p.out.MaxPacket()
 	if r.state == stQueued {
-		pkt := p.out.Reserve()
+		rndv := total > int(eagerLimit.Get())
+		size := rtsHeader
+		if !rndv {
+			size = eagerHeader + min(total, max-eagerHeader)
+		}
+		pkt := p.out.Reserve(size)
 		if pkt == nil {
 			return 0, false
 		}
@@ -210,7 +219,7 @@ func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
 		if r.mode == Synchronous {
 			flags = flagSync
 		}
-		if total > int(eagerLimit.Get()) {
+		if rndv {
 			putRTS(pkt, flags, r.ctx, int32(r.tag), uint64(total), r.id, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(r.buf)))))
 			p.sendq.pop()
 			r.state = stAwaitFin // before the commit: the receiver may look at r at once
@@ -229,7 +238,7 @@ func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
 		r.state = stPushing
 	}
 	for r.sent < total {
-		pkt := p.out.Reserve()
+		pkt := p.out.Reserve(fragHeader + min(total-r.sent, max-fragHeader))
 		if pkt == nil {
 			return n, false
 		}
@@ -240,7 +249,7 @@ func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
 		n++
 	}
 	p.sendq.pop()
-	if r.mode == Synchronous {
+	if r.mode == Synchronous && !r.finned {
 		r.state = stAwaitFin
 	} else {
 		ep.complete(r, nil)
@@ -252,8 +261,9 @@ func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
 // all of it is on the link.
 func (ep *Endpoint) pushData(p *peer, r *Request) (int, bool) {
 	n := 0
+	max := p.out.MaxPacket()
 	for r.sent < len(r.buf) {
-		pkt := p.out.Reserve()
+		pkt := p.out.Reserve(dataHeader + min(len(r.buf)-r.sent, max-dataHeader))
 		if pkt == nil {
 			return n, false
 		}

@@ -14,10 +14,12 @@ import (
 // A shared-memory job is one segment (see rings.Segment) that every rank
 // process maps:
 //
-//	region 0        control: line 0 {magic u32, ranks u32, cells u32,
-//	                cell size u32}, then two lines per rank: its doorbell,
-//	                and {pid u64, attached u32}
-//	region 1+i*n+j  the cell ring carrying rank i's packets to rank j
+//	region 0        control: line 0 {magic u32, ranks u32}, then two
+//	                lines per rank: its doorbell, and {pid u64,
+//	                attached u32}
+//	region 1+i*n+j  the ring carrying rank i's packets to rank j: a
+//	                record ring or a cell ring (engine_rings, as the
+//	                creator had it)
 //
 // Each rank parks on its own doorbell; a sender rings the receiver's after
 // publishing. Rendezvous messages are read with process_vm_readv from the
@@ -35,15 +37,15 @@ const (
 func ctlSize(n int) int { return ctlLine + n*ctlPerRank }
 
 // ShmJobSize returns the bytes the segment of an n-rank job takes with the
-// current engine_cells and engine_cell_size.
+// current engine_rings and ring geometry.
 func ShmJobSize(n int) (int, error) {
-	cells, size, err := ringGeometry()
+	size, err := pairRingSize()
 	if err != nil {
 		return 0, err
 	}
 	regions := []int{ctlSize(n)}
 	for i := 0; i < n*n; i++ {
-		regions = append(regions, rings.CellRingSize(cells, size))
+		regions = append(regions, size)
 	}
 	return rings.SegmentSize(regions...), nil
 }
@@ -55,11 +57,10 @@ func CreateShmJob(name string, n int) (*rings.Segment, error) {
 	if n < 1 || n > 1<<12 {
 		return nil, fmt.Errorf("%w: %d ranks", ErrConfig, n)
 	}
-	cells, size, err := ringGeometry()
+	total, err := ShmJobSize(n)
 	if err != nil {
 		return nil, err
 	}
-	total, _ := ShmJobSize(n)
 	var seg *rings.Segment
 	if name != "" {
 		seg, err = rings.CreateSegment(name, total)
@@ -70,10 +71,8 @@ func CreateShmJob(name string, n int) (*rings.Segment, error) {
 		return nil, err
 	}
 	_, ctl, err := seg.NewRegion(ctlSize(n))
-	if err == nil {
-		for i := 0; i < n*n && err == nil; i++ {
-			_, _, err = seg.NewCellRing(cells, size)
-		}
+	for i := 0; i < n*n && err == nil; i++ {
+		err = newSegPairRing(seg)
 	}
 	if err != nil {
 		seg.Remove()
@@ -81,8 +80,6 @@ func CreateShmJob(name string, n int) (*rings.Segment, error) {
 		return nil, err
 	}
 	binary.LittleEndian.PutUint32(ctl[4:], uint32(n))
-	binary.LittleEndian.PutUint32(ctl[8:], uint32(cells))
-	binary.LittleEndian.PutUint32(ctl[12:], uint32(size))
 	asm.StoreRelease32((*uint32)(unsafe.Pointer(&ctl[0])), shmMagic)
 	return seg, nil
 }
@@ -99,6 +96,29 @@ func (j shmJob) rankLines(i int) []byte {
 
 func (j shmJob) pid(i int) int {
 	return int(asm.LoadAcquire64((*uint64)(unsafe.Pointer(&j.rankLines(i)[offCtlPID]))))
+}
+
+// newSegPairRing carves the next pair's ring out of seg.
+func newSegPairRing(seg *rings.Segment) error {
+	if ringKind.Get() == ringsCells {
+		cells, size, err := ringGeometry()
+		if err == nil {
+			_, _, err = seg.NewCellRing(cells, size)
+		}
+		return err
+	}
+	_, _, err := seg.NewRecordRing(int(ringBytes.Get()))
+	return err
+}
+
+// openPairRing attaches to the pair ring in region i of seg, of whichever
+// kind its creator made.
+func openPairRing(seg *rings.Segment, i int) (pairRing, error) {
+	if r, err := seg.RecordRing(i); err == nil {
+		return pairRing{record: r}, nil
+	}
+	r, err := seg.CellRing(i)
+	return pairRing{cell: r}, err
 }
 
 // OpenShm attaches rank to the job in seg and returns its endpoint. The
@@ -136,7 +156,7 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 	links := make([]Link, n)
 	inboxes := make([]Inbox, n)
 	counts := make([]transportCounters, n)
-	var closers []func() error
+	var closers []func()
 	fail := func(err error) (*Endpoint, error) {
 		for _, c := range closers {
 			c()
@@ -145,33 +165,31 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 		return nil, err
 	}
 	for j := 0; j < n; j++ {
-		out, err := seg.CellRing(1 + rank*n + j)
+		out, err := openPairRing(seg, 1+rank*n+j)
 		if err != nil {
 			return fail(err)
 		}
-		p, err := out.Producer()
+		bell := bells[j]
+		counts[j] = countShm
+		if j == rank {
+			bell = nil
+			counts[j] = countSelf
+		}
+		l, lc, err := out.link(bell)
 		if err != nil {
 			return fail(fmt.Errorf("rank %d: sending side of ring to rank %d: %w", rank, j, err))
 		}
-		closers = append(closers, p.Close)
-		in, err := seg.CellRing(1 + j*n + rank)
+		closers = append(closers, lc.close)
+		in, err := openPairRing(seg, 1+j*n+rank)
 		if err != nil {
 			return fail(err)
 		}
-		c, err := in.Consumer()
+		c, ic, err := in.inbox()
 		if err != nil {
 			return fail(fmt.Errorf("rank %d: receiving side of ring from rank %d: %w", rank, j, err))
 		}
-		closers = append(closers, c.Close)
-		l := &ringLink{p: p, max: out.MaxPayload(), bell: bells[j]}
-		if j == rank {
-			l.bell = nil
-		}
-		links[j], inboxes[j] = l, &ringInbox{c: c}
-		counts[j] = countShm
-		if j == rank {
-			counts[j] = countSelf
-		}
+		closers = append(closers, ic.close)
+		links[j], inboxes[j] = l, c
 	}
 	rd := &shmReader{job: job, self: rank}
 	ep, err := newEndpoint(rank, links, inboxes, counts, prog, rd)

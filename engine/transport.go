@@ -6,9 +6,9 @@ package engine
 // acknowledgements and retransmission, so protocols and matching never
 // depend on the medium.
 type Link interface {
-	// Reserve returns space for one packet of up to MaxPacket bytes, or
-	// nil if the link has no room now.
-	Reserve() []byte
+	// Reserve returns space for one packet of n bytes (at most
+	// MaxPacket), or nil if the link has no room for it now.
+	Reserve(n int) []byte
 	// Commit publishes the reserved packet's first n bytes.
 	Commit(n int)
 	// MaxPacket returns the largest packet the link carries.

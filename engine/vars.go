@@ -12,6 +12,12 @@ var (
 	eagerLimit = cvar.NewInt("engine_eager_limit", 16<<10,
 		"Largest message sent eagerly (copied through the rings at once, buffered by the receiver if no receive is posted); larger messages use the rendezvous protocol and move only once a receive matches.",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("bytes"))
+	ringKind = cvar.NewEnum("engine_rings", ringsRecords, []string{ringsRecords, ringsCells},
+		"Rings joining each pair of ranks: records packs packets of any size one after another (small messages share cache lines, an eager message travels in one piece); cells gives every packet a cell of engine_cell_size bytes.",
+		cvar.WithCategory("engine"))
+	ringBytes = cvar.NewInt("engine_ring_bytes", 256<<10,
+		"Bytes of each pair's record ring (a power of two): bounds what one rank has in flight to another, and a packet carries up to an eighth of it, less 8 bytes.",
+		cvar.WithCategory("engine"), cvar.WithRange(4<<10, 1<<30), cvar.WithUnit("bytes"))
 	cellSize = cvar.NewInt("engine_cell_size", 1024,
 		"Bytes per cell of the per-pair rings (a power of two, at least 64): a message of up to the cell size less 32 bytes travels in one cell; larger ones are split.",
 		cvar.WithCategory("engine"), cvar.WithRange(64, 1<<16), cvar.WithUnit("bytes"))

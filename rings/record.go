@@ -644,7 +644,9 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 	}
 	rd.recs = rd.recs[:cap(rd.recs)]
 	head, k := rd.head, 0
-	for k < max {
+	// A full ring holds a whole lap of records not yet released: stop
+	// there, or the scan would come round to this batch's first record.
+	for k < max && head-rd.head < rd.capacity {
 		idx := head & rd.mask
 		w := asm.LoadAcquire64(rd.hdr(idx))
 		length := int32(uint32(w))
@@ -671,8 +673,26 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 			k++
 		}
 	}
+	if k == 0 && head != rd.head {
+		// Only padding was ready: consume it now, since no Release
+		// will, and the writer may be waiting for that space.
+		rd.consume(head)
+	}
 	rd.peeked = k
 	return k, nil
+}
+
+// consume zeroes everything from the head up to end and gives it back to
+// the writer.
+func (rd *RecordReader) consume(end uint64) {
+	for head := rd.head; head < end; {
+		idx := head & rd.mask
+		n := min(end-head, rd.capacity-idx)
+		clear(rd.bytes(idx, n))
+		head += n
+	}
+	rd.head = end
+	asm.StoreRelease64(rd.headp, end)
 }
 
 // Record returns the payload of the i-th record found by Peek, valid until
@@ -694,15 +714,7 @@ func (rd *RecordReader) Release(k int) {
 	if k == 0 {
 		return
 	}
-	end := rd.recs[k-1].end
-	for head := rd.head; head < end; {
-		idx := head & rd.mask
-		n := min(end-head, rd.capacity-idx)
-		clear(rd.bytes(idx, n))
-		head += n
-	}
-	rd.head = end
-	asm.StoreRelease64(rd.headp, end)
+	rd.consume(rd.recs[k-1].end)
 }
 
 // Read is Poll that waits until at least one record is handed to fn.

@@ -214,7 +214,7 @@ func (ep *Endpoint) pollLocked() int {
 	}
 	// Nothing to do: a cheap clock read says whether to look at the
 	// peers' health.
-	now := progress.Now()
+	now := progress.NowCoarse()
 	if ep.idle == 0 {
 		ep.idle = int64(now)
 		return 0

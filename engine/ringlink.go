@@ -45,7 +45,7 @@ type ringInbox struct {
 
 func (in *ringInbox) Peek(max int) (int, error) {
 	n, err := in.c.Peek(max)
-	if errors.Is(err, rings.ErrClosed) {
+	if err != nil && errors.Is(err, rings.ErrClosed) {
 		err = nil
 	}
 	return n, err
@@ -98,7 +98,7 @@ type recordInbox struct {
 
 func (in *recordInbox) Peek(max int) (int, error) {
 	n, err := in.r.Peek(max)
-	if errors.Is(err, rings.ErrClosed) {
+	if err != nil && errors.Is(err, rings.ErrClosed) {
 		err = nil
 	}
 	return n, err

@@ -102,6 +102,12 @@ func Wtick() float64 { return clockNow().info.Resolution }
 // with CountsToSeconds and SecondsToCounts.
 func Now() uint64 { return clockNow().read() }
 
+// NowCoarse is Now without the ordering: on amd64 a plain RDTSC, about
+// half the cost, which the CPU may execute a little before the code around
+// it. It suits bookkeeping of how long a goroutine has been idle, not
+// timestamps compared across goroutines.
+func NowCoarse() uint64 { return clockNow().readCoarse() }
+
 // CountsToSeconds converts a difference of Now values to seconds.
 func CountsToSeconds(counts uint64) float64 {
 	return float64(counts) * clockNow().secPerCount
@@ -130,6 +136,13 @@ func clockNow() *clock {
 		return c
 	}
 	return startClock()
+}
+
+func (c *clock) readCoarse() uint64 {
+	if c.tsc {
+		return asm.ReadTSC()
+	}
+	return uint64(time.Since(monoEpoch))
 }
 
 func (c *clock) read() uint64 {

@@ -218,3 +218,18 @@ func TestForcedTSC(t *testing.T) {
 		t.Fatalf("frequency %g", c.info.Frequency)
 	}
 }
+
+// TestNowCoarse: the unordered read keeps the same clock as Now.
+func TestNowCoarse(t *testing.T) {
+	for range 1000 {
+		a := Now()
+		b := NowCoarse()
+		c := Now()
+		// b may be taken a little early, never by more than a few
+		// microseconds.
+		slack := SecondsToCounts(50e-6)
+		if b+slack < a || b > c+slack {
+			t.Fatalf("NowCoarse %d outside [%d, %d] by more than 50 us", b, a, c)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/progress"
 	"runtime"
 	"sync/atomic"
 
@@ -42,12 +43,13 @@ func (ep *Endpoint) tryLock() bool { return ep.serial || ep.lk.tryLock() }
 
 // unlock ends an operation. The wake-ups the operation owes (peers whose
 // links got packets, goroutines that may be parked on requests it
-// completed) go out here, after one fence for all of them: a fence right
-// after a store to a line the peer is reading waits for that line to
-// move, so one per message would serialize the messages of a window.
+// completed) go out here, after one WakeFence for all of them: a fence
+// right after a store to a line the peer is reading waits for that line to
+// move, so one per message would serialize the messages of a window (and
+// with asymmetric wake-ups there is none at all).
 func (ep *Endpoint) unlock() {
 	if len(ep.woken) > 0 || ep.notify {
-		asm.Fence()
+		progress.WakeFence()
 		for _, i := range ep.woken {
 			p := &ep.peers[i]
 			p.wake = false

@@ -181,3 +181,36 @@ func TestParkedWaiterWokenByCancel(t *testing.T) {
 		t.Fatal("the waiter never parked: the test did not test waking")
 	}
 }
+
+// TestShmParkedWoken: a rank process parked in a receive (no spinning, a
+// 30-second nap) is woken by a sender in another process, whether the
+// sleeper issues the membarrier(2) barrier that lets wakers skip their
+// fence or, with progress_membarrier off, tells them to fence instead.
+func TestShmParkedWoken(t *testing.T) {
+	for _, mb := range []string{"true", "false"} {
+		t.Run("membarrier="+mb, func(t *testing.T) {
+			ep, kids := startJob(t, 2, "echo", "TACHYON_PROGRESS_SPIN=0s", "TACHYON_PROGRESS_PAUSE=0s",
+				"TACHYON_PROGRESS_PARK_MAX=30s", "TACHYON_PROGRESS_MEMBARRIER="+mb)
+			start := time.Now()
+			buf := make([]byte, 8)
+			for i := range 3 {
+				time.Sleep(20 * time.Millisecond) // the echo rank parks meanwhile
+				if err := ep.Send(buf, 1, i, 0, Standard); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := ep.Recv(buf, 1, i, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if el := time.Since(start); el > 10*time.Second {
+				t.Fatalf("three exchanges took %v: a parked rank was not woken", el)
+			}
+			if err := ep.Send(nil, 1, 999, 0, Standard); err != nil {
+				t.Fatal(err)
+			}
+			if err := kids[0].Wait(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

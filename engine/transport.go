@@ -17,9 +17,9 @@ type Link interface {
 	// error (the peer died or closed).
 	Check() error
 	// Wake tells a parked peer that packets are waiting. The endpoint
-	// calls it once per operation that committed packets, after a full
-	// fence (asm.Fence) that orders those commits before Wake's check for
-	// a sleeping peer.
+	// calls it once per operation that committed packets, after
+	// progress.WakeFence, which orders those commits before Wake's check
+	// for a sleeping peer.
 	Wake()
 }
 

@@ -19,12 +19,32 @@ import (
 // little-endian 32-bit words, the futex sequence then the sleeper count,
 // followed by padding to DoorbellSize.
 //
-// Ringing costs a fence and a load when nobody sleeps, which is the case
-// while the engine is busy.
+// Ringing costs a load when nobody sleeps, which is the case while the
+// engine is busy, and a fence before it where asymmetric wake-ups are off
+// (see WakeFence).
 type Doorbell struct {
 	seq      uint32 // futex word: bumped by every ring that finds sleepers
 	sleepers uint32 // goroutines between announcing a nap and leaving it
-	_        [56]byte
+	flags    uint32 // flagFence: a sleeper does not issue the heavy barrier
+	_        [52]byte
+}
+
+// flagFence in Doorbell.flags tells wakers to fence: some goroutine that
+// sleeps on the doorbell cannot make the barrier for them.
+const flagFence = 1
+
+// WakeFence orders the work a caller published before its check of a
+// doorbell for sleepers (RingFenced), as a sleeper announces itself and
+// then rechecks the work: one side or the other must see the other's
+// store. Where this process registered for membarrier(2)'s global
+// expedited barrier (the progress_membarrier control variable), the
+// sleeper issues that barrier before it rechecks, and WakeFence does
+// nothing: the cost moves to the rare goroutine about to park. Otherwise it
+// is a full fence.
+func WakeFence() {
+	if !asymmetric {
+		asm.Fence()
+	}
 }
 
 // DoorbellSize is the number of bytes a Doorbell occupies in shared memory:
@@ -50,15 +70,17 @@ func DoorbellAt(b []byte) (*Doorbell, error) {
 // publication before the check for sleepers, so a sleeper either sees the
 // work when it rechecks or is woken.
 func (d *Doorbell) Ring() {
-	asm.Fence()
+	WakeFence()
 	d.RingFenced()
 }
 
-// RingFenced is Ring for a caller that has executed a full fence
-// (asm.Fence) since publishing the work: it skips Ring's own fence, so
-// that a batch of publications, or one publication that must wake several
-// doorbells, costs one fence.
+// RingFenced is Ring for a caller that has called WakeFence since
+// publishing the work, so that a batch of publications, or one publication
+// that must wake several doorbells, costs one WakeFence.
 func (d *Doorbell) RingFenced() {
+	if asymmetric && asm.LoadAcquire32(&d.flags)&flagFence != 0 {
+		asm.Fence() // a sleeper cannot make the barrier: make it here
+	}
 	if asm.LoadAcquire32(&d.sleepers) == 0 {
 		return
 	}
@@ -70,8 +92,20 @@ func (d *Doorbell) RingFenced() {
 // d <= 0), unless c is ready after the caller has announced itself
 // as a sleeper. It reports whether it actually slept.
 func (d *Doorbell) nap(timeout time.Duration, c condition) bool {
+	if !asymmetric && atomic.LoadUint32(&d.flags)&flagFence == 0 {
+		atomic.OrUint32(&d.flags, flagFence) // wakers in other processes must fence
+	}
 	seq := atomic.LoadUint32(&d.seq)
 	atomic.AddUint32(&d.sleepers, 1) // full fence: orders the announcement before the recheck
+	if asymmetric && !heavyBarrier() {
+		// Wakers skipped their fence trusting the barrier: have them
+		// fence from now on, and keep this nap short, since a wake-up
+		// may have been missed before they knew.
+		atomic.OrUint32(&d.flags, flagFence)
+		if timeout <= 0 || timeout > time.Millisecond {
+			timeout = time.Millisecond
+		}
+	}
 	slept := false
 	if !c.ready() {
 		futexWait(&d.seq, seq, timeout)

@@ -45,6 +45,9 @@ var (
 	granularity = cvar.NewDuration("wheel_granularity", time.Microsecond,
 		"Tick of the timer wheel, rounded down to a power of two clock counts: timers fire within about one tick after their due time, and a finer tick costs more cascading work.",
 		cvar.WithCategory("progress"), cvar.WithRange(1, int64(time.Second)))
+	useMembarrier = cvar.NewBool("progress_membarrier", true,
+		"Asymmetric wake-ups: a goroutine about to park issues membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) (about 1.3 us here), so that whoever publishes work for it needs no fence before checking for sleepers (on amd64 that fence waits for the publishing stores to reach the other core, and costs most of a small send). Off, or where the kernel lacks it, wakers fence. Read at start.",
+		cvar.WithCategory("progress"), cvar.WithScope(cvar.ScopeReadonly))
 	progressCPU = cvar.NewInt("progress_cpu", -1,
 		"CPU to pin the dedicated progress goroutine's OS thread to when Start is not told one; -1 leaves it to the scheduler.",
 		cvar.WithCategory("progress"), cvar.WithRange(-1, 1<<20))

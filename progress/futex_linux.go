@@ -29,10 +29,13 @@ func futexWait(addr *uint32, val uint32, d time.Duration) {
 		uintptr(unsafe.Pointer(ts)), 0, 0)
 }
 
-// futexWake wakes up to n sleepers on addr.
+// futexWake wakes up to n sleepers on addr. Neither it nor osYield blocks,
+// so both go straight to the kernel (RawSyscall): the runtime's syscall
+// bookkeeping would let sysmon hand the P to another thread when a yield
+// lasts, and wake sysmon up every 20 us afterwards, preempting the ranks.
 func futexWake(addr *uint32, n int) {
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
+	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
 }
 
 // osYield gives the CPU to another runnable thread, if any (sched_yield).
-func osYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+func osYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

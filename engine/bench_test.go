@@ -2,11 +2,9 @@ package engine
 
 import (
 	"fmt"
-	"github.com/tachyon-hpc/tachyon/progress"
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -142,15 +140,11 @@ func BenchmarkShmMsgRate(b *testing.B) {
 			reqs := make([]*Request, window)
 			windows := max(1, b.N/window)
 			const warm = 10 // the child's start-up stays out of the timing
-			var trace []uint64
 			var start time.Time
 			for w := -warm; w < windows; w++ {
 				if w == 0 {
 					b.ResetTimer()
 					start = time.Now()
-				}
-				if w >= 0 {
-					trace = append(trace, progress.Now())
 				}
 				for i := range reqs {
 					r, err := ep.Isend(buf, 1, 1, 0, Standard)
@@ -164,18 +158,9 @@ func BenchmarkShmMsgRate(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if w >= 0 {
-					trace = append(trace, progress.Now())
-				}
 				if _, err := ep.Recv(ack, 1, 2, 0); err != nil {
 					b.Fatal(err)
 				}
-				if w >= 0 {
-					trace = append(trace, progress.Now())
-				}
-			}
-			if f := os.Getenv("TRACE"); f != "" {
-				dumpTrace(f+".send", trace)
 			}
 			el := time.Since(start).Seconds()
 			b.StopTimer()
@@ -330,12 +315,4 @@ func BenchmarkSelfWindow(b *testing.B) {
 			rr[j].Wait()
 		}
 	}
-}
-
-func dumpTrace(name string, t []uint64) {
-	var sb strings.Builder
-	for _, v := range t {
-		fmt.Fprintln(&sb, v)
-	}
-	os.WriteFile(name, []byte(sb.String()), 0o644)
 }

@@ -132,8 +132,6 @@ func (r *RecordRing) Writer() (*RecordWriter, error) {
 			return nil, err
 		}
 		w.tail = asm.LoadAcquire64(w.tailp)
-		w.ahead = min(uint64(prefetchBytes.Get()), w.capacity/2) &^ (CacheLine - 1)
-		w.pf = w.tail &^ (CacheLine - 1)
 	}
 	w.headCache = asm.LoadAcquire64(w.headp)
 	return w, nil
@@ -175,8 +173,6 @@ type RecordWriter struct {
 	slot       uintptr
 	claimIdx   uint64
 	claimLen   uint64
-	ahead      uint64 // single producer: bytes to prefetch ahead of the tail
-	pf         uint64 // single producer: the next line to prefetch
 	r          *RecordRing
 	_          pad
 }
@@ -240,25 +236,7 @@ func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
 		idx = 0
 	}
 	w.tail = t + padding + need
-	if w.ahead != 0 {
-		w.prefetch()
-	}
 	return idx, nil
-}
-
-// prefetch asks for write ownership of the lines up to rings_prefetch_bytes
-// beyond the tail, each once, where the reader is known to be done with
-// them: they were last read (and zeroed) on the reader's core, and taking
-// them early lets the writer's stores complete without holding up the
-// stores behind them.
-func (w *RecordWriter) prefetch() {
-	end := w.tail + w.ahead
-	if w.pf < w.tail {
-		w.pf = w.tail &^ (CacheLine - 1)
-	}
-	for ; w.pf < end && w.pf+CacheLine-w.headCache <= w.capacity; w.pf += CacheLine {
-		asm.PrefetchW(unsafe.Add(w.data, w.pf&w.mask))
-	}
 }
 
 // claimShared reserves need bytes among many producers and marks them

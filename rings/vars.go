@@ -22,9 +22,6 @@ var (
 	prefetchCells = cvar.NewInt("rings_prefetch_cells", 8,
 		"How many cells ahead of its tail a cell-ring producer asks the CPU to fetch for writing. Those cells were last read by the consumer's core; fetching them early lets the producer's stores complete without waiting for a cross-core transfer. 0 turns it off. Read when a producer attaches.",
 		cvar.WithCategory("rings"), cvar.WithRange(0, 1024), cvar.WithUnit("cells"))
-	prefetchBytes = cvar.NewInt("rings_prefetch_bytes", 512,
-		"How far ahead of its tail, in bytes, a single-producer record-ring writer asks the CPU to fetch lines for writing (as rings_prefetch_cells does for cell rings). 0 turns it off. Read when a writer attaches.",
-		cvar.WithCategory("rings"), cvar.WithRange(0, 1<<20), cvar.WithUnit("bytes"))
 	maxSegment = cvar.NewInt("rings_max_segment_size", 1<<34,
 		"Largest shared-memory segment CreateSegment makes or OpenSegment accepts.",
 		cvar.WithCategory("rings"), cvar.WithRange(SegmentHeaderSize+CacheLine, 1<<46), cvar.WithUnit("bytes"))

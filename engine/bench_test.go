@@ -92,14 +92,15 @@ func setSerial(b testing.TB, ep *Endpoint, on bool) {
 	}
 }
 
-// BenchmarkShmPingPong: two processes pinned to different cores bounce an
-// 8-byte message; ns/oneway is half the round trip.
+// BenchmarkShmPingPong: two processes pinned to different cores bounce a
+// message of 8 B, 1 KiB or 16 KiB; ns/oneway is half the round trip.
 func BenchmarkShmPingPong(b *testing.B) {
 	for _, c := range shmCases(8, 1024, 16<<10) {
 		b.Run(c.name, func(b *testing.B) {
 			c0, c1 := twoCPUs(b)
 			defer pin(b, c0)()
-			ep, kids := startJobB(b, "pong", "ENGINE_TEST_CPU="+strconv.Itoa(c1), serialEnv+"="+strconv.FormatBool(c.serial))
+			ep, kids := startJobB(b, "pong", "ENGINE_TEST_CPU="+strconv.Itoa(c1), "ENGINE_TEST_SIZE="+strconv.Itoa(c.size),
+				serialEnv+"="+strconv.FormatBool(c.serial))
 			setSerial(b, ep, c.serial)
 			buf := make([]byte, c.size)
 			for i := 0; i < 1000; i++ { // warm up

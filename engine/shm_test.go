@@ -83,11 +83,12 @@ func runChild(role string) error {
 			return err
 		}
 		time.Sleep(time.Hour)
-	case "pong": // echo 8-byte messages until tag 999
+	case "pong": // echo messages of up to ENGINE_TEST_SIZE bytes (64 if unset) until tag 999
 		pinEnv()
-		var buf [64]byte
+		size, _ := strconv.Atoi(os.Getenv("ENGINE_TEST_SIZE"))
+		buf := make([]byte, max(size, 64))
 		for {
-			st, err := ep.Recv(buf[:], 0, AnyTag, 0)
+			st, err := ep.Recv(buf, 0, AnyTag, 0)
 			if err != nil {
 				return err
 			}

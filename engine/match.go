@@ -117,13 +117,17 @@ func (l *uqList) remove(u *unexpected, which int) {
 	u.lists[which] = nil
 }
 
-// listCache remembers recently used lists in front of a map: a
-// direct-mapped table of 64 entries, so that traffic on a few keys (the
-// common case) costs a multiply and a compare instead of a map lookup.
+// listCache remembers recently looked-up keys in front of a map, found or
+// not: a direct-mapped table of 64 entries, so that traffic on a few keys
+// (the common case) costs a multiply and a compare instead of a map
+// lookup. Remembering absent keys matters as much: a message that a
+// wildcard receive matches looks up its exact key, which has no list,
+// every time. Whoever adds or removes a map entry tells the cache.
 type listCache[L any] struct {
 	ents [64]struct {
-		k key
-		l *L
+		k     key
+		l     *L // nil: k has no list
+		known bool
 	}
 }
 
@@ -131,24 +135,21 @@ func (k key) slot() uint32 {
 	return (k.ctx*0x9E3779B1 ^ uint32(k.src)*0x85EBCA6B ^ uint32(k.tag)*0xC2B2AE35) >> 26
 }
 
-// get returns m[k], from the cache if it holds k.
+// get returns m[k], from the cache if it knows k.
 func (c *listCache[L]) get(m map[key]*L, k key) *L {
 	e := &c.ents[k.slot()]
-	if e.l != nil && e.k == k {
+	if e.known && e.k == k {
 		return e.l
 	}
 	l := m[k]
-	if l != nil {
-		e.k, e.l = k, l
-	}
+	e.k, e.l, e.known = k, l, true
 	return l
 }
 
-// forget drops k, which is leaving the map.
-func (c *listCache[L]) forget(k key) {
-	if e := &c.ents[k.slot()]; e.k == k {
-		e.l = nil
-	}
+// set records that m[k] is now l (nil: k left the map).
+func (c *listCache[L]) set(k key, l *L) {
+	e := &c.ents[k.slot()]
+	e.k, e.l, e.known = k, l, true
 }
 
 // matcher holds one endpoint's posted and unexpected queues.
@@ -184,6 +185,7 @@ func (m *matcher) post(r *Request) {
 			l = new(reqList)
 		}
 		m.posted[k] = l
+		m.pcache.set(k, l)
 	}
 	m.postSeq++
 	r.seq = m.postSeq
@@ -205,7 +207,7 @@ func (m *matcher) unpost(r *Request) {
 	if l.head == nil && len(m.posted) > m.maxLists {
 		k := recvKey(r.ctx, r.peer, r.tag)
 		delete(m.posted, k)
-		m.pcache.forget(k)
+		m.pcache.set(k, nil)
 		m.spare = append(m.spare, l)
 	}
 }
@@ -271,6 +273,7 @@ func (m *matcher) newUnexpected(ctx uint32, src, tag int32) *unexpected {
 				l = new(uqList)
 			}
 			m.uq[k] = l
+			m.ucache.set(k, l)
 		}
 		l.push(u, which)
 	}
@@ -286,7 +289,7 @@ func (m *matcher) dequeue(u *unexpected) {
 		l.remove(u, which)
 		if l.head == nil && len(m.uq) > m.maxLists {
 			delete(m.uq, k)
-			m.ucache.forget(k)
+			m.ucache.set(k, nil)
 			m.uqSpare = append(m.uqSpare, l)
 		}
 	}

@@ -144,7 +144,9 @@ func (c *Comm) request(op opcode, er *engine.Request, st Status, err error) (*Re
 	case er == nil:
 		return doneRequest(c, st), nil
 	}
-	return &Request{c: c, er: er, op: op}, nil
+	r := c.p.newRequest()
+	r.c, r.er, r.op = c, er, op
+	return r, nil
 }
 
 // Isend starts a send (MPI_ISEND); buf must not change until the request

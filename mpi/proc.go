@@ -19,7 +19,44 @@ type proc struct {
 	nextCtx uint32     // lowest context pair no communicator of this rank uses
 	done    bool       // finalized: every routine returns ErrNotInitialized
 	thread  int        // the thread level provided (QueryThread)
+
+	// Requests WaitallInto completed, for Isend and Irecv to reuse: a
+	// plain stack while one goroutine at a time calls MPI (thread levels
+	// below ThreadMultiple), a sync.Pool otherwise.
+	reqFree []*Request
+	reqPool sync.Pool
 }
+
+// newRequest returns a zeroed request, recycled if one is at hand.
+func (p *proc) newRequest() *Request {
+	if p.thread < ThreadMultiple {
+		if n := len(p.reqFree); n > 0 {
+			r := p.reqFree[n-1]
+			p.reqFree = p.reqFree[:n-1]
+			return r
+		}
+		return new(Request)
+	}
+	if r, _ := p.reqPool.Get().(*Request); r != nil {
+		return r
+	}
+	return new(Request)
+}
+
+// recycle takes back a request no one may use any more.
+func (p *proc) recycle(r *Request) {
+	*r = Request{}
+	if p.thread < ThreadMultiple {
+		if len(p.reqFree) < maxFreeRequests {
+			p.reqFree = append(p.reqFree, r)
+		}
+		return
+	}
+	p.reqPool.Put(r)
+}
+
+// maxFreeRequests bounds the recycled requests a serial rank keeps.
+const maxFreeRequests = 1 << 12
 
 // Context pairs: pair k gives point-to-point traffic context 2k and the
 // communicator's internal collectives context 2k+1, so that user messages

@@ -256,14 +256,23 @@ func TimerCreate(dueTime float64) (*Request, error) {
 // request reported; statuses[i] holds each request's status.
 func Waitall(reqs []*Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
-	return sts, WaitallInto(reqs, sts)
+	return sts, waitall(reqs, sts, false)
 }
 
 // WaitallInto is Waitall that stores the statuses in statuses, which must
 // have an entry per request, or drops them if statuses is nil
-// (MPI_STATUSES_IGNORE). It allocates nothing: windows of nonblocking
-// operations in a loop produce no garbage.
+// (MPI_STATUSES_IGNORE). It allocates nothing, and the requests it sets to
+// nil go back to their rank for later Isend and Irecv calls: windows of
+// nonblocking operations in a loop produce no garbage. As MPI sets the
+// handles to MPI_REQUEST_NULL, other copies of those *Request values must
+// not be used afterwards (with Waitall they stay valid and inactive).
 func WaitallInto(reqs []*Request, statuses []Status) error {
+	return waitall(reqs, statuses, true)
+}
+
+// waitall is Waitall and WaitallInto; recycle gives completed requests
+// back to their rank.
+func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 	if statuses != nil && len(statuses) != len(reqs) {
 		return errorf(ErrArg, "Waitall", "%d statuses for %d requests", len(statuses), len(reqs))
 	}
@@ -284,6 +293,9 @@ func WaitallInto(reqs []*Request, statuses []Status) error {
 		}
 		if !r.freed && !r.persistent() {
 			reqs[i] = nil
+			if recycle && r.c != nil && r.x == nil {
+				r.c.p.recycle(r)
+			}
 		}
 	}
 	return first

@@ -7,7 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var errCMAOff = errors.New("cross-memory attach is off")
+var (
+	errCMAOff   = errors.New("cross-memory attach is off")
+	errCMASmall = errors.New("message below engine_cma_min: streamed instead")
+)
 
 // readProcess copies len(dst) bytes from address addr of process pid
 // (process_vm_readv), looping over partial reads.

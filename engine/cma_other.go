@@ -4,7 +4,10 @@ package engine
 
 import "errors"
 
-var errCMAOff = errors.New("cross-memory attach needs Linux")
+var (
+	errCMAOff   = errors.New("cross-memory attach needs Linux")
+	errCMASmall = errors.New("message below engine_cma_min: streamed instead")
+)
 
 func readProcess(pid int, addr uint64, dst []byte) error { return errCMAOff }
 

@@ -229,8 +229,11 @@ func (r *shmReader) readRemote(peer int, sreq, addr uint64, dst []byte) error {
 		copy(dst, s.buf)
 		return nil
 	}
-	if r.disabled || rndvMode.Get() == "pipeline" {
+	switch mode := rndvMode.Get(); {
+	case r.disabled || mode == "pipeline":
 		return errCMAOff
+	case mode == "auto" && len(dst) < int(cmaMin.Get()):
+		return errCMASmall
 	}
 	if len(dst) == 0 {
 		return nil

@@ -78,6 +78,30 @@ func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Re
 	if ep.closed {
 		return nil, ErrClosed
 	}
+	p := &ep.peers[dest]
+	if (mode == Standard || mode == Ready) && p.sendq.head == nil && p.dead == nil &&
+		len(buf) <= p.out.MaxPacket()-eagerHeader && len(buf) <= int(eagerLimit.Get()) {
+		// One packet, nothing queued ahead: out at once and complete at
+		// once, without going through the send queue.
+		r, err := ep.newRequest(kindSend, buf, dest, tag, ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.mode = mode
+		if pkt := p.out.Reserve(eagerHeader + len(buf)); pkt != nil {
+			putEager(pkt, 0, ctx, int32(tag), uint32(len(buf)), r.id)
+			copy(pkt[eagerHeader:], buf)
+			p.out.Commit(eagerHeader + len(buf))
+			p.count.msgs.Inc()
+			p.count.bytes.Add(uint64(len(buf)))
+			r.sent = len(buf)
+			ep.wakeLater(dest)
+			ep.complete(r, nil)
+		} else {
+			ep.enqueueSend(r) // no room: it waits its turn
+		}
+		return r, nil
+	}
 	return ep.startSend(buf, dest, tag, ctx, mode)
 }
 

@@ -98,15 +98,23 @@ func TestSetSerialWithProgressGoroutine(t *testing.T) {
 	}
 }
 
+// parkAtOnce makes waiters of endpoints created from now on park at their
+// first empty poll, for 30 seconds unless woken, and returns the counter of
+// parks.
+func parkAtOnce(t *testing.T) *pvar.Var {
+	setVar(t, "progress_spin", "0s")
+	setVar(t, "progress_pause", "0s")
+	setVar(t, "progress_park_max", "30s")
+	parks, _ := pvar.Lookup("progress_parks")
+	return parks
+}
+
 // TestParkedReceiverWoken: a receiver that has parked (no spinning, no
 // pause phase, a 30-second nap) is woken by the sender's doorbell ring at
 // the end of its Send, locked or serial, in both directions. A lost
 // wake-up would hold the message for the whole nap.
 func TestParkedReceiverWoken(t *testing.T) {
-	setVar(t, "progress_spin", "0s")
-	setVar(t, "progress_pause", "0s")
-	setVar(t, "progress_park_max", "30s")
-	parks, _ := pvar.Lookup("progress_parks")
+	parks := parkAtOnce(t)
 	for _, serial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("serial=%v", serial), func(t *testing.T) {
 			before := parks.Read()
@@ -143,10 +151,7 @@ func TestParkedReceiverWoken(t *testing.T) {
 // is woken when another goroutine of the same rank cancels it: the
 // completion rings the rank's own doorbell, with no packet involved.
 func TestParkedWaiterWokenByCancel(t *testing.T) {
-	setVar(t, "progress_spin", "0s")
-	setVar(t, "progress_pause", "0s")
-	setVar(t, "progress_park_max", "30s")
-	parks, _ := pvar.Lookup("progress_parks")
+	parks := parkAtOnce(t)
 	w, err := NewWorld(1)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"fmt"
-	"github.com/tachyon-hpc/tachyon/asm"
 
+	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/rings"
 )

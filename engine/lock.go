@@ -2,11 +2,11 @@ package engine
 
 import (
 	"fmt"
-	"github.com/tachyon-hpc/tachyon/progress"
 	"runtime"
 	"sync/atomic"
 
 	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/progress"
 )
 
 // spinLock guards an endpoint's queues between the goroutine polling it
@@ -79,9 +79,9 @@ func (ep *Endpoint) wakeLater(i int) {
 // goroutines ever call into it at once (MPI_THREAD_SINGLE, FUNNELED or
 // SERIALIZED) and that no dedicated progress goroutine runs (Engine.Start).
 // The endpoint then takes no lock and, since no other goroutine can be
-// waiting on its requests, rings no doorbell for its own completions: on
-// amd64 each of those is a locked instruction that stalls behind the
-// previous message's stores. Breaking the promise is a data race. It
+// waiting on its requests, rings no doorbell for its own completions: no
+// locked instruction on its message path. Breaking the promise is a data
+// race. It
 // returns an error if a progress goroutine runs. Call it before any other
 // use of the endpoint, or while no other goroutine uses it.
 func (ep *Endpoint) SetSerial(on bool) error {

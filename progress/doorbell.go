@@ -15,9 +15,9 @@ import (
 // waiting on it, a timer armed earlier than the engine's nap) rings it.
 //
 // A doorbell may live in memory shared between processes (see DoorbellAt),
-// so that a rank in another process can wake this one. Its layout is two
-// little-endian 32-bit words, the futex sequence then the sleeper count,
-// followed by padding to DoorbellSize.
+// so that a rank in another process can wake this one. Its layout is three
+// little-endian 32-bit words, the futex sequence, the sleeper count and
+// flags, followed by padding to DoorbellSize.
 //
 // Ringing costs a load when nobody sleeps, which is the case while the
 // engine is busy, and a fence before it where asymmetric wake-ups are off
@@ -66,7 +66,7 @@ func DoorbellAt(b []byte) (*Doorbell, error) {
 }
 
 // Ring wakes every goroutine or process parked on d. Call it after
-// publishing the work the sleeper should see; the fence inside orders the
+// publishing the work the sleeper should see; its WakeFence orders the
 // publication before the check for sleepers, so a sleeper either sees the
 // work when it rechecks or is woken.
 func (d *Doorbell) Ring() {

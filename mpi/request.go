@@ -25,7 +25,8 @@ type Request struct {
 }
 
 // requestExtra holds what only some requests need, so that the request
-// of an Isend or Irecv stays small: it is allocated per operation.
+// of an Isend or Irecv, allocated per operation unless WaitallInto gave
+// one back, stays small.
 type requestExtra struct {
 	tr      *progress.TimerRequest // a timer, on engine eng
 	eng     *progress.Engine

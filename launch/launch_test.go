@@ -38,8 +38,23 @@ func rankOf() int { r, _ := strconv.Atoi(os.Getenv(EnvRank)); return r }
 
 // waitForever prints this process's pid, for the test to check it was
 // stopped, and sleeps.
+// announce has every rank but 1 print its pid, then waits until all have
+// (a barrier), so that a test sees every pid whatever rank 1 does next.
+func announce() {
+	if rankOf() != 1 {
+		fmt.Printf("pid %d\n", os.Getpid())
+	}
+	mpi.World().Barrier()
+}
+
+// waitForever prints this rank's pid and waits to be stopped.
 func waitForever() int {
 	fmt.Printf("pid %d\n", os.Getpid())
+	return sleepForever()
+}
+
+// sleepForever waits to be stopped.
+func sleepForever() int {
 	time.Sleep(2 * time.Minute)
 	return 0
 }
@@ -88,21 +103,21 @@ func runRole(role string) int {
 			fmt.Fprintln(os.Stderr, "Init:", err)
 			return 1
 		}
+		announce() // before rank 1 goes: a slow start (-race) lost a pid line
 		if rankOf() == 1 {
-			time.Sleep(100 * time.Millisecond)
 			return 3
 		}
-		return waitForever()
+		return sleepForever()
 	case "abort7": // rank 1 calls Abort(World, 7); the others wait
 		if err := mpi.Init(); err != nil {
 			fmt.Fprintln(os.Stderr, "Init:", err)
 			return 1
 		}
+		announce()
 		if rankOf() == 1 {
-			time.Sleep(100 * time.Millisecond)
 			mpi.Abort(mpi.World(), 7)
 		}
-		return waitForever()
+		return sleepForever()
 	case "kill9": // rank 1 dies by SIGKILL
 		if rankOf() == 1 {
 			time.Sleep(100 * time.Millisecond)

@@ -119,18 +119,28 @@ func runRole(role string) int {
 		}
 		return sleepForever()
 	case "kill9": // rank 1 dies by SIGKILL
+		if err := mpi.Init(); err != nil {
+			fmt.Fprintln(os.Stderr, "Init:", err)
+			return 1
+		}
+		announce()
 		if rankOf() == 1 {
-			time.Sleep(100 * time.Millisecond)
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
-		return waitForever()
+		return sleepForever()
 	case "ignoreterm": // the others ignore SIGTERM: only SIGKILL ends them
+		if rankOf() != 1 {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		if err := mpi.Init(); err != nil {
+			fmt.Fprintln(os.Stderr, "Init:", err)
+			return 1
+		}
+		announce()
 		if rankOf() == 1 {
-			time.Sleep(300 * time.Millisecond)
 			return 5
 		}
-		signal.Ignore(syscall.SIGTERM)
-		return waitForever()
+		return sleepForever()
 	case "sleep":
 		return waitForever()
 	case "print": // lines written in pieces, on both streams

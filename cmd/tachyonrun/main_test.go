@@ -209,7 +209,8 @@ func TestBind(t *testing.T) {
 			t.Fatalf("%q: exit %d\n%s", args, code, errs)
 		}
 		for r, c := range tc.want {
-			if !strings.Contains(out, fmt.Sprintf("rank %d cpus 1\nrank %d on %d\n", r, r, c)) {
+			// Each line whole, but the ranks' lines may interleave.
+			if !strings.Contains(out, fmt.Sprintf("rank %d cpus 1\n", r)) || !strings.Contains(out, fmt.Sprintf("rank %d on %d\n", r, c)) {
 				t.Fatalf("%q: rank %d not bound to CPU %d alone:\n%s", args, r, c, out)
 			}
 		}

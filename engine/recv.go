@@ -177,6 +177,8 @@ func (ep *Endpoint) handle(src int, pkt []byte) {
 	switch pkt[0] {
 	case pktEager:
 		ep.onEager(src, p, pkt)
+	case pktShort:
+		ep.onShort(src, p, pkt)
 	case pktFrag:
 		ep.onFrag(p, pkt[fragHeader:])
 	case pktRTS:
@@ -242,8 +244,26 @@ func (ep *Endpoint) onEager(src int, p *peer, pkt []byte) {
 		pvMalformed.Add(1)
 		return
 	}
-	sync := pkt[1]&flagSync != 0
-	sreq := u64(pkt, 16)
+	ep.eager(src, p, ctx, tag, length, pkt[1]&flagSync != 0, u64(pkt, 16), false, payload)
+}
+
+// onShort takes a whole eager message in a short packet.
+func (ep *Endpoint) onShort(src int, p *peer, pkt []byte) {
+	if p.rx.req != nil || p.rx.uq != nil {
+		pvMalformed.Add(1)
+		ep.abandonRx(p)
+	}
+	payload := pkt[shortHeader:]
+	if len(payload) > maxEagerAccepted() {
+		pvMalformed.Add(1)
+		return
+	}
+	ep.eager(src, p, u32(pkt, 4), int32(u32(pkt, 8)), len(payload), false, uint64(u32(pkt, 12)), true, payload)
+}
+
+// eager matches the first packet of an eager message of length bytes, or
+// queues it unexpected. short says sreq is a shortID.
+func (ep *Endpoint) eager(src int, p *peer, ctx uint32, tag int32, length int, sync bool, sreq uint64, short bool, payload []byte) {
 	if r := ep.m.matchPosted(ctx, int32(src), tag); r != nil {
 		ep.posted.Sub(1)
 		r.status.Source, r.status.Tag = src, int(tag)
@@ -262,7 +282,7 @@ func (ep *Endpoint) onEager(src int, p *peer, pkt []byte) {
 	u := ep.m.newUnexpected(ctx, int32(src), tag)
 	ep.uqLevel.Add(1)
 	ep.uqHWM.Observe(int64(ep.m.nuq))
-	u.kind, u.sync, u.sreq, u.length = uqEager, sync, sreq, length
+	u.kind, u.sync, u.sreq, u.short, u.length = uqEager, sync, sreq, short, length
 	u.data = ep.pool.get(length)
 	u.got = copy(u.data, payload)
 	if u.got < length {
@@ -393,7 +413,11 @@ func (ep *Endpoint) onCancel(src int, pkt []byte) {
 	var ok byte
 	if l := ep.m.uq[key{ctx, int32(src), tag}]; l != nil {
 		for u := l.head; u != nil; u = u.links[byExact].next {
-			if u.sreq == sreq && sreq != 0 && (u.kind == uqRTS || u.got == u.length) && u.waiter == nil {
+			id := sreq
+			if u.short {
+				id = uint64(shortID(sreq))
+			}
+			if u.sreq == id && u.sreq != 0 && (u.kind == uqRTS || u.got == u.length) && u.waiter == nil {
 				ep.dropUnexpected(u)
 				ok = 1
 				break

@@ -36,10 +36,10 @@ func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error
 	p := &ep.peers[dest]
 	if (mode == Standard || mode == Ready) && p.sendq.head == nil && p.dead == nil &&
 		len(buf) <= p.out.MaxPacket()-eagerHeader && len(buf) <= int(eagerLimit.Get()) {
-		if pkt := p.out.Reserve(eagerHeader + len(buf)); pkt != nil {
-			putEager(pkt, 0, ctx, int32(tag), uint32(len(buf)), 0)
-			copy(pkt[eagerHeader:], buf)
-			p.out.Commit(eagerHeader + len(buf))
+		if pkt := p.out.Reserve(shortHeader + len(buf)); pkt != nil {
+			putShort(pkt, ctx, int32(tag), 0) // a blocking send: never cancelled
+			copy(pkt[shortHeader:], buf)
+			p.out.Commit(shortHeader + len(buf))
 			p.count.msgs.Inc()
 			p.count.bytes.Add(uint64(len(buf)))
 			ep.wakeLater(dest)
@@ -88,10 +88,10 @@ func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Re
 			return nil, err
 		}
 		r.mode = mode
-		if pkt := p.out.Reserve(eagerHeader + len(buf)); pkt != nil {
-			putEager(pkt, 0, ctx, int32(tag), uint32(len(buf)), r.id)
-			copy(pkt[eagerHeader:], buf)
-			p.out.Commit(eagerHeader + len(buf))
+		if pkt := p.out.Reserve(shortHeader + len(buf)); pkt != nil {
+			putShort(pkt, ctx, int32(tag), shortID(r.id))
+			copy(pkt[shortHeader:], buf)
+			p.out.Commit(shortHeader + len(buf))
 			p.count.msgs.Inc()
 			p.count.bytes.Add(uint64(len(buf)))
 			r.sent = len(buf)

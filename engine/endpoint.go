@@ -341,11 +341,15 @@ func (ep *Endpoint) checkPeers() {
 			continue
 		}
 		err := p.in.Check()
-		if err != nil {
-			if k, _ := p.in.Peek(1); k > 0 {
-				continue // read what it sent first
+		if err == nil {
+			if err = p.out.Check(); err == nil {
+				continue
 			}
-		} else if err = p.out.Check(); err == nil {
+		}
+		// Gone, or going: read what it sent first. (A peer closes the
+		// ring it sends on, then the one it reads: seen half-way, the
+		// second can look closed while packets wait in the first.)
+		if k, _ := p.in.Peek(1); k > 0 {
 			continue
 		}
 		ep.peerGone(i, err)

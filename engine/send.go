@@ -33,19 +33,10 @@ func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error
 		ep.unlock()
 		return ErrClosed
 	}
-	p := &ep.peers[dest]
-	if (mode == Standard || mode == Ready) && p.sendq.head == nil && p.dead == nil &&
-		len(buf) <= p.out.MaxPacket()-eagerHeader && len(buf) <= int(eagerLimit.Get()) {
-		if pkt := p.out.Reserve(shortHeader + len(buf)); pkt != nil {
-			putShort(pkt, ctx, int32(tag), 0) // a blocking send: never cancelled
-			copy(pkt[shortHeader:], buf)
-			p.out.Commit(shortHeader + len(buf))
-			p.count.msgs.Inc()
-			p.count.bytes.Add(uint64(len(buf)))
-			ep.wakeLater(dest)
-			ep.unlock()
-			return nil
-		}
+	// A blocking send is never cancelled: its short packet names no send.
+	if ep.shortFits(dest, buf, mode) && ep.pushShort(dest, buf, ctx, tag, 0) {
+		ep.unlock()
+		return nil
 	}
 	r, err := ep.startSend(buf, dest, tag, ctx, mode)
 	if err != nil {
@@ -78,24 +69,15 @@ func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Re
 	if ep.closed {
 		return nil, ErrClosed
 	}
-	p := &ep.peers[dest]
-	if (mode == Standard || mode == Ready) && p.sendq.head == nil && p.dead == nil &&
-		len(buf) <= p.out.MaxPacket()-eagerHeader && len(buf) <= int(eagerLimit.Get()) {
-		// One packet, nothing queued ahead: out at once and complete at
-		// once, without going through the send queue.
+	if ep.shortFits(dest, buf, mode) {
+		// Out at once and complete at once, without the send queue.
 		r, err := ep.newRequest(kindSend, buf, dest, tag, ctx)
 		if err != nil {
 			return nil, err
 		}
 		r.mode = mode
-		if pkt := p.out.Reserve(shortHeader + len(buf)); pkt != nil {
-			putShort(pkt, ctx, int32(tag), shortID(r.id))
-			copy(pkt[shortHeader:], buf)
-			p.out.Commit(shortHeader + len(buf))
-			p.count.msgs.Inc()
-			p.count.bytes.Add(uint64(len(buf)))
+		if ep.pushShort(dest, buf, ctx, tag, shortID(r.id)) {
 			r.sent = len(buf)
-			ep.wakeLater(dest)
 			ep.complete(r, nil)
 		} else {
 			ep.enqueueSend(r) // no room: it waits its turn
@@ -103,6 +85,32 @@ func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Re
 		return r, nil
 	}
 	return ep.startSend(buf, dest, tag, ctx, mode)
+}
+
+// shortFits reports whether a send of buf to dest in mode can go as one
+// short packet now: standard or ready mode, one packet's worth, eager,
+// and nothing queued ahead of it on the link.
+func (ep *Endpoint) shortFits(dest int, buf []byte, mode Mode) bool {
+	p := &ep.peers[dest]
+	return (mode == Standard || mode == Ready) && p.sendq.head == nil && p.dead == nil &&
+		len(buf) <= p.out.MaxPacket()-shortHeader && len(buf) <= int(eagerLimit.Get())
+}
+
+// pushShort puts buf on the link to dest as a short packet naming the send
+// sid, and reports whether the link had room.
+func (ep *Endpoint) pushShort(dest int, buf []byte, ctx uint32, tag int, sid uint32) bool {
+	p := &ep.peers[dest]
+	pkt := p.out.Reserve(shortHeader + len(buf))
+	if pkt == nil {
+		return false
+	}
+	putShort(pkt, ctx, int32(tag), sid)
+	copy(pkt[shortHeader:], buf)
+	p.out.Commit(shortHeader + len(buf))
+	p.count.msgs.Inc()
+	p.count.bytes.Add(uint64(len(buf)))
+	ep.wakeLater(dest)
+	return true
 }
 
 func (ep *Endpoint) startSend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Request, error) {

@@ -91,7 +91,6 @@ func TestWaitallIntoRecycles(t *testing.T) {
 		buf := make([]byte, 8)
 		r1, _ := c.Isend(buf, 0, 1)
 		r2, _ := c.Irecv(buf, 0, 1)
-		kept := r2
 		if err := WaitallInto([]*Request{r1, r2}, nil); err != nil {
 			return err
 		}
@@ -106,7 +105,6 @@ func TestWaitallIntoRecycles(t *testing.T) {
 				t.Fatalf("a recycled request is not clean: %+v", *s)
 			}
 		}
-		_ = kept
 		for i := range 50 {
 			if _, err := c.Recv(buf, 0, i); err != nil {
 				return err

@@ -132,6 +132,7 @@ func (r *RecordRing) Writer() (*RecordWriter, error) {
 			return nil, err
 		}
 		w.tail = asm.LoadAcquire64(w.tailp)
+		w.ahead = min(uint64(prefetchRecord.Get()), w.capacity/2)
 	}
 	w.headCache = asm.LoadAcquire64(w.headp)
 	return w, nil
@@ -173,6 +174,7 @@ type RecordWriter struct {
 	slot       uintptr
 	claimIdx   uint64
 	claimLen   uint64
+	ahead      uint64 // single producer: prefetch distance in bytes
 	r          *RecordRing
 	_          pad
 }
@@ -236,7 +238,23 @@ func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
 		idx = 0
 	}
 	w.tail = t + padding + need
+	if w.ahead != 0 {
+		w.prefetch(t)
+	}
 	return idx, nil
+}
+
+// prefetch asks for write ownership of the line the prefetch distance
+// ahead of the tail when the claim that moved the tail from t entered a
+// new line there, and only if the reader has released that line (the
+// cached head says so): fetching a line it has yet to read would steal it
+// from the reader.
+func (w *RecordWriter) prefetch(t uint64) {
+	at := w.tail + w.ahead
+	if (t+w.ahead)/CacheLine == at/CacheLine || at+CacheLine-w.headCache > w.capacity {
+		return
+	}
+	asm.PrefetchW(unsafe.Add(w.data, at&w.mask&^(CacheLine-1)))
 }
 
 // claimShared reserves need bytes among many producers and marks them

@@ -3,6 +3,7 @@ package rings
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,50 +40,61 @@ func forKinds(t *testing.T, f func(t *testing.T, multi bool)) {
 }
 
 // TestRecordWrap writes records of every size through a small ring, so
-// that padding records appear at every offset of the wrap.
+// that padding records appear at every offset of the wrap, with the
+// writer's prefetch off, at its default and beyond the ring's half.
 func TestRecordWrap(t *testing.T) {
-	forKinds(t, func(t *testing.T, multi bool) {
-		r, w, rd := newRecordPair(t, multi, 1024)
-		if r.MaxPayload() != 120 {
-			t.Fatalf("MaxPayload %d", r.MaxPayload())
+	for _, ahead := range []int{0, 64, 4096} {
+		t.Run(fmt.Sprintf("prefetch=%d", ahead), func(t *testing.T) {
+			defer setCvar(t, "rings_prefetch_record_bytes", fmt.Sprint(ahead))()
+			forKinds(t, func(t *testing.T, multi bool) { recordWrap(t, multi, ahead) })
+		})
+	}
+}
+
+func recordWrap(t *testing.T, multi bool, ahead int) {
+	r, w, rd := newRecordPair(t, multi, 1024)
+	if want := uint64(min(ahead, 512)); multi && w.ahead != 0 || !multi && w.ahead != want {
+		t.Fatalf("prefetch distance %d, want %d (0 on a many-to-one ring)", w.ahead, want)
+	}
+	if r.MaxPayload() != 120 {
+		t.Fatalf("MaxPayload %d", r.MaxPayload())
+	}
+	buf := make([]byte, 128)
+	var got, sent uint64
+	check := func(typ uint32, p []byte) {
+		if typ != uint32(got%7) || len(p) != int(got%121) || !checkPattern(p, got) {
+			t.Fatalf("record %d: type %d, %d bytes %v", got, typ, len(p), p)
 		}
-		buf := make([]byte, 128)
-		var got, sent uint64
-		check := func(typ uint32, p []byte) {
-			if typ != uint32(got%7) || len(p) != int(got%121) || !checkPattern(p, got) {
-				t.Fatalf("record %d: type %d, %d bytes %v", got, typ, len(p), p)
+		got++
+	}
+	for sent < 5000 {
+		m := buf[:sent%121]
+		pattern(m, sent)
+		switch err := w.TryWrite(uint32(sent%7), m); err {
+		case nil:
+			sent++
+		case ErrFull:
+			if n, err := rd.Poll(check, 3); n == 0 || err != nil {
+				t.Fatalf("full ring, Poll = %d, %v", n, err)
 			}
-			got++
+		default:
+			t.Fatal(err)
 		}
-		for sent < 5000 {
-			m := buf[:sent%121]
-			pattern(m, sent)
-			switch err := w.TryWrite(uint32(sent%7), m); err {
-			case nil:
-				sent++
-			case ErrFull:
-				if n, err := rd.Poll(check, 3); n == 0 || err != nil {
-					t.Fatalf("full ring, Poll = %d, %v", n, err)
-				}
-			default:
-				t.Fatal(err)
-			}
+	}
+	for got < sent {
+		if n, err := rd.Poll(check, 100); n == 0 || err != nil {
+			t.Fatalf("drain: %d %v", n, err)
 		}
-		for got < sent {
-			if n, err := rd.Poll(check, 100); n == 0 || err != nil {
-				t.Fatalf("drain: %d %v", n, err)
-			}
-		}
-		if n, err := rd.Poll(check, 100); n != 0 || err != nil {
-			t.Fatalf("empty: %d %v", n, err)
-		}
-		if err := w.TryWrite(0, make([]byte, 121)); err != ErrTooLarge {
-			t.Fatalf("oversize: %v", err)
-		}
-		if err := w.TryWrite(MaxRecordType+1, nil); err != ErrInvalid {
-			t.Fatalf("padding type: %v", err)
-		}
-	})
+	}
+	if n, err := rd.Poll(check, 100); n != 0 || err != nil {
+		t.Fatalf("empty: %d %v", n, err)
+	}
+	if err := w.TryWrite(0, make([]byte, 121)); err != ErrTooLarge {
+		t.Fatalf("oversize: %v", err)
+	}
+	if err := w.TryWrite(MaxRecordType+1, nil); err != ErrInvalid {
+		t.Fatalf("padding type: %v", err)
+	}
 }
 
 func TestRecordClaimAbort(t *testing.T) {

@@ -22,6 +22,9 @@ var (
 	prefetchCells = cvar.NewInt("rings_prefetch_cells", 8,
 		"How many cells ahead of its tail a cell-ring producer asks the CPU to fetch for writing. Those cells were last read by the consumer's core; fetching them early lets the producer's stores complete without waiting for a cross-core transfer. 0 turns it off. Read when a producer attaches.",
 		cvar.WithCategory("rings"), cvar.WithRange(0, 1024), cvar.WithUnit("cells"))
+	prefetchRecord = cvar.NewInt("rings_prefetch_record_bytes", 64,
+		"How far ahead of its tail a single-producer record writer asks the CPU to fetch a line for writing, each time its tail enters a new cache line. The line was last read (and zeroed) on the reader's core; fetching it while the current line fills lets the stores into it complete without waiting for a cross-core transfer. 0 turns it off. Read when a writer attaches.",
+		cvar.WithCategory("rings"), cvar.WithRange(0, 4096), cvar.WithUnit("bytes"))
 	maxSegment = cvar.NewInt("rings_max_segment_size", 1<<34,
 		"Largest shared-memory segment CreateSegment makes or OpenSegment accepts.",
 		cvar.WithCategory("rings"), cvar.WithRange(SegmentHeaderSize+CacheLine, 1<<46), cvar.WithUnit("bytes"))

@@ -3,6 +3,8 @@ package rings
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -203,10 +205,21 @@ func TestProcessKillMPSCProducer(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for ended < producers-1 || !reported {
 		if time.Now().After(deadline) {
-			t.Fatalf("stuck: ended %d, reported %v, next %v, head %d tail %d, header %#x",
-				ended, reported, next, rd.head, *rd.tailp, *rd.hdr(rd.head & rd.mask))
+			var kidState strings.Builder
+			for id, ch := range kids {
+				if childExited(ch) {
+					fmt.Fprintf(&kidState, "\nproducer %d exited: %s", id, ch.exitStatus())
+				}
+			}
+			t.Fatalf("stuck: ended %d, reported %v, next %v, head %d tail %d, header %#x%s",
+				ended, reported, next, rd.head, *rd.tailp, *rd.hdr(rd.head & rd.mask), kidState.String())
 		}
-		_, err := rd.Read(fn, 64)
+		// Poll and Check rather than Read, which would wait past the
+		// deadline if a record never came.
+		n, err := rd.Poll(fn, 64)
+		if n == 0 && err == nil {
+			err = rd.Check()
+		}
 		if errors.Is(err, ErrPeerDead) {
 			if !killed {
 				t.Fatalf("ErrPeerDead before the kill: %v", err)

@@ -361,6 +361,9 @@ func (ep *Endpoint) peerGone(i int, cause error) {
 	p := &ep.peers[i]
 	p.dead = fmt.Errorf("%w: rank %d: %v", ErrPeerDead, i, cause)
 	pvPeerDeaths.Add(1)
+	if ep.probing > 0 && !ep.serial {
+		ep.notify = true // a Probe may be waiting on this rank
+	}
 	if p.queued {
 		p.queued = false
 		ep.outq--

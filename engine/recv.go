@@ -111,30 +111,35 @@ func truncated(msg, buf int) error {
 // Iprobe reports whether a message from src with tag in ctx can be
 // received now, and its status, without receiving it.
 func (ep *Endpoint) Iprobe(src, tag int, ctx uint32) (Status, bool, error) {
+	st, ok, err := ep.probe(src, tag, ctx)
+	if !ok && err == nil {
+		ep.prog.Progress()
+	}
+	return st, ok, err
+}
+
+// probe looks for a message from src with tag in ctx among those that
+// have arrived, without polling. It fails if the endpoint is closed or src
+// is gone.
+func (ep *Endpoint) probe(src, tag int, ctx uint32) (Status, bool, error) {
 	ep.lock()
+	defer ep.unlock()
 	if ep.closed {
-		ep.unlock()
 		return Status{}, false, ErrClosed
 	}
 	if u := ep.m.findUnexpected(ctx, src, tag); u != nil {
-		st := Status{Source: int(u.src), Tag: int(u.tag), Count: u.length}
-		ep.unlock()
-		return st, true, nil
+		return Status{Source: int(u.src), Tag: int(u.tag), Count: u.length}, true, nil
 	}
-	var err error
 	if src != AnySource && ep.peers[src].dead != nil {
-		err = ep.peers[src].dead
+		return Status{}, false, ep.peers[src].dead
 	}
-	ep.unlock()
-	if err == nil {
-		ep.prog.Progress()
-	}
-	return Status{}, false, err
+	return Status{}, false, nil
 }
 
 // Probe waits until a message from src with tag in ctx can be received,
 // and returns its status. It fails if src (or, for AnySource, every
-// other rank) is gone.
+// other rank) is gone. It waits as Wait does: spinning, then pausing,
+// then parked until a message arrives or a peer is found gone.
 func (ep *Endpoint) Probe(src, tag int, ctx uint32) (Status, error) {
 	ep.lock()
 	ep.probing++
@@ -144,15 +149,21 @@ func (ep *Endpoint) Probe(src, tag int, ctx uint32) (Status, error) {
 		ep.probing--
 		ep.unlock()
 	}()
-	for {
-		st, ok, err := ep.Iprobe(src, tag, ctx)
+	var st Status
+	var err error
+	ep.prog.WaitUntil(func() bool {
+		var ok bool
+		st, ok, err = ep.probe(src, tag, ctx)
 		if ok || err != nil {
-			return st, err
+			return true
 		}
 		if src == AnySource && ep.size > 1 && ep.allPeersGone() {
-			return Status{}, fmt.Errorf("%w: every other rank is gone", ErrPeerDead)
+			err = fmt.Errorf("%w: every other rank is gone", ErrPeerDead)
+			return true
 		}
-	}
+		return false
+	})
+	return st, err
 }
 
 // allPeersGone reports whether every rank but this one is gone.
@@ -279,9 +290,7 @@ func (ep *Endpoint) eager(src int, p *peer, ctx uint32, tag int32, length int, s
 		p.rx = rxState{req: r, off: len(payload), total: length}
 		return
 	}
-	u := ep.m.newUnexpected(ctx, int32(src), tag)
-	ep.uqLevel.Add(1)
-	ep.uqHWM.Observe(int64(ep.m.nuq))
+	u := ep.unexpected(ctx, src, tag)
 	u.kind, u.sync, u.sreq, u.short, u.length = uqEager, sync, sreq, short, length
 	u.data = ep.pool.get(length)
 	u.got = copy(u.data, payload)
@@ -359,9 +368,7 @@ func (ep *Endpoint) onRTS(src int, pkt []byte) {
 		ep.startRendezvous(r, src, int(length), sreq, addr, sync)
 		return
 	}
-	u := ep.m.newUnexpected(ctx, int32(src), tag)
-	ep.uqLevel.Add(1)
-	ep.uqHWM.Observe(int64(ep.m.nuq))
+	u := ep.unexpected(ctx, src, tag)
 	u.kind, u.sync, u.sreq, u.addr, u.length = uqRTS, sync, sreq, addr, int(length)
 }
 
@@ -447,4 +454,18 @@ func (ep *Endpoint) onCancelled(src int, pkt []byte) {
 		// An eager send the receiver had already matched: it stands.
 		ep.complete(s, nil)
 	}
+}
+
+// unexpected queues a new unexpected message. A goroutine parked in Probe
+// may be waiting for it while another goroutine (the progress goroutine,
+// or a caller polling) takes it in: the operation's end rings the
+// doorbell.
+func (ep *Endpoint) unexpected(ctx uint32, src int, tag int32) *unexpected {
+	u := ep.m.newUnexpected(ctx, int32(src), tag)
+	ep.uqLevel.Add(1)
+	ep.uqHWM.Observe(int64(ep.m.nuq))
+	if ep.probing > 0 && !ep.serial {
+		ep.notify = true
+	}
+	return u
 }

@@ -187,6 +187,81 @@ func TestParkedWaiterWokenByCancel(t *testing.T) {
 	}
 }
 
+// TestParkedProbeWoken: a Probe that has parked is woken by the message
+// it waits for, from another rank (locked or serial) or from another
+// goroutine of its own rank, whose send to itself queues the message
+// without any packet.
+func TestParkedProbeWoken(t *testing.T) {
+	parks := parkAtOnce(t)
+	check := func(t *testing.T, before int64, start time.Time) {
+		t.Helper()
+		if el := time.Since(start); el > 10*time.Second {
+			t.Fatalf("took %v: a parked Probe was not woken", el)
+		}
+		if parks.Read() == before {
+			t.Fatal("no Probe parked: the test did not test waking")
+		}
+	}
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serial=%v", serial), func(t *testing.T) {
+			before, start := parks.Read(), time.Now()
+			run(t, 2, func(ep *Endpoint) error {
+				if err := ep.SetSerial(serial); err != nil {
+					return err
+				}
+				if ep.Rank() == 1 {
+					time.Sleep(50 * time.Millisecond) // rank 0 parks meanwhile
+					return ep.Send(make([]byte, 24), 0, 5, 0, Standard)
+				}
+				st, err := ep.Probe(1, 5, 0)
+				if err != nil || st.Source != 1 || st.Tag != 5 || st.Count != 24 {
+					return fmt.Errorf("probe: %+v %v", st, err)
+				}
+				_, err = ep.Recv(make([]byte, 24), 1, 5, 0)
+				return err
+			})
+			check(t, before, start)
+		})
+	}
+	t.Run("self", func(t *testing.T) {
+		w, err := NewWorld(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep := w.Endpoint(0)
+		defer ep.Close()
+		before, start := parks.Read(), time.Now()
+		done := make(chan error, 1)
+		go func() {
+			st, err := ep.Probe(AnySource, AnyTag, 0)
+			if err == nil && (st.Source != 0 || st.Tag != 3 || st.Count != 8) {
+				err = fmt.Errorf("status %+v", st)
+			}
+			done <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // the prober parks meanwhile
+		r, err := ep.Isend(make([]byte, 8), 0, 3, 0, Standard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the parked Probe was not woken by the send to itself")
+		}
+		check(t, before, start)
+		if _, err := ep.Recv(make([]byte, 8), 0, 3, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestShmParkedWoken: a rank process parked in a receive (no spinning, a
 // 30-second nap) is woken by a sender in another process, whether the
 // sleeper issues the membarrier(2) barrier that lets wakers skip their

@@ -301,3 +301,23 @@ func TestShmSenderKilledMidRendezvous(t *testing.T) {
 		t.Fatalf("receive from killed sender: %v", err)
 	}
 }
+
+// TestShmProbeFromKilled: a Probe waiting for a message from a rank
+// process that is killed fails with ErrPeerDead instead of waiting on.
+func TestShmProbeFromKilled(t *testing.T) {
+	ep, kids := startJob(t, 2, "echo")
+	time.AfterFunc(50*time.Millisecond, func() { kids[0].Process.Kill() })
+	done := make(chan error, 1)
+	go func() {
+		_, err := ep.Probe(1, 5, 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrPeerDead) {
+			t.Fatalf("probe from a killed rank: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Probe from a killed rank still waiting after a minute")
+	}
+}

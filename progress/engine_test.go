@@ -157,6 +157,45 @@ func TestDoorbellWakesParked(t *testing.T) {
 	}
 }
 
+// TestWaitUntil: WaitUntil returns once its condition holds, whether a
+// poll makes it true (the poller does) or another goroutine does and
+// rings the doorbell while the waiter is parked.
+func TestWaitUntil(t *testing.T) {
+	t.Run("poll", func(t *testing.T) {
+		e := newEngine(t, WithIdle(time.Hour, time.Hour, time.Minute))
+		var c Completion
+		e.Register(&lazyPoller{e: e, c: &c, n: 50})
+		calls := 0
+		e.WaitUntil(func() bool { calls++; return c.Done() })
+		if !c.Done() || calls < 2 {
+			t.Fatalf("returned with done %v after %d checks", c.Done(), calls)
+		}
+	})
+	t.Run("parked", func(t *testing.T) {
+		e := newEngine(t, WithIdle(0, 0, time.Minute))
+		before := pvParks.Value()
+		var flag atomic.Bool
+		done := make(chan time.Time)
+		go func() {
+			e.WaitUntil(flag.Load)
+			done <- time.Now()
+		}()
+		time.Sleep(50 * time.Millisecond) // long enough to park
+		start := time.Now()
+		flag.Store(true)
+		e.Doorbell().Ring()
+		select {
+		case woke := <-done:
+			t.Logf("woken %v after the ring", woke.Sub(start))
+		case <-time.After(5 * time.Second):
+			t.Fatal("parked WaitUntil not woken by the doorbell")
+		}
+		if pvParks.Value() == before {
+			t.Error("the waiter never parked: the test did not test waking")
+		}
+	})
+}
+
 func TestDoorbellAt(t *testing.T) {
 	buf := make([]uint64, DoorbellSize/8+1)
 	b := unsafeBytes(buf)

@@ -134,6 +134,39 @@ func (e *Engine) Wait(c *Completion) {
 	}
 }
 
+// WaitUntil returns once ready reports true, driving progress meanwhile
+// with Wait's back-off: it spins, then pauses, then parks on the doorbell.
+// ready is called after every poll and by a goroutine about to park, so it
+// must be cheap and must not wait itself. Whatever makes ready true must
+// ring the doorbell (the transports ring it when packets arrive) or be
+// found by a poll; a parked goroutine otherwise looks again after
+// progress_park_max. Probe-like waits, on a condition rather than on a
+// Completion, use it.
+func (e *Engine) WaitUntil(ready func() bool) {
+	if ready() {
+		return
+	}
+	w := e.newIdler()
+	for !ready() {
+		if e.pollIfOwner() > 0 {
+			w.reset()
+			continue
+		}
+		if w.idle() {
+			w.park(waitFunc{e, ready})
+		}
+	}
+}
+
+// waitFunc is the condition of WaitUntil: ready holds, or a poll found
+// work.
+type waitFunc struct {
+	e *Engine
+	f func() bool
+}
+
+func (w waitFunc) ready() bool { return w.f() || w.e.pollIfOwner() > 0 }
+
 // Test reports whether c is complete, polling once if it is not yet.
 func (e *Engine) Test(c *Completion) bool {
 	if c.Done() {

@@ -306,6 +306,13 @@ func TestShmSenderKilledMidRendezvous(t *testing.T) {
 // process that is killed fails with ErrPeerDead instead of waiting on.
 func TestShmProbeFromKilled(t *testing.T) {
 	ep, kids := startJob(t, 2, "echo")
+	buf := make([]byte, 8)
+	if err := ep.Send(buf, 1, 1, 0, Standard); err != nil { // the echo rank is up
+		t.Fatal(err)
+	}
+	if _, err := ep.Recv(buf, 1, 1, 0); err != nil {
+		t.Fatal(err)
+	}
 	time.AfterFunc(50*time.Millisecond, func() { kids[0].Process.Kill() })
 	done := make(chan error, 1)
 	go func() {
@@ -318,6 +325,8 @@ func TestShmProbeFromKilled(t *testing.T) {
 			t.Fatalf("probe from a killed rank: %v", err)
 		}
 	case <-time.After(time.Minute):
+		ep.Close() // the Probe returns before the segment goes away
+		<-done
 		t.Fatal("Probe from a killed rank still waiting after a minute")
 	}
 }

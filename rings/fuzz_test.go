@@ -332,6 +332,7 @@ const deadFuzzPID = 1<<22 + 7
 func FuzzRecordLengths(f *testing.F) {
 	defer setCvar(f, "rings_check_spins", "1")()
 	defer setCvar(f, "rings_unblock_checks", "1")()
+	defer setCvar(f, "rings_unblock_wait", "0s")()
 	op := func(action, sel byte, arg uint16, word uint64) []byte {
 		b := make([]byte, fuzzOpSize)
 		b[0], b[1] = action, sel

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
@@ -422,8 +423,9 @@ type RecordReader struct {
 	stuckAt    uint64 // many-to-one: head where polls found nothing
 	stuckPolls int64
 	stuckRuns  int64
-	reaped     bool   // a producer was found dead ...
-	reapTail   uint64 // ... when the tail was here: its claims lie below
+	stuckSince time.Time // when the reader was first seen stuck at stuckAt
+	reaped     bool      // a producer was found dead ...
+	reapTail   uint64    // ... when the tail was here: its claims lie below
 	reapPID    int
 	pending    error     // a death reaped but not yet reported
 	peeked     int       // records handed out by Peek and not yet released
@@ -559,6 +561,7 @@ func (rd *RecordReader) corrupt(head uint64) (uint64, error) {
 func (rd *RecordReader) stuck(head, w uint64) (uint64, bool, error) {
 	if rd.stuckAt != head {
 		rd.stuckAt, rd.stuckPolls, rd.stuckRuns = head, 0, 0
+		rd.stuckSince = time.Time{}
 	}
 	if rd.stuckPolls++; rd.stuckPolls < checkSpins.Get() {
 		return head, false, nil
@@ -595,7 +598,14 @@ func (rd *RecordReader) stuck(head, w uint64) (uint64, bool, error) {
 		rd.stuckRuns = 0
 		return head, false, nil // empty
 	}
-	if rd.stuckRuns++; rd.stuckRuns < unblockChecks.Get() {
+	if rd.stuckSince.IsZero() {
+		rd.stuckSince = time.Now()
+	}
+	// A live writer descheduled between its compare-and-swap and its
+	// marking store leaves the same zero header as a dead one: polls
+	// alone pass in a few milliseconds, a time slice of a loaded host can
+	// last longer, so the gap must also have lasted rings_unblock_wait.
+	if rd.stuckRuns++; rd.stuckRuns < unblockChecks.Get() || time.Since(rd.stuckSince) < unblockWait.Get() {
 		return head, false, nil
 	}
 	if tail < head || tail-head > rd.capacity {

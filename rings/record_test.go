@@ -227,10 +227,13 @@ func TestMPSCAbandonedClaim(t *testing.T) {
 }
 
 // TestMPSCUnmarkedClaim: a producer dies between reserving space and
-// marking it; the reader turns the zeroed gap into padding.
+// marking it; the reader turns the zeroed gap into padding, but only once
+// the gap has lasted rings_unblock_wait (a live producer descheduled
+// there looks the same).
 func TestMPSCUnmarkedClaim(t *testing.T) {
 	defer setCvar(t, "rings_check_spins", "4")()
 	defer setCvar(t, "rings_unblock_checks", "2")()
+	defer setCvar(t, "rings_unblock_wait", "50ms")()
 	r, w, rd := newRecordPair(t, true, 1024)
 	ghost, _ := r.Writer()
 	// Reserve 32 bytes as the ghost would, without marking them.
@@ -238,6 +241,7 @@ func TestMPSCUnmarkedClaim(t *testing.T) {
 	w.TryWrite(1, []byte("after"))
 	var seen []string
 	fn := func(typ uint32, p []byte) { seen = append(seen, string(p)) }
+	stuck := time.Now()
 	for i := 0; i < 100; i++ {
 		rd.Poll(fn, 10)
 	}
@@ -245,14 +249,20 @@ func TestMPSCUnmarkedClaim(t *testing.T) {
 		t.Fatal("skipped a live producer's claim")
 	}
 	fakeSlot(r.h, ghost.slot, deadPID(t))
+	died := time.Now()
 	var dead bool
-	for i := 0; i < 100 && len(seen) == 0; i++ {
+	for time.Since(died) < 10*time.Second && len(seen) == 0 {
 		if _, err := rd.Poll(fn, 10); errors.Is(err, ErrPeerDead) {
 			dead = true
 		}
 	}
 	if len(seen) != 1 || seen[0] != "after" || !dead {
 		t.Fatalf("seen %q, dead reported %v", seen, dead)
+	}
+	// The reader was stuck at the gap before the death: the wait counts
+	// from then, so only a lower bound on the whole is certain.
+	if el := time.Since(stuck); el < 50*time.Millisecond {
+		t.Fatalf("gap skipped %v after the reader met it, before rings_unblock_wait", el)
 	}
 }
 

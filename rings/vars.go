@@ -1,6 +1,8 @@
 package rings
 
 import (
+	"time"
+
 	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
@@ -19,6 +21,9 @@ var (
 	unblockChecks = cvar.NewInt("rings_unblock_checks", 8,
 		"Liveness-check intervals a many-to-one ring's reader waits at a claimed but never-written record, once a producer is known dead, before it skips the gap as that producer's abandoned claim.",
 		cvar.WithCategory("rings"), cvar.WithRange(1, 1<<20))
+	unblockWait = cvar.NewDuration("rings_unblock_wait", 200*time.Millisecond,
+		"Least time a many-to-one ring's reader waits at a reserved but unmarked record, once a producer is known dead, before skipping the gap as that producer's abandoned claim (besides rings_unblock_checks intervals). A live producer descheduled between reserving and marking leaves the same gap: the wait must outlast any time slice the host takes from it.",
+		cvar.WithCategory("rings"), cvar.WithRange(0, int64(time.Hour)))
 	prefetchCells = cvar.NewInt("rings_prefetch_cells", 8,
 		"How many cells ahead of its tail a cell-ring producer asks the CPU to fetch for writing. Those cells were last read by the consumer's core; fetching them early lets the producer's stores complete without waiting for a cross-core transfer. 0 turns it off. Read when a producer attaches.",
 		cvar.WithCategory("rings"), cvar.WithRange(0, 1024), cvar.WithUnit("cells"))

@@ -556,8 +556,9 @@ func (rd *RecordReader) corrupt(head uint64) (uint64, error) {
 // died (or whose slot has since been taken by another generation) is
 // skipped. A claim whose header was never written (the producer died
 // between reserving and marking it) is turned into padding, Aeron-style,
-// up to the next written header, once a producer is known dead and
-// rings_unblock_checks intervals passed.
+// up to the next written header, once a producer is known dead,
+// rings_unblock_checks intervals passed and the gap has lasted
+// rings_unblock_wait.
 func (rd *RecordReader) stuck(head, w uint64) (uint64, bool, error) {
 	if rd.stuckAt != head {
 		rd.stuckAt, rd.stuckPolls, rd.stuckRuns = head, 0, 0

@@ -13,17 +13,6 @@ func StoreRelease32(addr *uint32, v uint32)
 //go:noescape
 func StoreRelease64(addr *uint64, v uint64)
 
-// LoadAcquire32 loads *addr with acquire semantics: no later load or store
-// in program order is performed before it.
-//
-//go:noescape
-func LoadAcquire32(addr *uint32) uint32
-
-// LoadAcquire64 loads *addr with acquire semantics.
-//
-//go:noescape
-func LoadAcquire64(addr *uint64) uint64
-
 // Fence orders every earlier load and store before every later one,
 // including a later load after an earlier store, which x86-TSO otherwise
 // lets pass (LOCK ORQ $0 on the stack: Linux's smp_mb, cheaper than MFENCE).

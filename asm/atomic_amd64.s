@@ -2,9 +2,9 @@
 
 #include "textflag.h"
 
-// Under x86-TSO a plain store is a release and a plain load an acquire; the
-// call into assembly keeps the Go compiler from moving memory operations
-// across them.
+// Under x86-TSO a plain store is a release; the call into assembly keeps
+// the Go compiler from moving memory operations across it. (Loads need no
+// assembly: sync/atomic's load is already a plain load here, see load.go.)
 
 // func StoreRelease32(addr *uint32, v uint32)
 TEXT ·StoreRelease32(SB), NOSPLIT|NOFRAME, $0-12
@@ -18,20 +18,6 @@ TEXT ·StoreRelease64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ addr+0(FP), AX
 	MOVQ v+8(FP), BX
 	MOVQ BX, (AX)
-	RET
-
-// func LoadAcquire32(addr *uint32) uint32
-TEXT ·LoadAcquire32(SB), NOSPLIT|NOFRAME, $0-12
-	MOVQ addr+0(FP), AX
-	MOVL (AX), AX
-	MOVL AX, ret+8(FP)
-	RET
-
-// func LoadAcquire64(addr *uint64) uint64
-TEXT ·LoadAcquire64(SB), NOSPLIT|NOFRAME, $0-16
-	MOVQ addr+0(FP), AX
-	MOVQ (AX), AX
-	MOVQ AX, ret+8(FP)
 	RET
 
 // func Fence()

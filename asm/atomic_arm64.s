@@ -16,20 +16,6 @@ TEXT ·StoreRelease64(SB), NOSPLIT|NOFRAME, $0-16
 	STLR R1, (R0)
 	RET
 
-// func LoadAcquire32(addr *uint32) uint32
-TEXT ·LoadAcquire32(SB), NOSPLIT|NOFRAME, $0-12
-	MOVD  addr+0(FP), R0
-	LDARW (R0), R1
-	MOVW  R1, ret+8(FP)
-	RET
-
-// func LoadAcquire64(addr *uint64) uint64
-TEXT ·LoadAcquire64(SB), NOSPLIT|NOFRAME, $0-16
-	MOVD addr+0(FP), R0
-	LDAR (R0), R1
-	MOVD R1, ret+8(FP)
-	RET
-
 // func Fence()
 TEXT ·Fence(SB), NOSPLIT|NOFRAME, $0-0
 	DMB $0xb

@@ -12,13 +12,6 @@ func StoreRelease32(addr *uint32, v uint32) { atomic.StoreUint32(addr, v) }
 // StoreRelease64 stores v into *addr with release semantics.
 func StoreRelease64(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
 
-// LoadAcquire32 loads *addr with acquire semantics: no later load or store
-// in program order is performed before it.
-func LoadAcquire32(addr *uint32) uint32 { return atomic.LoadUint32(addr) }
-
-// LoadAcquire64 loads *addr with acquire semantics.
-func LoadAcquire64(addr *uint64) uint64 { return atomic.LoadUint64(addr) }
-
 var fenceWord atomic.Uint32
 
 // Fence orders every earlier load and store before every later one. This

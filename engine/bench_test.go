@@ -262,18 +262,19 @@ func BenchmarkMatchUnexpected(b *testing.B) {
 // on one goroutine: the software cost of one message end to end, with no
 // cross-core transfer in it.
 func BenchmarkSelfSendRecv(b *testing.B) {
-	for _, posted := range []bool{false, true} {
-		name := "unexpected"
-		if posted {
-			name = "posted"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name           string
+		posted, serial bool
+	}{{"unexpected", false, false}, {"posted", true, false}, {"unexpected-serial", false, true}, {"posted-serial", true, true}} {
+		posted := c.posted
+		b.Run(c.name, func(b *testing.B) {
 			w, err := NewWorld(1)
 			if err != nil {
 				b.Fatal(err)
 			}
 			ep := w.Endpoint(0)
 			defer ep.Close()
+			setSerial(b, ep, c.serial)
 			buf := make([]byte, 8)
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
@@ -294,12 +295,18 @@ func BenchmarkSelfSendRecv(b *testing.B) {
 // this rank, then waits: the software cost per message of the
 // message-rate pattern, with no cross-core transfer in it.
 func BenchmarkSelfWindow(b *testing.B) {
+	b.Run("locked", func(b *testing.B) { selfWindow(b, false) })
+	b.Run("serial", func(b *testing.B) { selfWindow(b, true) })
+}
+
+func selfWindow(b *testing.B, serial bool) {
 	w, err := NewWorld(1)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ep := w.Endpoint(0)
 	defer ep.Close()
+	setSerial(b, ep, serial)
 	buf := make([]byte, 8)
 	rr := make([]*Request, window)
 	sr := make([]*Request, window)

@@ -86,6 +86,80 @@ func BenchmarkPingPongProcesses(b *testing.B) {
 			b.ReportMetric(ns/walk, "ring/walk")
 		}
 	})
+	b.Run("record", func(b *testing.B) {
+		ns := recordPingPong(b, cpuA, cpuB)
+		if floor > 0 {
+			b.ReportMetric(ns/floor, "ring/floor")
+		}
+	})
+}
+
+// recordPingPongBytes is the data area of each record ring of the record
+// ping-pong: the engine's default.
+const recordPingPongBytes = 256 << 10
+
+// recordPingPong is ringPingPong over record rings, read the way the
+// engine reads them (Peek, Record, Release).
+func recordPingPong(b *testing.B, cpuA, cpuB int) float64 {
+	size := RecordRingSize(recordPingPongBytes)
+	s := benchSegment(b, SegmentSize(size, size))
+	ia, ra, err := s.NewRecordRing(recordPingPongBytes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, rb, err := s.NewRecordRing(recordPingPongBytes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := ra.Writer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rd, err := rb.Reader()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pinCurrent(b, cpuA)()
+	ch := startChild(b, "pingpong-record", s, "RING", itoa(ia), "N", itoa(b.N), "CPU", itoa(cpuB))
+	if _, err := peekOne(rd); err != nil { // the child is ready
+		b.Fatalf("%v\n%s", err, ch.stderr.Bytes())
+	}
+	rd.Release(1)
+	var msg [8]byte
+	b.ResetTimer()
+	for i := range b.N {
+		binary.LittleEndian.PutUint64(msg[:], uint64(i))
+		if err := w.Write(1, msg[:]); err != nil {
+			b.Fatal(err)
+		}
+		m, err := peekOne(rd)
+		if err != nil || len(m) != 8 || binary.LittleEndian.Uint64(m) != uint64(i) {
+			b.Fatalf("echo %d: %d bytes, %v\n%s", i, len(m), err, ch.stderr.Bytes())
+		}
+		rd.Release(1)
+	}
+	b.StopTimer()
+	ch.wait(b)
+	return oneway(b)
+}
+
+// peekOne waits for the next record of rd and returns it, unreleased.
+func peekOne(rd *RecordReader) ([]byte, error) {
+	s := newSpinner()
+	for {
+		k, err := rd.Peek(1)
+		if err != nil {
+			return nil, err
+		}
+		if k == 1 {
+			return rd.Record(0), nil
+		}
+		if s.spin() {
+			if err := rd.Check(); err != nil {
+				return nil, err
+			}
+		}
+	}
 }
 
 // floorPingPong ping-pongs values through lines cache lines per direction

@@ -176,6 +176,37 @@ func runChild(role string) error {
 				return err
 			}
 		}
+	case "pingpong-record": // echo n records from ring to ring+1
+		a, err := seg.RecordRing(ring)
+		if err != nil {
+			return err
+		}
+		b, err := seg.RecordRing(ring + 1)
+		if err != nil {
+			return err
+		}
+		rd, err := a.Reader()
+		if err != nil {
+			return err
+		}
+		w, err := b.Writer()
+		if err != nil {
+			return err
+		}
+		if err := w.Write(1, make([]byte, 8)); err != nil { // ready
+			return err
+		}
+		for range n {
+			m, err := peekOne(rd)
+			if err != nil {
+				return err
+			}
+			err = w.Write(1, m)
+			rd.Release(1)
+			if err != nil {
+				return err
+			}
+		}
 	case "floor": // echo n values of the ping words into the pong words
 		mem, err := seg.Region(ring)
 		if err != nil {

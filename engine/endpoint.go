@@ -23,6 +23,7 @@ type Endpoint struct {
 	attached attachedBuffer
 
 	reader   remoteReader // nil: rendezvous always streams
+	polls    uint64       // calls of pollLocked: a record link prefetches within a stream of sends only
 	node     string
 	closed   bool
 	inflight int   // requests started and not yet complete
@@ -141,6 +142,9 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 			shards[counts[i]] = s
 		}
 		ep.peers[i] = peer{out: links[i], in: inboxes[i], count: s}
+		if l, ok := links[i].(*recordLink); ok {
+			l.polls = &ep.polls
+		}
 	}
 	ep.onClose = append(ep.onClose, prog.Register(ep))
 	return ep, nil
@@ -189,6 +193,7 @@ func (ep *Endpoint) Poll() int {
 }
 
 func (ep *Endpoint) pollLocked() int {
+	ep.polls++
 	n := 0
 	batch := int(pollBatch.Get())
 	for i := range ep.peers {

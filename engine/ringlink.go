@@ -63,6 +63,15 @@ type recordLink struct {
 	w    *rings.RecordWriter
 	max  int
 	bell *progress.Doorbell // the peer's
+
+	// The writer prefetches the next line only for a packet that follows
+	// another with no poll of the endpoint in between: a stream. A packet
+	// sent after the endpoint polled (waiting for an answer, as in a
+	// ping-pong) goes out without: there the prefetch measured 65 ns
+	// slower one way, where in a window of sends it is 40% more messages
+	// per second.
+	polls *uint64 // the endpoint's count of polls (nil: always prefetch)
+	last  uint64  // *polls at the previous Reserve
 }
 
 // recordType marks engine packets in a record ring (the packet's own first
@@ -70,6 +79,11 @@ type recordLink struct {
 const recordType = 1
 
 func (l *recordLink) Reserve(n int) []byte {
+	if l.polls != nil {
+		p := *l.polls
+		l.w.SetPrefetch(p == l.last)
+		l.last = p
+	}
 	b, err := l.w.Claim(n)
 	if err != nil {
 		return nil // full, closed, or larger than a record

@@ -49,3 +49,37 @@ func TestRingConfigs(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordLinkPrefetchesStreams: a record link prefetches the next line
+// for a packet that follows another with no poll in between, and not for
+// the first packet after a poll (a ping-pong's).
+func TestRecordLinkPrefetchesStreams(t *testing.T) {
+	setVar(t, "rings_prefetch_record_bytes", "64")
+	w, err := NewWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := w.Endpoint(0)
+	defer w.Endpoint(1).Close()
+	defer ep.Close()
+	l, ok := ep.peers[1].out.(*recordLink)
+	if !ok {
+		t.Skipf("links are %T, not record rings", ep.peers[1].out)
+	}
+	buf := make([]byte, 8)
+	send := func(want bool) {
+		t.Helper()
+		if err := ep.Send(buf, 1, 1, 0, Standard); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.w.Prefetching(); got != want {
+			t.Fatalf("prefetching %v, want %v", got, want)
+		}
+	}
+	for range 3 {
+		ep.Poll()
+		send(false)
+		send(true)
+		send(true)
+	}
+}

@@ -176,6 +176,7 @@ type RecordWriter struct {
 	claimIdx   uint64
 	claimLen   uint64
 	ahead      uint64 // single producer: prefetch distance in bytes
+	noPrefetch bool   // SetPrefetch(false)
 	r          *RecordRing
 	_          pad
 }
@@ -239,11 +240,24 @@ func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
 		idx = 0
 	}
 	w.tail = t + padding + need
-	if w.ahead != 0 {
+	if w.ahead != 0 && !w.noPrefetch {
 		w.prefetch(t)
 	}
 	return idx, nil
 }
+
+// SetPrefetch turns the prefetch for writing (rings_prefetch_record_bytes)
+// on or off for the claims that follow; it is on when a writer attaches.
+// It pays off for records written in a stream, and is best off for one
+// record that the reader waits for before the writer writes the next (a
+// ping-pong): then the request for the next line reaches the reader's core
+// just before the one for the line being committed, and delays the record.
+func (w *RecordWriter) SetPrefetch(on bool) { w.noPrefetch = !on }
+
+// Prefetching reports whether the next claims prefetch: SetPrefetch left
+// it on and the writer has a prefetch distance (a single producer with a
+// non-zero rings_prefetch_record_bytes).
+func (w *RecordWriter) Prefetching() bool { return w.ahead != 0 && !w.noPrefetch }
 
 // prefetch asks for write ownership of the line the prefetch distance
 // ahead of the tail when the claim that moved the tail from t entered a

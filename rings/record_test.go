@@ -70,6 +70,12 @@ func recordWrap(t *testing.T, multi bool, ahead int) {
 	for sent < 5000 {
 		m := buf[:sent%121]
 		pattern(m, sent)
+		// Prefetching or not, per record, never changes what arrives.
+		on := sent%3 != 0
+		w.SetPrefetch(on)
+		if got, want := w.Prefetching(), on && !multi && ahead != 0; got != want {
+			t.Fatalf("Prefetching() = %v after SetPrefetch(%v), want %v", got, on, want)
+		}
 		switch err := w.TryWrite(uint32(sent%7), m); err {
 		case nil:
 			sent++

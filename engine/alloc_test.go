@@ -34,6 +34,10 @@ func TestEagerAllocs(t *testing.T) {
 			ep.Recv(buf, 0, 3, 0)
 			r.Wait()
 		},
+		"sendnow-recv": func() {
+			ep.SendNow(buf, 0, 6, 0, Standard)
+			ep.Recv(buf, 0, 6, 0)
+		},
 		"multi-cell": func() {
 			ep.Send(big, 0, 4, 0, Standard)
 			ep.Recv(big, 0, 4, 0)

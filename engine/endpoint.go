@@ -50,8 +50,9 @@ type peer struct {
 	rx     rxState     // the eager message this peer is in the middle of
 	dead   error       // non-nil once the peer is gone
 	count  *transportShards
-	queued bool // counted in outq
-	wake   bool // in ep.woken
+	sid    uint32 // the last short id given to a send to this peer
+	queued bool   // counted in outq
+	wake   bool   // in ep.woken
 }
 
 // rxState tracks an eager message whose fragments are still arriving.
@@ -72,6 +73,7 @@ type ctlPacket struct {
 	a, b       uint64
 	ctx        uint32
 	tag        int32
+	sid        uint32 // cancel: the short id of the message
 }
 
 // reqQueue is a FIFO of send requests, linked through snext.

@@ -66,7 +66,7 @@ type unexpected struct {
 	src, tag  int32
 	kind      uint8
 	sync      bool
-	short     bool   // sreq is a shortID (a short packet)
+	short     bool   // sreq is a short id (a short packet)
 	length    int    // whole message
 	got       int    // eager bytes arrived so far
 	data      []byte // eager bytes, from the endpoint's buffer pool

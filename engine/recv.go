@@ -273,7 +273,7 @@ func (ep *Endpoint) onShort(src int, p *peer, pkt []byte) {
 }
 
 // eager matches the first packet of an eager message of length bytes, or
-// queues it unexpected. short says sreq is a shortID.
+// queues it unexpected. short says sreq is a short id.
 func (ep *Endpoint) eager(src int, p *peer, ctx uint32, tag int32, length int, sync bool, sreq uint64, short bool, payload []byte) {
 	if r := ep.m.matchPosted(ctx, int32(src), tag); r != nil {
 		ep.posted.Sub(1)
@@ -416,15 +416,15 @@ func (ep *Endpoint) onData(src int, pkt []byte) {
 }
 
 func (ep *Endpoint) onCancel(src int, pkt []byte) {
-	ctx, sreq, tag := u32(pkt, 4), u64(pkt, 8), int32(u32(pkt, 16))
+	ctx, sreq, tag, sid := u32(pkt, 4), u64(pkt, 8), int32(u32(pkt, 16)), u32(pkt, 20)
 	var ok byte
 	if l := ep.m.uq[key{ctx, int32(src), tag}]; l != nil {
 		for u := l.head; u != nil; u = u.links[byExact].next {
 			id := sreq
 			if u.short {
-				id = uint64(shortID(sreq))
+				id = uint64(sid)
 			}
-			if u.sreq == id && u.sreq != 0 && (u.kind == uqRTS || u.got == u.length) && u.waiter == nil {
+			if u.sreq == id && id != 0 && (u.kind == uqRTS || u.got == u.length) && u.waiter == nil {
 				ep.dropUnexpected(u)
 				ok = 1
 				break

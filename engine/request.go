@@ -82,6 +82,7 @@ type Request struct {
 	got   int // rendezvous recv: data bytes arrived
 	rreq  uint64
 
+	sid        uint32      // send: the short id of its short packet, 0 if none
 	uq         *unexpected // recv: the unexpected message it waits on
 	cancelling bool        // send: a cancel packet is out
 	finned     bool        // synchronous eager send: fin came before its last packet left

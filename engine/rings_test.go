@@ -30,6 +30,8 @@ func TestRingConfigs(t *testing.T) {
 		{"ProbeAndCancel", TestProbeAndCancel},
 		{"Buffered", TestBuffered},
 		{"CancelDeliveredEager", TestCancelDeliveredEager},
+		{"SendNow", TestSendNow},
+		{"CancelSent", TestCancelSent},
 		{"SerialSendRecv", TestSerialSendRecv},
 		{"EagerAllocs", TestEagerAllocs},
 		{"ShmEcho", TestShmEcho},

@@ -76,7 +76,8 @@ func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Re
 			return nil, err
 		}
 		r.mode = mode
-		if ep.pushShort(dest, buf, ctx, tag, shortID(r.id)) {
+		r.sid = ep.nextSID(dest)
+		if ep.pushShort(dest, buf, ctx, tag, r.sid) {
 			r.sent = len(buf)
 			ep.complete(r, nil)
 		} else {
@@ -85,6 +86,79 @@ func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Re
 		return r, nil
 	}
 	return ep.startSend(buf, dest, tag, ctx, mode)
+}
+
+// Sent names a message SendNow put on its link, for CancelSent. The zero
+// Sent names none.
+type Sent struct {
+	dest, tag int32
+	ctx, sid  uint32
+}
+
+// Valid reports whether s names a message.
+func (s Sent) Valid() bool { return s.sid != 0 }
+
+// SendNow sends buf to rank dest at once, without a request, if the
+// message can go as one short packet now: standard or ready mode, no
+// larger than a packet and the eager limit, nothing queued ahead of it on
+// the link, and room there. It reports whether it did; the send is then
+// complete, and s names it for CancelSent. Otherwise it sends nothing and
+// the caller starts the send with Isend. It spares a send that completes
+// at once the request a Wait would otherwise have to collect.
+func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s Sent, ok bool, err error) {
+	ep.lock()
+	defer ep.unlock()
+	if ep.closed {
+		return Sent{}, false, ErrClosed
+	}
+	if !ep.shortFits(dest, buf, mode) {
+		return Sent{}, false, nil
+	}
+	sid := ep.nextSID(dest)
+	if !ep.pushShort(dest, buf, ctx, tag, sid) {
+		return Sent{}, false, nil
+	}
+	return Sent{dest: int32(dest), tag: int32(tag), ctx: ctx, sid: sid}, true, nil
+}
+
+// nextSID returns a new short id for a send to dest: the short packets
+// sent to dest so far, never 0. Two messages share one only 2^32-1 short
+// packets apart.
+func (ep *Endpoint) nextSID(dest int) uint32 {
+	p := &ep.peers[dest]
+	if p.sid++; p.sid == 0 {
+		p.sid = 1
+	}
+	return p.sid
+}
+
+// CancelSent asks the receiver of the message s names (sent by SendNow) to
+// drop it if no receive has matched it yet (MPI_CANCEL of a send that
+// completed at once). The request it returns completes with the answer:
+// Status.Cancelled says whether the message was withdrawn. A message to a
+// rank that is gone stays sent.
+func (ep *Endpoint) CancelSent(s Sent) (*Request, error) {
+	ep.lock()
+	defer ep.unlock()
+	if ep.closed {
+		return nil, ErrClosed
+	}
+	if !s.Valid() || s.dest < 0 || int(s.dest) >= ep.size {
+		return nil, fmt.Errorf("%w: no message sent to cancel", ErrRequest)
+	}
+	r, err := ep.newRequest(kindSend, nil, int(s.dest), int(s.tag), s.ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.sid = s.sid
+	if ep.peers[r.peer].dead != nil {
+		ep.complete(r, nil)
+		return r, nil
+	}
+	r.state = stAwaitFin
+	r.cancelling = true
+	ep.queueCtl(r.peer, ctlPacket{typ: pktCancel, a: r.id, ctx: r.ctx, tag: int32(r.tag), sid: r.sid})
+	return r, nil
 }
 
 // shortFits reports whether a send of buf to dest in mode can go as one
@@ -193,7 +267,7 @@ func (ep *Endpoint) flush(i int) int {
 		}
 		switch c.typ {
 		case pktCancel:
-			putIDs(pkt[:cancelHeader], c.typ, c.flags, c.a, uint64(uint32(c.tag)))
+			putIDs(pkt[:cancelHeader], c.typ, c.flags, c.a, uint64(uint32(c.tag))|uint64(c.sid)<<32)
 			put32(pkt, 4, c.ctx)
 		case pktCTS:
 			putIDs(pkt[:ctsHeader], c.typ, c.flags, c.a, c.b)
@@ -351,7 +425,7 @@ func (r *Request) Cancel() error {
 		ep.complete(r, nil)
 	case r.kind == kindSend && r.state == stAwaitFin && !r.cancelling:
 		r.cancelling = true
-		ep.queueCtl(r.peer, ctlPacket{typ: pktCancel, a: r.id, ctx: r.ctx, tag: int32(r.tag)})
+		ep.queueCtl(r.peer, ctlPacket{typ: pktCancel, a: r.id, ctx: r.ctx, tag: int32(r.tag), sid: r.sid})
 	}
 	return nil
 }
@@ -372,7 +446,7 @@ func (ep *Endpoint) cancelDone(r *Request) {
 	r.cancelling = true
 	ep.inflight++
 	r.Completion.Rearm()
-	ep.queueCtl(r.peer, ctlPacket{typ: pktCancel, a: r.id, ctx: r.ctx, tag: int32(r.tag)})
+	ep.queueCtl(r.peer, ctlPacket{typ: pktCancel, a: r.id, ctx: r.ctx, tag: int32(r.tag), sid: r.sid})
 }
 
 func (ep *Endpoint) String() string { return fmt.Sprintf("rank %d of %d", ep.rank, ep.size) }

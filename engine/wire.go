@@ -13,12 +13,13 @@ import (
 //	       16 sender request u64 (synchronous sends only), 24 payload...
 //	       The first packet of an eager message; length is the whole
 //	       message, of which this packet carries the first part.
-//	short  0 type, 4 context u32, 8 tag i32, 12 sender id u32,
+//	short  0 type, 4 context u32, 8 tag i32, 12 short id u32,
 //	       16 payload...: a whole standard-mode eager message in one
-//	       packet, its length the payload's. The sender id names the
-//	       send for a cancel (shortID of its request id; 0: none). Eight
-//	       bytes less than eager: an 8-byte message fills 32 bytes of a
-//	       record ring, two to a cache line.
+//	       packet, its length the payload's. The short id names the
+//	       send for a cancel: a count of the sender's short packets to
+//	       this receiver, never 0 (0: the send cannot be cancelled).
+//	       Eight bytes less than eager: an 8-byte message fills 32
+//	       bytes of a record ring, two to a cache line.
 //	frag   0 type, 8 payload...: the next part of the eager message the
 //	       same peer sent last; packets of one message are contiguous.
 //	rts    0 type, 1 flags, 4 context u32, 8 tag i32, 16 length u64,
@@ -29,8 +30,10 @@ import (
 //	data   0 type, 8 receiver request u64, 16 offset u64, 24 payload...
 //	fin    0 type, 8 sender request u64: the receiver has the whole
 //	       message (rendezvous) or has matched it (synchronous eager).
-//	cancel 0 type, 4 context u32, 8 sender request u64, 16 tag i32: the
-//	       sender asks to withdraw an unmatched message.
+//	cancel 0 type, 4 context u32, 8 sender request u64, 16 tag i32,
+//	       20 short id u32: the sender asks to withdraw an unmatched
+//	       message, named by its request (eager, rts) or its short id
+//	       (short; 0 if none); the answer names the request.
 //	cancelled 0 type, 1 flags (1: withdrawn), 8 sender request u64.
 const (
 	pktEager     = 1
@@ -118,16 +121,6 @@ func putShort(p []byte, ctx uint32, tag int32, sid uint32) {
 	put32(p, 4, ctx)
 	put32(p, 8, uint32(tag))
 	put32(p, 12, sid)
-}
-
-// shortID is the 32-bit name a short packet gives its send request: the
-// table index plus one (at most 2^22) and the low 9 bits of the
-// generation, never 0. A cancel names the full id; the receiver compares
-// shortID of it. Two unexpected messages of one sender, context and tag
-// share a name only if the same table slot served both, 512 generations
-// apart, while the older one stayed unmatched.
-func shortID(id uint64) uint32 {
-	return uint32(id&(1<<32-1)+1) | uint32(id>>32&0x1ff)<<23
 }
 
 // putRTS writes a rendezvous announcement.

@@ -13,7 +13,7 @@ func FuzzPackets(f *testing.F) {
 	f.Add(good[:eagerHeader+8])
 	f.Add([]byte{pktFrag, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3})
 	short := make([]byte, shortHeader+8)
-	putShort(short, 0, 1, shortID(1<<32))
+	putShort(short, 0, 1, 1)
 	f.Add(short)
 	f.Add(short[:shortHeader-1])
 	rts := make([]byte, rtsHeader)
@@ -50,19 +50,4 @@ func FuzzPackets(f *testing.F) {
 			t.Fatalf("after a bad packet: %+v %v", st, err)
 		}
 	})
-}
-
-// TestShortID: the short name of a request id is never 0 and tells apart
-// the ids of one table slot over 512 generations.
-func TestShortID(t *testing.T) {
-	seen := map[uint32]bool{}
-	for _, idx := range []uint64{0, 1, 1<<22 - 1} {
-		for gen := uint64(1); gen <= 512; gen++ {
-			s := shortID(idx | gen<<32)
-			if s == 0 || seen[s] {
-				t.Fatalf("shortID(%d | %d<<32) = %#x: zero or repeated", idx, gen, s)
-			}
-			seen[s] = true
-		}
-	}
 }

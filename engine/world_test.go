@@ -282,6 +282,104 @@ func TestPeerExit(t *testing.T) {
 // TestCancelDeliveredEager is MPI-4.1's Example 8.11: an eager send whose
 // data already left is still cancelled while the receiver has not matched
 // it, and Wait reports it cancelled.
+// TestSendNow: a standard or ready send that fits one short packet goes
+// out at once without a request; others are left to Isend.
+func TestSendNow(t *testing.T) {
+	run(t, 2, func(ep *Endpoint) error {
+		if ep.Rank() == 0 {
+			for _, mode := range []Mode{Standard, Ready} {
+				s, ok, err := ep.SendNow(msg(8, int(mode)), 1, 1, 0, mode)
+				if err != nil || !ok || !s.Valid() {
+					return fmt.Errorf("mode %d: SendNow = %+v, %v, %v", mode, s, ok, err)
+				}
+			}
+			for _, c := range []struct {
+				n    int
+				mode Mode
+			}{{8, Synchronous}, {8, Buffered}, {100000, Standard}} {
+				if s, ok, err := ep.SendNow(msg(c.n, 0), 1, 2, 0, c.mode); ok || s.Valid() || err != nil {
+					return fmt.Errorf("%d bytes, mode %d: SendNow = %+v, %v, %v; want nothing sent", c.n, c.mode, s, ok, err)
+				}
+			}
+			return nil
+		}
+		for _, mode := range []Mode{Standard, Ready} {
+			buf := make([]byte, 8)
+			if st, err := ep.Recv(buf, 0, 1, 0); err != nil || st.Count != 8 || !bytes.Equal(buf, msg(8, int(mode))) {
+				return fmt.Errorf("receive %d: %+v %v %v", mode, st, err, buf)
+			}
+		}
+		return nil
+	})
+}
+
+// TestCancelSent: the cancel of a message SendNow sent withdraws it while
+// unmatched, and only it (the short id tells apart two messages of one
+// tag); after the match the message stands.
+func TestCancelSent(t *testing.T) {
+	run(t, 2, func(ep *Endpoint) error {
+		if ep.Rank() == 0 {
+			if _, err := ep.CancelSent(Sent{}); !errors.Is(err, ErrRequest) {
+				return fmt.Errorf("CancelSent of nothing: %v, want ErrRequest", err)
+			}
+			a, _, err := ep.SendNow(msg(8, 1), 1, 1, 0, Standard)
+			if err != nil {
+				return err
+			}
+			b, ok, err := ep.SendNow(msg(8, 2), 1, 1, 0, Standard)
+			if err != nil || !ok || a == b {
+				return fmt.Errorf("second SendNow: %+v %v %v (first %+v)", b, ok, err, a)
+			}
+			if _, err := ep.Recv(nil, 1, 2, 0); err != nil { // both have arrived
+				return err
+			}
+			r, err := ep.CancelSent(b)
+			if err != nil {
+				return err
+			}
+			if st, err := r.Wait(); err != nil || !st.Cancelled {
+				return fmt.Errorf("cancel: %+v %v", st, err)
+			}
+			if err := ep.Send(nil, 1, 3, 0, Standard); err != nil {
+				return err
+			}
+			if _, err := ep.Recv(nil, 1, 4, 0); err != nil { // a is received
+				return err
+			}
+			r, err = ep.CancelSent(a)
+			if err != nil {
+				return err
+			}
+			if st, err := r.Wait(); err != nil || st.Cancelled {
+				return fmt.Errorf("cancel after the match: %+v %v", st, err)
+			}
+			return ep.Send(nil, 1, 5, 0, Standard)
+		}
+		for !func() bool { _, ok, _ := ep.Iprobe(0, 1, 0); return ok }() {
+		}
+		if err := ep.Send(nil, 0, 2, 0, Standard); err != nil {
+			return err
+		}
+		if _, err := ep.Recv(nil, 0, 3, 0); err != nil {
+			return err
+		}
+		buf := make([]byte, 8)
+		if _, err := ep.Recv(buf, 0, 1, 0); err != nil || !bytes.Equal(buf, msg(8, 1)) {
+			return fmt.Errorf("received %v %v, want the first message", buf, err)
+		}
+		if err := ep.Send(nil, 0, 4, 0, Standard); err != nil {
+			return err
+		}
+		if _, err := ep.Recv(nil, 0, 5, 0); err != nil {
+			return err
+		}
+		if _, ok, _ := ep.Iprobe(0, 1, 0); ok {
+			return fmt.Errorf("cancelled message still there")
+		}
+		return nil
+	})
+}
+
 func TestCancelDeliveredEager(t *testing.T) {
 	run(t, 2, func(ep *Endpoint) error {
 		if ep.Rank() == 0 {

@@ -117,70 +117,79 @@ func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 	return c.status(st), c.fail(c.engineErr(op, err))
 }
 
-// isend starts a send for op: the engine request, or, to ProcNull, no
-// request and the status of a send complete at once.
-func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, Status, error) {
+// isend starts a send for op: the engine request; or, for a standard or
+// ready send that went out at once in one short packet, no request and
+// the message's name (kept for a cancel); or, to ProcNull, neither and the
+// status of a send complete at once.
+func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, engine.Sent, Status, error) {
 	if err := c.check(op.String()); err != nil {
-		return nil, Status{}, err
+		return nil, engine.Sent{}, Status{}, err
 	}
 	if err := c.checkDest(op.String(), dest, tag); err != nil {
-		return nil, Status{}, c.fail(err)
+		return nil, engine.Sent{}, Status{}, c.fail(err)
 	}
 	if dest == ProcNull {
-		return nil, Status{Source: ProcNull, Tag: AnyTag}, nil
+		return nil, engine.Sent{}, Status{Source: ProcNull, Tag: AnyTag}, nil
 	}
-	er, err := c.p.ep.Isend(buf, c.worldOf(dest), tag, c.ctx, mode)
+	s, ok, err := c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, mode)
+	if ok {
+		return nil, s, Status{}, nil
+	}
+	var er *engine.Request
+	if err == nil {
+		er, err = c.p.ep.Isend(buf, c.worldOf(dest), tag, c.ctx, mode)
+	}
 	if err != nil {
-		return nil, Status{}, c.fail(c.engineErr(op.String(), err))
+		return nil, engine.Sent{}, Status{}, c.fail(c.engineErr(op.String(), err))
 	}
-	return er, Status{}, nil
+	return er, engine.Sent{}, Status{}, nil
 }
 
 // request wraps what isend or irecv started for op.
-func (c *Comm) request(op opcode, er *engine.Request, st Status, err error) (*Request, error) {
+func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, err error) (*Request, error) {
 	switch {
 	case err != nil:
 		return nil, err
-	case er == nil:
+	case er == nil && !s.Valid():
 		return doneRequest(c, st), nil
 	}
 	r := c.p.newRequest()
-	r.c, r.er, r.op = c, er, op
+	r.c, r.er, r.sent, r.op = c, er, s, op
 	return r, nil
 }
 
 // Isend starts a send (MPI_ISEND); buf must not change until the request
 // completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
-	er, st, err := c.isend(opIsend, buf, dest, tag, engine.Standard)
-	return c.request(opIsend, er, st, err)
+	er, s, st, err := c.isend(opIsend, buf, dest, tag, engine.Standard)
+	return c.request(opIsend, er, s, st, err)
 }
 
 // Issend starts a synchronous send (MPI_ISSEND): the request completes
 // once the matching receive has started.
 func (c *Comm) Issend(buf []byte, dest, tag int) (*Request, error) {
-	er, st, err := c.isend(opIssend, buf, dest, tag, engine.Synchronous)
-	return c.request(opIssend, er, st, err)
+	er, s, st, err := c.isend(opIssend, buf, dest, tag, engine.Synchronous)
+	return c.request(opIssend, er, s, st, err)
 }
 
 // Irsend starts a ready send (MPI_IRSEND).
 func (c *Comm) Irsend(buf []byte, dest, tag int) (*Request, error) {
-	er, st, err := c.isend(opIrsend, buf, dest, tag, engine.Ready)
-	return c.request(opIrsend, er, st, err)
+	er, s, st, err := c.isend(opIrsend, buf, dest, tag, engine.Ready)
+	return c.request(opIrsend, er, s, st, err)
 }
 
 // Ibsend starts a buffered send (MPI_IBSEND): buf is copied into the
 // attached buffer at once.
 func (c *Comm) Ibsend(buf []byte, dest, tag int) (*Request, error) {
-	er, st, err := c.isend(opIbsend, buf, dest, tag, engine.Buffered)
-	return c.request(opIbsend, er, st, err)
+	er, s, st, err := c.isend(opIbsend, buf, dest, tag, engine.Buffered)
+	return c.request(opIbsend, er, s, st, err)
 }
 
 // Irecv starts a receive (MPI_IRECV); buf must not be read until the
 // request completes.
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 	er, st, err := c.irecv(buf, source, tag)
-	return c.request(opIrecv, er, st, err)
+	return c.request(opIrecv, er, engine.Sent{}, st, err)
 }
 
 // irecv starts a receive: the engine request, or, from ProcNull, no

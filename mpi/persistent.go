@@ -63,18 +63,19 @@ func (r *Request) Start() error {
 	}
 	var (
 		er  *engine.Request
+		s   engine.Sent
 		st  Status
 		err error
 	)
 	if pr.recv {
 		er, st, err = r.c.irecv(pr.buf, pr.peer, pr.tag)
 	} else {
-		er, st, err = r.c.isend(r.op, pr.buf, pr.peer, pr.tag, pr.mode)
+		er, s, st, err = r.c.isend(r.op, pr.buf, pr.peer, pr.tag, pr.mode)
 	}
 	if err != nil {
 		return err
 	}
-	r.er, r.x.st = er, st
+	r.er, r.sent, r.x.st = er, s, st
 	r.inactive = false
 	pr.active = true
 	return nil

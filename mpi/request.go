@@ -18,6 +18,7 @@ import (
 type Request struct {
 	c        *Comm
 	er       *engine.Request // a communication in flight
+	sent     engine.Sent     // or a short send that completed at once (kept for a cancel)
 	x        *requestExtra   // timers, persistent requests, requests complete from the start
 	op       opcode          // the routine that made it, for errors
 	inactive bool
@@ -99,6 +100,9 @@ func (r *Request) finish() (Status, error) {
 		r.er = nil
 		st = r.c.status(est)
 		err = r.c.fail(r.c.engineErr(r.op.String(), eerr))
+	case r.sent.Valid():
+		st = r.c.status(engine.Status{})
+		r.sent = engine.Sent{}
 	case r.x != nil && r.x.tr != nil:
 		st = Status{Source: AnySource, Tag: AnyTag, Cancelled: r.x.tr.Cancelled()}
 		r.x.tr.Free()
@@ -168,6 +172,12 @@ func (r *Request) Cancel() error {
 	switch {
 	case r.er != nil:
 		return r.c.engineErr("Cancel", r.er.Cancel())
+	case r.sent.Valid():
+		er, err := r.c.p.ep.CancelSent(r.sent)
+		if err != nil {
+			return r.c.engineErr("Cancel", err)
+		}
+		r.er, r.sent = er, engine.Sent{}
 	case r.x != nil && r.x.tr != nil:
 		r.x.tr.Cancel()
 	}
@@ -187,6 +197,8 @@ func (r *Request) Free() error {
 	case r.er != nil:
 		r.er.Free()
 		r.er = nil
+	case r.sent.Valid():
+		r.sent = engine.Sent{}
 	case r.x != nil && r.x.tr != nil:
 		r.x.tr.Free()
 		r.x.tr = nil

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"os"
 
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -231,6 +232,30 @@ func (ep *Endpoint) pollLocked() int {
 		ep.checkPeers()
 	}
 	return 0
+}
+
+// checkDest returns an error unless dest is a rank of the world and tag a
+// tag a send may carry.
+func (ep *Endpoint) checkDest(dest, tag int) error {
+	if uint(dest) >= uint(ep.size) {
+		return fmt.Errorf("%w: destination %d of a %d-rank world", ErrRank, dest, ep.size)
+	}
+	if tag < 0 || tag > math.MaxInt32 {
+		return fmt.Errorf("%w: %d", ErrTag, tag)
+	}
+	return nil
+}
+
+// checkSource returns an error unless src is a rank of the world or
+// AnySource, and tag a tag or AnyTag.
+func (ep *Endpoint) checkSource(src, tag int) error {
+	if src != AnySource && uint(src) >= uint(ep.size) {
+		return fmt.Errorf("%w: source %d of a %d-rank world", ErrRank, src, ep.size)
+	}
+	if tag != AnyTag && (tag < 0 || tag > math.MaxInt32) {
+		return fmt.Errorf("%w: %d", ErrTag, tag)
+	}
+	return nil
 }
 
 // complete finishes r: its status and error are final.

@@ -26,4 +26,10 @@ var (
 	ErrUnsupported = errors.New("engine: transport not supported here")
 	// ErrConfig: a job description or segment does not fit this endpoint.
 	ErrConfig = errors.New("engine: invalid job configuration")
+	// ErrRank: a rank that is not in the world (nor AnySource where a
+	// receive allows it).
+	ErrRank = errors.New("engine: invalid rank")
+	// ErrTag: a negative tag (other than AnyTag for a receive) or one
+	// that does not fit the wire's 32 bits.
+	ErrTag = errors.New("engine: invalid tag")
 )

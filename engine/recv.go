@@ -22,6 +22,9 @@ import (
 // Irecv posts a receive into buf from rank src (or AnySource) with tag (or
 // AnyTag) in context ctx.
 func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error) {
+	if err := ep.checkSource(src, tag); err != nil {
+		return nil, err
+	}
 	ep.lock()
 	defer ep.unlock()
 	if ep.closed {
@@ -33,6 +36,9 @@ func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error
 // Recv receives into buf and returns the message's status. Truncation
 // returns ErrTruncate with the status of what was stored.
 func (ep *Endpoint) Recv(buf []byte, src, tag int, ctx uint32) (Status, error) {
+	if err := ep.checkSource(src, tag); err != nil {
+		return Status{}, err
+	}
 	ep.lock()
 	if ep.closed {
 		ep.unlock()
@@ -122,6 +128,9 @@ func (ep *Endpoint) Iprobe(src, tag int, ctx uint32) (Status, bool, error) {
 // have arrived, without polling. It fails if the endpoint is closed or src
 // is gone.
 func (ep *Endpoint) probe(src, tag int, ctx uint32) (Status, bool, error) {
+	if err := ep.checkSource(src, tag); err != nil {
+		return Status{}, false, err
+	}
 	ep.lock()
 	defer ep.unlock()
 	if ep.closed {

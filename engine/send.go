@@ -28,6 +28,9 @@ import (
 // Synchronous, once the receive has matched). A small standard send that
 // finds room on its link completes without a request.
 func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error {
+	if err := ep.checkDest(dest, tag); err != nil {
+		return err
+	}
 	ep.lock()
 	if ep.closed {
 		ep.unlock()
@@ -64,6 +67,9 @@ func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error
 // Isend starts a send of buf to rank dest. buf must not change until the
 // request completes.
 func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Request, error) {
+	if err := ep.checkDest(dest, tag); err != nil {
+		return nil, err
+	}
 	ep.lock()
 	defer ep.unlock()
 	if ep.closed {
@@ -106,6 +112,9 @@ func (s Sent) Valid() bool { return s.sid != 0 }
 // the caller starts the send with Isend. It spares a send that completes
 // at once the request a Wait would otherwise have to collect.
 func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s Sent, ok bool, err error) {
+	if err := ep.checkDest(dest, tag); err != nil {
+		return Sent{}, false, err
+	}
 	ep.lock()
 	defer ep.unlock()
 	if ep.closed {

@@ -282,6 +282,47 @@ func TestPeerExit(t *testing.T) {
 // TestCancelDeliveredEager is MPI-4.1's Example 8.11: an eager send whose
 // data already left is still cancelled while the receiver has not matched
 // it, and Wait reports it cancelled.
+// TestBadArgs: a rank outside the world or a tag that is not one is an
+// error, never a panic.
+func TestBadArgs(t *testing.T) {
+	w, err := NewWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := w.Endpoint(0)
+	defer w.Endpoint(1).Close()
+	defer ep.Close()
+	buf := make([]byte, 8)
+	for _, c := range []struct {
+		rank, tag int
+		want      error
+	}{{2, 0, ErrRank}, {-1, 0, ErrRank}, {-2, 0, ErrRank}, {1, -1, ErrTag}, {1, -5, ErrTag}, {1, 1 << 40, ErrTag}} {
+		sends := map[string]error{
+			"Send": ep.Send(buf, c.rank, c.tag, 0, Standard),
+		}
+		_, sends["Isend"] = ep.Isend(buf, c.rank, c.tag, 0, Standard)
+		_, _, sends["SendNow"] = ep.SendNow(buf, c.rank, c.tag, 0, Standard)
+		for name, err := range sends {
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s to %d, tag %d: %v, want %v", name, c.rank, c.tag, err, c.want)
+			}
+		}
+		if c.rank == -1 || c.tag == -1 {
+			continue // AnySource and AnyTag receive
+		}
+		recvs := map[string]error{}
+		_, recvs["Recv"] = ep.Recv(buf, c.rank, c.tag, 0)
+		_, recvs["Irecv"] = ep.Irecv(buf, c.rank, c.tag, 0)
+		_, _, recvs["Iprobe"] = ep.Iprobe(c.rank, c.tag, 0)
+		_, recvs["Probe"] = ep.Probe(c.rank, c.tag, 0)
+		for name, err := range recvs {
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s from %d, tag %d: %v, want %v", name, c.rank, c.tag, err, c.want)
+			}
+		}
+	}
+}
+
 // TestSendNow: a standard or ready send that fits one short packet goes
 // out at once without a request; others are left to Isend.
 func TestSendNow(t *testing.T) {

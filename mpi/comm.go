@@ -98,6 +98,10 @@ func (c *Comm) engineErr(op string, err error) error {
 		cls = ErrBuffer
 	case errors.Is(err, engine.ErrRequest):
 		cls = ErrRequest
+	case errors.Is(err, engine.ErrRank):
+		cls = ErrRank
+	case errors.Is(err, engine.ErrTag):
+		cls = ErrTag
 	}
 	return &Error{Class: cls, Op: op, Detail: "on " + c.label(), Err: err}
 }

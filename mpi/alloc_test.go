@@ -133,8 +133,21 @@ func TestWaitallIntoRecycles(t *testing.T) {
 // software cost per message of the message-rate loop, with no cross-core
 // transfer in it.
 func BenchmarkSelfWindow(b *testing.B) {
+	b.Run("multiple", func(b *testing.B) { selfWindow(b, false) })
+	b.Run("serialized", func(b *testing.B) { selfWindow(b, true) })
+}
+
+// selfWindow runs BenchmarkSelfWindow on a rank of Run, which provides
+// ThreadMultiple, or made to run as InitThread(ThreadSerialized) does.
+func selfWindow(b *testing.B, serialized bool) {
 	const window = 64
 	err := Run(1, func(c *Comm) error {
+		if serialized {
+			if err := c.p.ep.SetSerial(true); err != nil {
+				return err
+			}
+			c.p.thread = ThreadSerialized
+		}
 		buf := make([]byte, 8)
 		reqs := make([]*Request, 2*window)
 		b.ReportAllocs()

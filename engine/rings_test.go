@@ -57,13 +57,7 @@ func TestRingConfigs(t *testing.T) {
 // the first packet after a poll (a ping-pong's).
 func TestRecordLinkPrefetchesStreams(t *testing.T) {
 	setVar(t, "rings_prefetch_record_bytes", "64")
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := w.Endpoint(0)
-	defer w.Endpoint(1).Close()
-	defer ep.Close()
+	ep := rankZero(t)
 	l, ok := ep.peers[1].out.(*recordLink)
 	if !ok {
 		t.Skipf("links are %T, not record rings", ep.peers[1].out)

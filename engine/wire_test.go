@@ -27,13 +27,7 @@ func FuzzPackets(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{200})
 	f.Fuzz(func(t *testing.T, pkt []byte) {
-		w, err := NewWorld(2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ep := w.Endpoint(0)
-		defer w.Endpoint(1).Close()
-		defer ep.Close()
+		ep := rankZero(t)
 		posted, _ := ep.Irecv(make([]byte, 16), AnySource, AnyTag, 0)
 		sent, _ := ep.Isend(make([]byte, 100000), 1, 1, 0, Synchronous)
 		ep.lock()

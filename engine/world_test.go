@@ -34,6 +34,21 @@ func run(t testing.TB, n int, fn func(ep *Endpoint) error) {
 	}
 }
 
+// rankZero returns rank 0 of a new two-rank in-process world; both ranks
+// are closed when the test ends.
+func rankZero(t testing.TB) *Endpoint {
+	t.Helper()
+	w, err := NewWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.Endpoint(0).Close()
+		w.Endpoint(1).Close()
+	})
+	return w.Endpoint(0)
+}
+
 func msg(n, seed int) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -285,13 +300,7 @@ func TestPeerExit(t *testing.T) {
 // TestBadArgs: a rank outside the world or a tag that is not one is an
 // error, never a panic.
 func TestBadArgs(t *testing.T) {
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := w.Endpoint(0)
-	defer w.Endpoint(1).Close()
-	defer ep.Close()
+	ep := rankZero(t)
 	buf := make([]byte, 8)
 	for _, c := range []struct {
 		rank, tag int

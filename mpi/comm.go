@@ -69,11 +69,17 @@ func (c *Comm) label() string {
 	return fmt.Sprintf("context %d", c.ctx/2)
 }
 
-// fail applies c's error handler to err and returns it.
+// fail applies c's error handler to err and returns it. It is small
+// enough to inline, so that the message path's success costs a compare.
 func (c *Comm) fail(err error) error {
 	if err == nil || c == nil {
 		return err
 	}
+	return c.handle(err)
+}
+
+// handle is fail for an error.
+func (c *Comm) handle(err error) error {
 	if Errhandler(c.errh.Load()) == ErrorsAreFatal {
 		fmt.Fprintf(os.Stderr, "tachyon: rank %d: %v\n", c.p.ep.Rank(), err)
 		c.p.ep.Abort(1, "error on a communicator whose handler is ErrorsAreFatal")
@@ -81,11 +87,17 @@ func (c *Comm) fail(err error) error {
 	return err
 }
 
-// engineErr maps an engine error to its MPI class.
+// engineErr maps an engine error to its MPI class; it inlines to a compare
+// for nil.
 func (c *Comm) engineErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	return c.classify(op, err)
+}
+
+// classify is engineErr for an error.
+func (c *Comm) classify(op string, err error) error {
 	cls := ErrOther
 	switch {
 	case errors.Is(err, engine.ErrTruncate):

@@ -136,7 +136,8 @@ func (r *Request) Wait() (Status, error) {
 	if !r.active() {
 		return emptyStatus, nil
 	}
-	if c, e := r.completion(); c != nil {
+	// An engine request's own Wait, in finish, waits for it.
+	if c, e := r.completion(); c != nil && r.er == nil {
 		e.Wait(c)
 	}
 	return r.finish()

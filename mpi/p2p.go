@@ -131,9 +131,13 @@ func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*e
 	if dest == ProcNull {
 		return nil, engine.Sent{}, Status{Source: ProcNull, Tag: AnyTag}, nil
 	}
-	s, ok, err := c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, mode)
-	if ok {
-		return nil, s, Status{}, nil
+	var err error
+	if mode == engine.Standard || mode == engine.Ready { // the modes SendNow takes
+		var s engine.Sent
+		var ok bool
+		if s, ok, err = c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, mode); ok {
+			return nil, s, Status{}, nil
+		}
 	}
 	var er *engine.Request
 	if err == nil {

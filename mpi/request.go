@@ -136,9 +136,10 @@ func (r *Request) Wait() (Status, error) {
 	if !r.active() {
 		return emptyStatus, nil
 	}
-	// An engine request's own Wait, in finish, waits for it.
-	if c, e := r.completion(); c != nil && r.er == nil {
-		e.Wait(c)
+	if r.er == nil { // an engine request's own Wait, in finish, waits for it
+		if c, e := r.completion(); c != nil {
+			e.Wait(c)
+		}
 	}
 	return r.finish()
 }

@@ -52,6 +52,7 @@ type peer struct {
 	dead   error       // non-nil once the peer is gone
 	count  *transportShards
 	sid    uint32 // the last short id given to a send to this peer
+	held   int    // packets handled but not yet released
 	queued bool   // counted in outq
 	wake   bool   // in ep.woken
 }
@@ -195,18 +196,26 @@ func (ep *Endpoint) Poll() int {
 	return n
 }
 
+// pollLocked takes in what every peer sent. The packets it handles are
+// released (their ring space zeroed and given back) only at the next poll
+// of their peer: released at once, the zeroing's stores sit in the store
+// buffer ahead of those of an answer the handling leads to (a ping-pong's
+// echo), and the answer leaves later (8 KiB latency 2.19-2.23 against
+// 2.25-2.44 µs, the 4-8 KiB message rate 3-5% higher, in alternating runs
+// of go run ./bench -format anchor -max 16384).
 func (ep *Endpoint) pollLocked() int {
 	ep.polls++
 	n := 0
 	batch := int(pollBatch.Get())
 	for i := range ep.peers {
 		p := &ep.peers[i]
+		ep.releaseHeld(p)
 		k, err := p.in.Peek(batch)
 		for j := 0; j < k; j++ {
 			ep.handle(i, p.in.Packet(j))
 		}
 		if k > 0 {
-			p.in.Release(k)
+			p.held = k
 			n += k
 		}
 		if err != nil {
@@ -232,6 +241,14 @@ func (ep *Endpoint) pollLocked() int {
 		ep.checkPeers()
 	}
 	return 0
+}
+
+// releaseHeld releases the packets of p that the last poll handled.
+func (ep *Endpoint) releaseHeld(p *peer) {
+	if p.held > 0 {
+		p.in.Release(p.held)
+		p.held = 0
+	}
 }
 
 // checkDest returns an error unless dest is a rank of the world and tag a
@@ -372,6 +389,7 @@ func (ep *Endpoint) checkPeers() {
 		if i == ep.rank || p.dead != nil {
 			continue
 		}
+		ep.releaseHeld(p) // what was read counts as read, and Peek starts after it
 		err := p.in.Check()
 		if err == nil {
 			if err = p.out.Check(); err == nil {

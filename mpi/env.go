@@ -141,6 +141,9 @@ func bootstrap() (*proc, error) {
 	}
 	name := os.Getenv(EnvSegment)
 	if name == "" {
+		if err := unjoinable(); err != nil {
+			return nil, err
+		}
 		w, err := engine.NewWorld(1)
 		if err != nil {
 			return nil, &Error{Class: ErrOther, Op: "Init", Detail: "singleton world", Err: err}
@@ -167,6 +170,26 @@ func bootstrap() (*proc, error) {
 		return nil, errorf(ErrOther, "Init", "%s=%d but the job's segment holds %d ranks", EnvSize, size, ep.Size())
 	}
 	return newProc(ep, func() { seg.Close() }), nil
+}
+
+// unjoinable returns an error if a launcher whose jobs Tachyon cannot join
+// started this process as one of several ranks: Slurm's srun without a
+// PMI-1 connection (no --mpi=pmi2, or --mpi=pmix), or a PMIx launcher such
+// as Open MPI's mpirun. Made a singleton, each such process would run a
+// world of its own and the job would silently be several jobs of one.
+func unjoinable() error {
+	if n := os.Getenv("SLURM_STEP_NUM_TASKS"); n != "" && n != "1" {
+		// srun's tasks; a batch script (SLURM_NTASKS but no step) is not one.
+		return errorf(ErrOther, "Init", "srun started this process as task %s of %s without a PMI-1 connection (PMI_FD is unset): run srun --mpi=pmi2, or set MpiDefault=pmi2 in slurm.conf (Tachyon does not speak PMIx)", os.Getenv("SLURM_PROCID"), n)
+	}
+	if n := os.Getenv("OMPI_COMM_WORLD_SIZE"); n != "" && n != "1" {
+		return errorf(ErrOther, "Init", "Open MPI's mpirun started this process as rank %s of %s, but Tachyon cannot join its jobs (it speaks PMIx only): launch with tachyonrun, MPICH's mpiexec or srun --mpi=pmi2", os.Getenv("OMPI_COMM_WORLD_RANK"), n)
+	}
+	if r := os.Getenv("PMIX_RANK"); r != "" && r != "0" {
+		// PMIx hands out the job's size only through its library.
+		return errorf(ErrOther, "Init", "a PMIx launcher started this process as rank %s, but Tachyon speaks only PMI-1: launch with tachyonrun, MPICH's mpiexec or srun --mpi=pmi2", r)
+	}
+	return nil
 }
 
 // PMI key-value space keys through which rank 0 publishes the job's

@@ -111,3 +111,43 @@ func TestHydraAbort(t *testing.T) {
 		t.Fatalf("took %v: the other ranks were not ended", took)
 	}
 }
+
+// TestUnjoinable: a process that a launcher Tachyon cannot join started as
+// one of several ranks is told so by Init, rather than becoming one of
+// several singleton worlds; a task of one, or a batch script, is a
+// singleton as before.
+func TestUnjoinable(t *testing.T) {
+	for _, v := range []string{"SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", EnvSegment, "PMI_FD", "PMI_PORT"} {
+		t.Setenv(v, "")
+	}
+	for _, tc := range []struct {
+		env  []string
+		want string // in the error; "" for none
+	}{
+		{[]string{"SLURM_STEP_NUM_TASKS", "4", "SLURM_PROCID", "2"}, "srun started this process as task 2 of 4 without a PMI-1 connection (PMI_FD is unset): run srun --mpi=pmi2"},
+		{[]string{"SLURM_STEP_NUM_TASKS", "1", "SLURM_PROCID", "0"}, ""},
+		{[]string{"SLURM_NTASKS", "4", "SLURM_PROCID", "0"}, ""}, // a batch script
+		{[]string{"OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_RANK", "1"}, "Open MPI's mpirun started this process as rank 1 of 2"},
+		{[]string{"OMPI_COMM_WORLD_SIZE", "1", "OMPI_COMM_WORLD_RANK", "0"}, ""},
+		{[]string{"PMIX_RANK", "3"}, "a PMIx launcher started this process as rank 3"},
+	} {
+		t.Run(strings.Join(tc.env, "="), func(t *testing.T) {
+			for i := 0; i < len(tc.env); i += 2 {
+				t.Setenv(tc.env[i], tc.env[i+1])
+			}
+			err := unjoinable()
+			if got := Launched(); got != (tc.want != "") {
+				t.Errorf("Launched() = %v", got)
+			}
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || ErrorClass(err) != ErrOther {
+				t.Fatalf("got %v (class %v), want %q", err, ErrorClass(err), tc.want)
+			}
+		})
+	}
+}

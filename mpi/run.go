@@ -126,14 +126,17 @@ const BsendOverhead = engine.BsendOverhead
 
 // Launched reports whether a launcher (tachyonrun, or a PMI launcher such
 // as MPICH's mpiexec) started this process as one rank of a job, so that
-// Init joins that job rather than making a singleton.
+// Init joins that job rather than making a singleton. It also reports
+// true for one of several ranks of a launcher whose jobs Tachyon cannot
+// join (srun without --mpi=pmi2, Open MPI's mpirun), so that Init, which
+// then fails with an error that says so, is not skipped.
 func Launched() bool {
 	for _, v := range []string{EnvSegment, "PMI_FD", "PMI_PORT"} {
 		if os.Getenv(v) != "" {
 			return true
 		}
 	}
-	return false
+	return unjoinable() != nil
 }
 
 // Main runs fn the way the process was started: as this process's rank of

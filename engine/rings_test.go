@@ -15,6 +15,7 @@ var ringConfigs = []struct {
 }{
 	{"cells", []string{"engine_rings=cells"}},
 	{"small-records", []string{"engine_rings=records", "engine_ring_bytes=4096"}},
+	{"unpadded-records", []string{"engine_line_padding=false"}},
 }
 
 // TestRingConfigs runs the protocol tests, in-process and across
@@ -52,10 +53,11 @@ func TestRingConfigs(t *testing.T) {
 	}
 }
 
-// TestRecordLinkPrefetchesStreams: a record link prefetches the next line
-// for a packet that follows another with no poll in between, and not for
-// the first packet after a poll (a ping-pong's).
-func TestRecordLinkPrefetchesStreams(t *testing.T) {
+// TestRecordLinkStreams: a record link prefetches the next line for a
+// packet that follows another with no poll in between, and not for the
+// first packet after a poll (a ping-pong's); line padding goes the other
+// way round.
+func TestRecordLinkStreams(t *testing.T) {
 	setVar(t, "rings_prefetch_record_bytes", "64")
 	ep := rankZero(t)
 	l, ok := ep.peers[1].out.(*recordLink)
@@ -70,6 +72,9 @@ func TestRecordLinkPrefetchesStreams(t *testing.T) {
 		}
 		if got := l.w.Prefetching(); got != want {
 			t.Fatalf("prefetching %v, want %v", got, want)
+		}
+		if got := l.w.LinePadding(); got == want {
+			t.Fatalf("line padding %v in a stream %v", got, want)
 		}
 	}
 	for range 3 {

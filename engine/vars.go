@@ -33,6 +33,9 @@ var (
 	checkInterval = cvar.NewDuration("engine_check_interval", 5*time.Millisecond,
 		"How often an endpoint with pending operations that finds nothing to do checks that its peers are alive: a dead or departed peer's operations fail within about this long after its death is visible.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(10*time.Microsecond), int64(time.Minute)))
+	linePad = cvar.NewBool("engine_line_padding", true,
+		"Whether a packet sent after the endpoint polled (not in a stream of sends) pads the rest of its cache line when the next packet of its size would not fit there, so that the reader of a ping-pong fetches one line per packet.",
+		cvar.WithCategory("engine"))
 	pollBatch = cvar.NewInt("engine_poll_batch", 32,
 		"Packets taken from one ring in one poll before the next ring is looked at.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1024), cvar.WithUnit("packets"))

@@ -177,6 +177,7 @@ type RecordWriter struct {
 	claimLen   uint64
 	ahead      uint64 // single producer: prefetch distance in bytes
 	noPrefetch bool   // SetPrefetch(false)
+	padLines   bool   // SetLinePadding(true)
 	r          *RecordRing
 	_          pad
 }
@@ -317,6 +318,9 @@ func (w *RecordWriter) Commit(typ uint32) error {
 	if !w.claiming || typ > MaxRecordType {
 		return ErrInvalid
 	}
+	if w.padLines && !w.multi {
+		w.padLine()
+	}
 	asm.StoreRelease64(w.hdr(w.claimIdx), w.claimLen|uint64(typ)<<32)
 	w.claiming = false
 	if !w.multi {
@@ -324,6 +328,35 @@ func (w *RecordWriter) Commit(typ uint32) error {
 	}
 	return nil
 }
+
+// padLine fills the rest of the cache line the record being committed
+// ends in with padding, when another record of its size would not fit
+// there: the next record then starts on a fresh line instead of spanning
+// two. The padding is stored before the commit's release store, so the
+// reader finds it in the line it reads the record from.
+func (w *RecordWriter) padLine() {
+	end := w.tail
+	rest := -end & (CacheLine - 1)
+	size := align(w.claimLen, recordAlign)
+	if rest == 0 || rest >= size || size > CacheLine || end+rest-w.headCache > w.capacity {
+		return
+	}
+	*w.hdr(end & w.mask) = rest | uint64(typePadding)<<32
+	w.tail = end + rest
+}
+
+// SetLinePadding turns line padding on or off for the commits that
+// follow: with it, a record that leaves too little of its cache line for
+// another of its size has the rest of the line padded, so that the next
+// record does not span two lines. It pays off for records the reader
+// waits for one at a time (a ping-pong), where each line the next record
+// touches is a line the reader must fetch; in a stream, packing records
+// densely moves fewer lines.
+func (w *RecordWriter) SetLinePadding(on bool) { w.padLines = on }
+
+// LinePadding reports whether SetLinePadding turned line padding on (a
+// many-to-one ring never pads, whatever it says).
+func (w *RecordWriter) LinePadding() bool { return w.padLines }
 
 // CommitLen publishes the first n bytes of the claimed record with type
 // typ, giving the rest of the claim back: a writer that reserved room for

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tachyon-hpc/tachyon/asm"
 )
 
 func newRecordPair(t testing.TB, multi bool, capacity int) (*RecordRing, *RecordWriter, *RecordReader) {
@@ -410,4 +412,76 @@ func TestMPSCTwoDeaths(t *testing.T) {
 	if err := rd.Check(); err != nil {
 		t.Fatalf("second Check = %v", err)
 	}
+}
+
+// TestRecordLinePadding: with line padding on, no record of up to a line
+// that follows one of its size spans two lines, every record arrives intact and in order across the
+// wrap, and the padding costs no more than the rest of a line; with it
+// off, records are packed (and some span two lines). On a many-to-one
+// ring the setting has no effect.
+func TestRecordLinePadding(t *testing.T) {
+	for _, pad := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pad=%v", pad), func(t *testing.T) {
+			_, w, rd := newRecordPair(t, false, 1024)
+			w.SetLinePadding(pad)
+			spans, seq := 0, 0
+			for round := 0; round < 200; round++ {
+				// Payloads of 0 to 56 bytes: records of 8 to 64.
+				n := (round * 8) % 57
+				for k := 0; k < 3; k++ {
+					p := make([]byte, n+8)[:n]
+					for i := range p {
+						p[i] = byte(seq + i)
+					}
+					start := w.tail
+					if err := w.TryWrite(1, p); err != nil {
+						t.Fatalf("round %d: %v", round, err)
+					}
+					if used := w.tail - start; used > align(uint64(recordHeader+n), recordAlign)+CacheLine-recordAlign {
+						t.Fatalf("a %d-byte record took %d bytes", n, used)
+					}
+					seq++
+				}
+				got, err := rd.Peek(8)
+				if err != nil || got != 3 {
+					t.Fatalf("round %d: Peek %d, %v", round, got, err)
+				}
+				for i := 0; i < got; i++ {
+					r := rd.recs[i]
+					// Padding foresees a record of the same size: the first
+					// of a new size may span two lines.
+					if hdr := r.idx - recordHeader; i > 0 && hdr/CacheLine != (hdr+recordHeader+r.n-1)/CacheLine {
+						spans++
+					}
+					b := rd.Record(i)
+					s := seq - got + i
+					if len(b) != n || n > 0 && (b[0] != byte(s) || b[n-1] != byte(s+n-1)) {
+						t.Fatalf("round %d: record %d is %v", round, s, b)
+					}
+				}
+				rd.Release(got)
+			}
+			if pad && spans != 0 {
+				t.Fatalf("%d records spanned two lines with padding on", spans)
+			}
+			if !pad && spans == 0 {
+				t.Fatal("no record spanned two lines with padding off: the test shows nothing")
+			}
+		})
+	}
+	t.Run("mpsc", func(t *testing.T) {
+		_, w, rd := newRecordPair(t, true, 1024)
+		w.SetLinePadding(true)
+		for i := 0; i < 3; i++ {
+			if err := w.TryWrite(1, make([]byte, 16)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w.tail != 0 || asm.LoadAcquire64(w.tailp) != 3*24 {
+			t.Fatalf("many-to-one tail at %d: padded", asm.LoadAcquire64(w.tailp))
+		}
+		if n, err := rd.Poll(func(uint32, []byte) {}, 8); n != 3 || err != nil {
+			t.Fatalf("Poll %d, %v", n, err)
+		}
+	})
 }

@@ -69,3 +69,42 @@ func TestSuiteInProcess(t *testing.T) {
 		t.Fatalf("results per kind: %v", kinds)
 	}
 }
+
+// TestOptions: the flags' values are checked, and -thread picks the level
+// process ranks ask for and that the table's title names.
+func TestOptions(t *testing.T) {
+	base := options{max: 64, format: "table", transport: "shm"}
+	for _, tc := range []struct {
+		thread, transport string
+		ok                bool
+		level             int
+		title             string
+	}{
+		{"", "shm", true, mpi.ThreadSerialized, "shared memory (processes), ThreadSerialized"},
+		{"serialized", "shm", true, mpi.ThreadSerialized, "ThreadSerialized"},
+		{"multiple", "shm", true, mpi.ThreadMultiple, "shared memory (processes), ThreadMultiple"},
+		{"", "inproc", true, 0, "in-process rings (goroutines), ThreadMultiple"},
+		{"multiple", "inproc", true, 0, "ThreadMultiple"},
+		{"serialized", "inproc", false, 0, ""},
+		{"single", "shm", false, 0, ""},
+	} {
+		o := base
+		o.thread, o.transport = tc.thread, tc.transport
+		err := o.check()
+		if (err == nil) != tc.ok {
+			t.Errorf("-thread %q -transport %s: %v", tc.thread, tc.transport, err)
+			continue
+		}
+		if !tc.ok {
+			continue
+		}
+		if got := o.level(); tc.transport == "shm" && got != tc.level {
+			t.Errorf("-thread %q: level %d, want %d", tc.thread, got, tc.level)
+		}
+		var b bytes.Buffer
+		writeTable(&b, o, []Result{{"latency", 8, 0.5}}, nil)
+		if title, _, _ := strings.Cut(b.String(), "\n"); !strings.Contains(title, tc.title) {
+			t.Errorf("-thread %q -transport %s: title %q lacks %q", tc.thread, tc.transport, title, tc.title)
+		}
+	}
+}

@@ -5,13 +5,15 @@
 //
 // Started plainly it runs its own two ranks, pinned to different CPUs,
 // over shared memory (or, with -transport inproc, as two goroutines of one
-// process). Started by tachyonrun or by MPICH's mpiexec it is one rank of
-// a two-rank job.
+// process). Started by tachyonrun, MPICH's mpiexec or srun --mpi=pmi2 it
+// is one rank of a two-rank job. Process ranks run at ThreadSerialized, as
+// the anchor's ranks run at MPI_THREAD_SINGLE, unless -thread multiple.
 //
 //	go run ./bench                       # the table
 //	go run ./bench -format anchor        # the anchor's line format
 //	go run ./bench -compare              # beside MPICH and Open MPI, same run
 //	go run ./bench -plot docs/bench.svg  # latency and message rate plots
+//	go run ./bench -thread multiple      # at the level mpi.Init gives
 package main
 
 import (
@@ -43,6 +45,7 @@ type options struct {
 	anchor    string
 	plot      string
 	quiet     bool
+	thread    string
 }
 
 func main() {
@@ -54,6 +57,7 @@ func main() {
 	flag.StringVar(&o.anchor, "anchor", "../shared/anchors/run-mpi-anchor.sh", "the anchor script for -compare")
 	flag.StringVar(&o.plot, "plot", "", "write an SVG plot of latency and message rate to this file")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	flag.StringVar(&o.thread, "thread", "", "thread level process ranks ask of InitThread: serialized (the default: one goroutine at a time inside MPI, as the anchor's MPI_THREAD_SINGLE) or multiple (what mpi.Init gives); in-process ranks are always multiple")
 	flag.Parse()
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -77,8 +81,20 @@ func (o options) check() error {
 		return fmt.Errorf("-format %q: want table or anchor", o.format)
 	case o.transport != "shm" && o.transport != "inproc":
 		return fmt.Errorf("-transport %q: want shm or inproc", o.transport)
+	case o.thread != "" && o.thread != "serialized" && o.thread != "multiple":
+		return fmt.Errorf("-thread %q: want serialized or multiple", o.thread)
+	case o.transport == "inproc" && o.thread == "serialized":
+		return errors.New("-thread serialized: in-process ranks (mpi.Run) are always at ThreadMultiple")
 	}
 	return nil
+}
+
+// level returns the thread level process ranks ask for.
+func (o options) level() int {
+	if o.thread == "multiple" {
+		return mpi.ThreadMultiple
+	}
+	return mpi.ThreadSerialized
 }
 
 // run measures and reports, and returns the exit status.
@@ -90,10 +106,10 @@ func run(o options) (int, error) {
 	switch {
 	case os.Getenv(workerEnv) != "":
 		// A rank bench started: measure, rank 0 prints anchor lines.
-		return 0, worker(progress)
+		return 0, worker(o, progress)
 	case mpi.Launched():
 		// One rank of a job someone else launched: measure and report.
-		res, err := asRank(o.max, progress)
+		res, err := asRank(o, progress)
 		if err != nil || res == nil {
 			return 0, err
 		}
@@ -113,12 +129,12 @@ func run(o options) (int, error) {
 }
 
 // worker is one rank started by spawn.
-func worker(progress io.Writer) error {
+func worker(o options, progress io.Writer) error {
 	max, err := strconv.Atoi(os.Getenv(workerEnv))
 	if err != nil {
 		return fmt.Errorf("%s=%q", workerEnv, os.Getenv(workerEnv))
 	}
-	if _, err := mpi.InitThread(mpi.ThreadSerialized); err != nil {
+	if _, err := mpi.InitThread(o.level()); err != nil {
 		return err
 	}
 	res, err := suite(mpi.World(), max, progress)
@@ -131,11 +147,11 @@ func worker(progress io.Writer) error {
 
 // asRank runs the suite as one rank of a launched job; rank 0 gets the
 // results.
-func asRank(max int, progress io.Writer) ([]Result, error) {
-	if _, err := mpi.InitThread(mpi.ThreadSerialized); err != nil {
+func asRank(o options, progress io.Writer) ([]Result, error) {
+	if _, err := mpi.InitThread(o.level()); err != nil {
 		return nil, err
 	}
-	res, err := suite(mpi.World(), max, progress)
+	res, err := suite(mpi.World(), o.max, progress)
 	if err != nil {
 		mpi.Abort(mpi.World(), 1)
 	}
@@ -157,7 +173,7 @@ func spawn(o options) ([]Result, int, error) {
 	defer stop()
 	var out strings.Builder
 	code, err := launch.Run(ctx, launch.Config{
-		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet)},
+		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread},
 		Env:    []string{workerEnv + "=" + strconv.Itoa(o.max)},
 		CPUs:   cpus,
 		Stdout: &out,

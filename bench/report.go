@@ -146,7 +146,11 @@ func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Resul
 	for i, n := range names {
 		others[i] = index(anchors[n])
 	}
-	fmt.Fprintf(w, "Tachyon point-to-point, 2 ranks over %s\n", map[string]string{"shm": "shared memory (processes)", "inproc": "in-process rings (goroutines)"}[o.transport])
+	level := "ThreadSerialized"
+	if o.transport == "inproc" || o.thread == "multiple" {
+		level = "ThreadMultiple"
+	}
+	fmt.Fprintf(w, "Tachyon point-to-point, 2 ranks over %s, %s\n", map[string]string{"shm": "shared memory (processes)", "inproc": "in-process rings (goroutines)"}[o.transport], level)
 	for _, m := range []struct{ kind, title, unit string }{
 		{"latency", "one-way latency", "us"},
 		{"msgrate", "message rate, window of 64", "M msg/s"},

@@ -12,14 +12,15 @@ import (
 )
 
 // A shared-memory job is one segment (see rings.Segment) that every rank
-// process maps:
+// process maps, with two regions:
 //
-//	region 0        control: line 0 {magic u32, ranks u32}, then two
-//	                lines per rank: its doorbell, and {pid u64,
-//	                attached u32}
-//	region 1+i*n+j  the ring carrying rank i's packets to rank j: a
-//	                record ring or a cell ring (engine_rings, as the
-//	                creator had it)
+//	region 0  control: line 0 {magic u32, ranks u32, ring bytes u64},
+//	          then two lines per rank: its doorbell, and {pid u64,
+//	          attached u32}
+//	region 1  the pair rings, ranks² of ring bytes each (a multiple of a
+//	          cache line): ring i*n+j carries rank i's packets to rank j,
+//	          a record ring or a cell ring (engine_rings, as the creator
+//	          had it), each with its own validated header
 //
 // Each rank parks on its own doorbell; a sender rings the receiver's after
 // publishing. Rendezvous messages are read with process_vm_readv from the
@@ -27,40 +28,50 @@ import (
 // rings.
 
 const (
-	shmMagic     = 0x4d485354 // "TSHM"
+	shmMagic     = 0x32485354 // "TSH2": two regions (the first layout, "TSHM", had a region per ring)
+	shmMagicV1   = 0x4d485354
 	ctlLine      = 64
 	ctlPerRank   = 2 * ctlLine
+	offCtlRing   = 8       // within line 0: ring bytes
 	offCtlPID    = ctlLine // within a rank's lines
 	offCtlJoined = ctlLine + 8
+	maxShmRanks  = 1 << 12
 )
 
 func ctlSize(n int) int { return ctlLine + n*ctlPerRank }
 
-// ShmJobSize returns the bytes the segment of an n-rank job takes with the
+// pairStride returns the bytes each pair ring takes in region 1 with the
 // current engine_rings and ring geometry.
-func ShmJobSize(n int) (int, error) {
+func pairStride() (int, error) {
 	size, err := pairRingSize()
 	if err != nil {
 		return 0, err
 	}
-	regions := []int{ctlSize(n)}
-	for i := 0; i < n*n; i++ {
-		regions = append(regions, size)
+	return (size + rings.CacheLine - 1) &^ (rings.CacheLine - 1), nil
+}
+
+// ShmJobSize returns the bytes the segment of an n-rank job takes with the
+// current engine_rings and ring geometry.
+func ShmJobSize(n int) (int, error) {
+	stride, err := pairStride()
+	if err != nil {
+		return 0, err
 	}
-	return rings.SegmentSize(regions...), nil
+	if n < 1 || n > maxShmRanks {
+		return 0, fmt.Errorf("%w: %d ranks", ErrConfig, n)
+	}
+	return rings.SegmentSize(ctlSize(n), n*n*stride), nil
 }
 
 // CreateShmJob creates the segment of an n-rank job: a named one under
 // rings_shm_dir if name is not empty, else an unnamed memfd to hand to
 // children. The creator passes it to the ranks, which call OpenShm.
 func CreateShmJob(name string, n int) (*rings.Segment, error) {
-	if n < 1 || n > 1<<12 {
-		return nil, fmt.Errorf("%w: %d ranks", ErrConfig, n)
-	}
 	total, err := ShmJobSize(n)
 	if err != nil {
 		return nil, err
 	}
+	stride, _ := pairStride()
 	var seg *rings.Segment
 	if name != "" {
 		seg, err = rings.CreateSegment(name, total)
@@ -68,11 +79,15 @@ func CreateShmJob(name string, n int) (*rings.Segment, error) {
 		seg, err = rings.CreateMemfdSegment("tachyon-job", total)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%d ranks need %d bytes of shared memory (%d rings of engine_ring_bytes and headers): %w", n, total, n*n, err)
 	}
 	_, ctl, err := seg.NewRegion(ctlSize(n))
-	for i := 0; i < n*n && err == nil; i++ {
-		err = newSegPairRing(seg)
+	var all []byte
+	if err == nil {
+		_, all, err = seg.NewRegion(n * n * stride)
+	}
+	for k := 0; k < n*n && err == nil; k++ {
+		_, err = newPairRing(all[k*stride : (k+1)*stride])
 	}
 	if err != nil {
 		seg.Remove()
@@ -80,14 +95,17 @@ func CreateShmJob(name string, n int) (*rings.Segment, error) {
 		return nil, err
 	}
 	binary.LittleEndian.PutUint32(ctl[4:], uint32(n))
+	binary.LittleEndian.PutUint64(ctl[offCtlRing:], uint64(stride))
 	asm.StoreRelease32((*uint32)(unsafe.Pointer(&ctl[0])), shmMagic)
 	return seg, nil
 }
 
-// shmJob is one rank's view of the control region.
+// shmJob is one rank's view of the job's regions.
 type shmJob struct {
-	ctl []byte
-	n   int
+	ctl    []byte
+	rings  []byte
+	n      int
+	stride int
 }
 
 func (j shmJob) rankLines(i int) []byte {
@@ -98,47 +116,64 @@ func (j shmJob) pid(i int) int {
 	return int(asm.LoadAcquire64((*uint64)(unsafe.Pointer(&j.rankLines(i)[offCtlPID]))))
 }
 
-// newSegPairRing carves the next pair's ring out of seg.
-func newSegPairRing(seg *rings.Segment) error {
-	if ringKind.Get() == ringsCells {
-		cells, size, err := ringGeometry()
-		if err == nil {
-			_, _, err = seg.NewCellRing(cells, size)
-		}
-		return err
-	}
-	_, _, err := seg.NewRecordRing(int(ringBytes.Get()))
-	return err
+// ringMem returns the memory of the ring from rank i to rank k.
+func (j shmJob) ringMem(i, k int) []byte {
+	off := (i*j.n + k) * j.stride
+	return j.rings[off : off+j.stride : off+j.stride]
 }
 
-// openPairRing attaches to the pair ring in region i of seg, of whichever
-// kind its creator made.
-func openPairRing(seg *rings.Segment, i int) (pairRing, error) {
-	if r, err := seg.RecordRing(i); err == nil {
+// openShmJob validates the job in seg and returns its regions.
+func openShmJob(seg *rings.Segment) (shmJob, error) {
+	ctl, err := seg.Region(0)
+	if err != nil {
+		return shmJob{}, err
+	}
+	if len(ctl) < ctlLine {
+		return shmJob{}, fmt.Errorf("%w: segment %q holds no shared-memory job", ErrConfig, seg.Name())
+	}
+	switch asm.LoadAcquire32((*uint32)(unsafe.Pointer(&ctl[0]))) {
+	case shmMagic:
+	case shmMagicV1:
+		return shmJob{}, fmt.Errorf("%w: segment %q holds a job laid out by an older Tachyon (a region per ring): launch with a tachyonrun of the same version", ErrConfig, seg.Name())
+	default:
+		return shmJob{}, fmt.Errorf("%w: segment %q holds no shared-memory job", ErrConfig, seg.Name())
+	}
+	n := int(binary.LittleEndian.Uint32(ctl[4:]))
+	stride := binary.LittleEndian.Uint64(ctl[offCtlRing:])
+	if n < 1 || n > maxShmRanks || len(ctl) < ctlSize(n) || seg.Regions() != 2 {
+		return shmJob{}, fmt.Errorf("%w: segment %q: a job of %d ranks in %d regions", ErrConfig, seg.Name(), n, seg.Regions())
+	}
+	all, err := seg.Region(1)
+	if err != nil {
+		return shmJob{}, err
+	}
+	if stride == 0 || stride%rings.CacheLine != 0 || stride > uint64(len(all)) || uint64(len(all))/stride < uint64(n*n) {
+		return shmJob{}, fmt.Errorf("%w: segment %q: %d-byte rings for %d ranks in a %d-byte region", ErrConfig, seg.Name(), stride, n, len(all))
+	}
+	return shmJob{ctl: ctl, rings: all, n: n, stride: int(stride)}, nil
+}
+
+// openPairRing attaches to the pair ring in mem, of whichever kind its
+// creator made.
+func openPairRing(mem []byte) (pairRing, error) {
+	if r, err := rings.AttachRecordRing(mem); err == nil {
 		return pairRing{record: r}, nil
 	}
-	r, err := seg.CellRing(i)
+	r, err := rings.AttachCellRing(mem)
 	return pairRing{cell: r}, err
 }
 
 // OpenShm attaches rank to the job in seg and returns its endpoint. The
 // segment must stay open while the endpoint is in use.
 func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
-	ctl, err := seg.Region(0)
+	job, err := openShmJob(seg)
 	if err != nil {
 		return nil, err
 	}
-	if len(ctl) < ctlLine || asm.LoadAcquire32((*uint32)(unsafe.Pointer(&ctl[0]))) != shmMagic {
-		return nil, fmt.Errorf("%w: segment %q holds no shared-memory job", ErrConfig, seg.Name())
-	}
-	n := int(binary.LittleEndian.Uint32(ctl[4:]))
-	if n < 1 || len(ctl) < ctlSize(n) || seg.Regions() != 1+n*n {
-		return nil, fmt.Errorf("%w: segment %q: job of %d ranks does not fit its %d regions", ErrConfig, seg.Name(), n, seg.Regions())
-	}
+	n := job.n
 	if rank < 0 || rank >= n {
 		return nil, fmt.Errorf("%w: rank %d of a %d-rank job", ErrConfig, rank, n)
 	}
-	job := shmJob{ctl: ctl, n: n}
 	bells := make([]*progress.Doorbell, n)
 	for i := range bells {
 		if bells[i], err = progress.DoorbellAt(job.rankLines(i)[:ctlLine]); err != nil {
@@ -165,7 +200,7 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 		return nil, err
 	}
 	for j := 0; j < n; j++ {
-		out, err := openPairRing(seg, 1+rank*n+j)
+		out, err := openPairRing(job.ringMem(rank, j))
 		if err != nil {
 			return fail(err)
 		}
@@ -180,7 +215,7 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 			return fail(fmt.Errorf("rank %d: sending side of ring to rank %d: %w", rank, j, err))
 		}
 		closers = append(closers, lc.close)
-		in, err := openPairRing(seg, 1+j*n+rank)
+		in, err := openPairRing(job.ringMem(j, rank))
 		if err != nil {
 			return fail(err)
 		}
@@ -190,6 +225,13 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 		}
 		closers = append(closers, ic.close)
 		links[j], inboxes[j] = l, c
+	}
+	if prefault.Get() {
+		// A hint: a ring that fails to prefault faults in as touched.
+		for j := 0; j < n; j++ {
+			rings.Prefault(job.ringMem(rank, j))
+			rings.Prefault(job.ringMem(j, rank))
+		}
 	}
 	rd := &shmReader{job: job, self: rank}
 	ep, err := newEndpoint(rank, links, inboxes, counts, prog, rd)

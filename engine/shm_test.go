@@ -2,11 +2,13 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -328,5 +330,80 @@ func TestShmProbeFromKilled(t *testing.T) {
 		ep.Close() // the Probe returns before the segment goes away
 		<-done
 		t.Fatal("Probe from a killed rank still waiting after a minute")
+	}
+}
+
+// TestShmJobLayout: a job of any size up to the limit fits its segment
+// (the first layout, a region per ring, stopped at 11 ranks); ranks at
+// both ends of a 40-rank job exchange messages; sizes out of range and a
+// segment of the first layout are refused with errors that say so.
+func TestShmJobLayout(t *testing.T) {
+	setVar(t, "engine_ring_bytes", "4096")
+	const n = 40
+	seg, err := CreateShmJob("", n)
+	if errors.Is(err, rings.ErrUnsupported) {
+		t.Skip("no shared-memory segments here:", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	first, err := OpenShm(seg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	last, err := OpenShm(seg, n-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer last.Close()
+	if first.Size() != n || last.Rank() != n-1 {
+		t.Fatalf("sizes %d, %d; rank %d", first.Size(), last.Size(), last.Rank())
+	}
+	buf := make([]byte, 3000)
+	for i, pair := range [][2]*Endpoint{{first, last}, {last, first}} {
+		from, to := pair[0], pair[1]
+		r, err := to.Irecv(buf, from.Rank(), i, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := from.Isend(msg(3000, i), to.Rank(), i, 0, Standard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for !r.Done() || !s.Done() { // two endpoints of one process: poll both
+			from.Poll()
+			to.Poll()
+		}
+		if st, err := r.Wait(); err != nil || st.Count != 3000 || !bytes.Equal(buf, msg(3000, i)) {
+			t.Fatalf("%d -> %d: %v, %+v", from.Rank(), to.Rank(), err, st)
+		}
+		if _, err := s.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := OpenShm(seg, n); !errors.Is(err, ErrConfig) {
+		t.Fatalf("rank %d of %d: %v", n, n, err)
+	}
+	for _, bad := range []int{0, maxShmRanks + 1} {
+		if _, err := CreateShmJob("", bad); !errors.Is(err, ErrConfig) {
+			t.Fatalf("a job of %d ranks: %v", bad, err)
+		}
+	}
+	// A segment in the first layout.
+	old, err := rings.CreateMemfdSegment("old", rings.SegmentSize(ctlSize(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	_, ctl, err := old.NewRegion(ctlSize(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(ctl, shmMagicV1)
+	binary.LittleEndian.PutUint32(ctl[4:], 2)
+	if _, err := OpenShm(old, 0); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "older Tachyon") {
+		t.Fatalf("a first-layout segment: %v", err)
 	}
 }

@@ -33,6 +33,9 @@ var (
 	checkInterval = cvar.NewDuration("engine_check_interval", 5*time.Millisecond,
 		"How often an endpoint with pending operations that finds nothing to do checks that its peers are alive: a dead or departed peer's operations fail within about this long after its death is visible.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(10*time.Microsecond), int64(time.Minute)))
+	prefault = cvar.NewBool("engine_prefault", true,
+		"Whether a rank joining a shared-memory job maps and reads the rings it sends and receives on (2 x ranks x engine_ring_bytes) before its first message, rather than paying a page fault per page and a memory miss per line during the first lap of traffic.",
+		cvar.WithCategory("engine"))
 	linePad = cvar.NewBool("engine_line_padding", true,
 		"Whether a packet sent after the endpoint polled (not in a stream of sends) pads the rest of its cache line when the next packet of its size would not fit there, so that the reader of a ping-pong fetches one line per packet.",
 		cvar.WithCategory("engine"))

@@ -81,7 +81,7 @@ func runMpiexec(t *testing.T, name string, args ...string) (string, int, time.Du
 }
 
 func TestHydraJob(t *testing.T) {
-	for _, args := range [][]string{{"-n", "1"}, {"-n", "2"}, {"-n", "4"}, {"-pmi-port", "-n", "3"}} {
+	for _, args := range [][]string{{"-n", "1"}, {"-n", "2"}, {"-n", "4"}, {"-n", "12"}, {"-pmi-port", "-n", "3"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out, code, _ := runMpiexec(t, "pmi-ring", args...)
 			if code != 0 {

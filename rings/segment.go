@@ -303,3 +303,15 @@ func checkName(name string) error {
 	}
 	return nil
 }
+
+// touch reads every cache line of mem.
+func touch(mem []byte) {
+	var sum byte
+	for off := 0; off < len(mem); off += CacheLine {
+		sum += mem[off]
+	}
+	touchSink = sum
+}
+
+// touchSink keeps touch's reads from being optimized away.
+var touchSink byte

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -128,6 +129,30 @@ func newSegment(fd, size int, name string) (*Segment, error) {
 	s.identify()
 	s.initHeader(selfID())
 	return s, nil
+}
+
+// Prefault readies mem, part of a segment's mapping, for this process: it
+// maps every page of it now, writable (MADV_POPULATE_WRITE, where the
+// kernel has it), and reads every cache line of it. Otherwise the first lap
+// of a ring through its pages pays a minor fault per page and a miss to
+// memory per line in the middle of traffic: in a fresh two-rank job the
+// first 14 chunks of 500 8-byte round trips took 0.53-0.76 µs one way
+// against 0.40-0.59 for the rest, and 0.40-0.43 with the rings prefaulted.
+// It does not change mem, so other processes may be using it.
+func Prefault(mem []byte) error {
+	if len(mem) == 0 {
+		return nil
+	}
+	// madvise wants a page-aligned start: widen the range down to the
+	// page mem starts in, which the same mapping holds.
+	page := uintptr(os.Getpagesize())
+	back := uintptr(unsafe.Pointer(unsafe.SliceData(mem))) % page
+	whole := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(mem)), -int(back))), len(mem)+int(back))
+	if err := unix.Madvise(whole, unix.MADV_POPULATE_WRITE); err != nil && err != unix.EINVAL {
+		return os.NewSyscallError("madvise", err)
+	}
+	touch(mem)
+	return nil
 }
 
 func (s *Segment) identify() {

@@ -27,3 +27,10 @@ func (s *Segment) Close() error { return ErrUnsupported }
 
 // Remove needs Linux: it returns ErrUnsupported.
 func (s *Segment) Remove() error { return ErrUnsupported }
+
+// Prefault reads every cache line of mem (mapping pages ahead needs
+// Linux).
+func Prefault(mem []byte) error {
+	touch(mem)
+	return nil
+}

@@ -2,6 +2,7 @@ package rings
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -219,5 +220,70 @@ func TestSegmentArgs(t *testing.T) {
 	}
 	if _, err := s.Region(0); err != ErrClosed {
 		t.Errorf("region after close: %v", err)
+	}
+}
+
+// TestPrefault: prefaulting a ring, or part of a region, in the process
+// that made the segment or in another mapping of it, leaves the contents
+// as they were.
+func TestPrefault(t *testing.T) {
+	size := SegmentSize(RecordRingSize(4096), 5000)
+	s := newTestSegment(t, size)
+	ri, rr, err := s.NewRecordRing(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := rr.Writer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.TryWrite(7, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	xi, raw, err := s.NewRegion(5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range raw {
+		raw[i] = byte(i * 7)
+	}
+	o, err := OpenSegment(s.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	for _, seg := range []*Segment{s, o} {
+		for i, kind := range map[int]Kind{ri: KindRecordRing, xi: KindRaw} {
+			mem, err := seg.region(i, kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A whole region, and a part starting mid-page.
+			for _, m := range [][]byte{mem, mem[100:]} {
+				if err := Prefault(m); err != nil {
+					t.Fatalf("Prefault of region %d: %v", i, err)
+				}
+			}
+		}
+	}
+	if err := Prefault(nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range raw {
+		if raw[i] != byte(i*7) {
+			t.Fatalf("byte %d of the raw region changed", i)
+		}
+	}
+	r, err := o.RecordRing(ri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := r.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if n, err := rd.Poll(func(typ uint32, p []byte) { got = fmt.Sprint(typ, string(p)) }, 8); n != 1 || err != nil || got != "7kept" {
+		t.Fatalf("after Prefault: %d records, %v, %q", n, err, got)
 	}
 }

@@ -31,7 +31,6 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/launch"
 	"github.com/tachyon-hpc/tachyon/mpi"
-	"golang.org/x/sys/unix"
 )
 
 // workerEnv marks a process that bench started as one of its ranks.
@@ -203,9 +202,7 @@ func inproc(max int, progress io.Writer) ([]Result, error) {
 	var res []Result
 	err = mpi.Run(2, func(c *mpi.Comm) error {
 		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpus[c.Rank()])
-		unix.SchedSetaffinity(0, &set)
+		pinThread(cpus[c.Rank()])
 		r, err := suite(c, max, progress)
 		if c.Rank() == 0 {
 			res = r

@@ -292,6 +292,7 @@ func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 		return errorf(ErrArg, "Waitall", "%d statuses for %d requests", len(statuses), len(reqs))
 	}
 	var first error
+	var done recycler
 	for i, r := range reqs {
 		if r == nil {
 			if statuses != nil {
@@ -309,11 +310,36 @@ func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 		if !r.freed && !r.persistent() {
 			reqs[i] = nil
 			if recycle && r.c != nil && r.x == nil {
-				r.c.p.recycle(r)
+				done.add(r)
 			}
 		}
 	}
+	done.flush()
 	return first
+}
+
+// recycler gathers the requests a Waitall frees and gives them back to
+// their rank in batches.
+type recycler struct {
+	p  *proc
+	n  int
+	rs [32]*Request
+}
+
+func (b *recycler) add(r *Request) {
+	if b.n == len(b.rs) || b.n > 0 && b.p != r.c.p {
+		b.flush()
+	}
+	b.p = r.c.p
+	b.rs[b.n] = r
+	b.n++
+}
+
+func (b *recycler) flush() {
+	if b.n > 0 {
+		b.p.recycle(b.rs[:b.n])
+		b.n = 0
+	}
 }
 
 // Testall reports whether every request of reqs has completed

@@ -1,5 +1,0 @@
-//go:build race
-
-package mpi
-
-const raceEnabled = true

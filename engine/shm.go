@@ -2,8 +2,10 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
@@ -79,7 +81,11 @@ func CreateShmJob(name string, n int) (*rings.Segment, error) {
 		seg, err = rings.CreateMemfdSegment("tachyon-job", total)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%d ranks need %d bytes of shared memory (%d rings of engine_ring_bytes and headers): %w", n, total, n*n, err)
+		hint := ""
+		if errors.Is(err, syscall.ENOSPC) {
+			hint = " (lower engine_ring_bytes with TACHYON_ENGINE_RING_BYTES, or give rings_shm_dir more room)"
+		}
+		return nil, fmt.Errorf("%d ranks need %d bytes of shared memory, %d rings of %d bytes: %w%s", n, total, n*n, stride, err, hint)
 	}
 	_, ctl, err := seg.NewRegion(ctlSize(n))
 	var all []byte

@@ -5,5 +5,6 @@
 //
 // slurm_test.go starts a private single-node Slurm cluster (munged,
 // slurmctld and slurmd on ports of its own, everything under a temporary
-// directory) and runs Tachyon jobs under srun --mpi=pmi2.
+// directory) and runs Tachyon jobs under srun --mpi=pmi2. shm_test.go
+// mounts a small tmpfs to see a job that does not fit fail clearly.
 package hwtests

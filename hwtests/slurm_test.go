@@ -20,17 +20,6 @@ import (
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
 
-// roleEnv names what a re-executed test binary does as one task of an
-// srun job step.
-const roleEnv = "TACHYON_HWTEST_ROLE"
-
-func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		os.Exit(runRole(role))
-	}
-	os.Exit(m.Run())
-}
-
 // runRole is one rank of a job the test started under srun.
 func runRole(role string) int {
 	if err := mpi.Init(); err != nil {

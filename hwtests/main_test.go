@@ -1,0 +1,21 @@
+package hwtests
+
+import (
+	"os"
+	"testing"
+)
+
+// roleEnv names what a re-executed test binary does: one task of an srun
+// job step, or TestShmJobNoRoom's child.
+const roleEnv = "TACHYON_HWTEST_ROLE"
+
+func TestMain(m *testing.M) {
+	switch role := os.Getenv(roleEnv); role {
+	case "":
+	case "noroom":
+		os.Exit(noRoom())
+	default:
+		os.Exit(runRole(role))
+	}
+	os.Exit(m.Run())
+}

@@ -279,7 +279,10 @@ func BenchmarkThroughputProcesses(b *testing.B) {
 		b.Run("cell/"+itoa(size)+"B", func(b *testing.B) { cellThroughput(b, cpuA, cpuB, size) })
 	}
 	for _, size := range []int{8, 64} {
-		b.Run("record/"+itoa(size)+"B", func(b *testing.B) { recordThroughput(b, cpuA, cpuB, size) })
+		b.Run("record/"+itoa(size)+"B", func(b *testing.B) { recordThroughput(b, cpuA, cpuB, size, 1) })
+	}
+	for _, size := range []int{8, 64} {
+		b.Run("record-batch/"+itoa(size)+"B", func(b *testing.B) { recordThroughput(b, cpuA, cpuB, size, tputBatch) })
 	}
 }
 
@@ -344,8 +347,9 @@ func cellThroughput(b *testing.B, cpuA, cpuB, size int) {
 }
 
 // recordThroughput reads b.N records of size bytes from a "tput-record"
-// child.
-func recordThroughput(b *testing.B, cpuA, cpuB, size int) {
+// child, which writes them one by one or, if batch > 1, batch at a time
+// between Hold and Flush.
+func recordThroughput(b *testing.B, cpuA, cpuB, size, batch int) {
 	const capacity = 1 << 18
 	s := benchSegment(b, SegmentSize(RecordRingSize(capacity)))
 	i, r, err := s.NewRecordRing(capacity)
@@ -358,7 +362,7 @@ func recordThroughput(b *testing.B, cpuA, cpuB, size int) {
 	}
 	defer pinCurrent(b, cpuA)()
 	ch := startChild(b, "tput-record", s, "RING", itoa(i), "N", itoa(b.N),
-		"SIZE", itoa(size), "CPU", itoa(cpuB))
+		"SIZE", itoa(size), "CPU", itoa(cpuB), "BATCH", itoa(batch))
 	next := make([]uint64, 1)
 	fn := seqChecker(b, next, size)
 	readRecords(b, rd, ch, b.N, fn, func() { b.ResetTimer() })

@@ -107,7 +107,7 @@ func runChild(role string) error {
 			}
 		}
 		time.Sleep(time.Hour)
-	case "record-send": // n records of 0..996 bytes
+	case "record-send": // n records of 0..996 bytes, RINGS_TEST_BATCH at a time
 		r, err := seg.RecordRing(ring)
 		if err != nil {
 			return err
@@ -117,14 +117,23 @@ func runChild(role string) error {
 			return err
 		}
 		buf := make([]byte, 1000)
+		batch := uint64(max(1, envInt("BATCH"))) // > 1: that many between Hold and Flush
 		for i := uint64(0); i < uint64(n); i++ {
+			if batch > 1 && i%batch == 0 {
+				if err := w.Hold(); err != nil {
+					return err
+				}
+			}
 			m := buf[:i%997]
 			pattern(m, i)
 			if err := w.Write(uint32(i%1000), m); err != nil {
 				return err
 			}
+			if i%batch == batch-1 {
+				w.Flush()
+			}
 		}
-		return w.Close()
+		return w.Close() // flushes a last, partial batch
 	case "mpsc-send": // n records (forever if 0) tagged with id, then an end record
 		r, err := seg.RecordRing(ring)
 		if err != nil {
@@ -241,7 +250,11 @@ func runChild(role string) error {
 		if err != nil {
 			return err
 		}
-		if err := recordProduce(w, n, envInt("SIZE"), uint32(id)+1); err != nil {
+		if batch := envInt("BATCH"); batch > 1 {
+			if err := recordProduceBatch(w, n, envInt("SIZE"), batch); err != nil {
+				return err
+			}
+		} else if err := recordProduce(w, n, envInt("SIZE"), uint32(id)+1); err != nil {
 			return err
 		}
 		return w.Close()
@@ -298,6 +311,36 @@ func recordProduce(w *RecordWriter, n, size int, typ uint32) error {
 		if err := w.Write(typ, msg); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// recordProduceBatch writes n records of size bytes and type 1, batch at
+// a time between Hold and Flush.
+func recordProduceBatch(w *RecordWriter, n, size, batch int) error {
+	s := newSpinner()
+	for i := 0; i < n; {
+		if err := w.Hold(); err != nil {
+			return err
+		}
+		for end := min(i+batch, n); i < end; {
+			p, err := w.Claim(size)
+			if err == ErrFull {
+				if s.spin() {
+					if err := w.Check(); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			binary.LittleEndian.PutUint64(p, uint64(i))
+			w.Commit(1)
+			i++
+		}
+		w.Flush()
 	}
 	return nil
 }

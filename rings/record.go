@@ -178,6 +178,10 @@ type RecordWriter struct {
 	ahead      uint64 // single producer: prefetch distance in bytes
 	noPrefetch bool   // SetPrefetch(false)
 	padLines   bool   // SetLinePadding(true)
+	holding    bool   // Hold: commits wait for Flush
+	held       bool   // a committed record's header waits in heldHdr
+	heldIdx    uint64
+	heldHdr    uint64
 	r          *RecordRing
 	_          pad
 }
@@ -202,6 +206,11 @@ func (w *RecordWriter) Claim(n int) ([]byte, error) {
 		idx, err = w.claimShared(need, length)
 	} else {
 		idx, err = w.claimOwn(need)
+		if err == ErrFull && w.held {
+			// The reader cannot free room it cannot see: publish what
+			// is held (the hold goes on).
+			w.publishHeld()
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -321,12 +330,59 @@ func (w *RecordWriter) Commit(typ uint32) error {
 	if w.padLines && !w.multi {
 		w.padLine()
 	}
-	asm.StoreRelease64(w.hdr(w.claimIdx), w.claimLen|uint64(typ)<<32)
+	hdr := w.claimLen | uint64(typ)<<32
 	w.claiming = false
+	if w.holding {
+		if w.held {
+			// The reader cannot pass the held header: a plain store is
+			// published by Flush's release store.
+			*w.hdr(w.claimIdx) = hdr
+		} else {
+			w.held, w.heldIdx, w.heldHdr = true, w.claimIdx, hdr
+		}
+		return nil
+	}
+	asm.StoreRelease64(w.hdr(w.claimIdx), hdr)
 	if !w.multi {
 		asm.StoreRelease64(w.tailp, w.tail)
 	}
 	return nil
+}
+
+// Hold makes the records committed from now on wait for Flush: they are
+// written in place, but the reader sees none of them until Flush publishes
+// them all with one release store (the header of the first, stored last).
+// A writer with several records at hand saves a release store per record,
+// and the reader, which polls only the first record's header meanwhile,
+// stays off the lines being written. Only a single-producer ring holds
+// (ErrInvalid otherwise); holding while already holding is a no-op.
+func (w *RecordWriter) Hold() error {
+	if w.multi || w.closed {
+		if w.closed {
+			return ErrClosed
+		}
+		return ErrInvalid
+	}
+	w.holding = true
+	return nil
+}
+
+// Flush publishes the records committed since Hold and ends the hold.
+// Without a hold it does nothing.
+func (w *RecordWriter) Flush() {
+	if w.holding {
+		w.publishHeld()
+		w.holding = false
+	}
+}
+
+// publishHeld publishes the records held so far.
+func (w *RecordWriter) publishHeld() {
+	if w.held {
+		w.held = false
+		asm.StoreRelease64(w.hdr(w.heldIdx), w.heldHdr)
+	}
+	asm.StoreRelease64(w.tailp, w.tail)
 }
 
 // padLine fills the rest of the cache line the record being committed
@@ -385,7 +441,7 @@ func (w *RecordWriter) Abort() {
 	}
 	asm.StoreRelease64(w.hdr(w.claimIdx), align(w.claimLen, recordAlign)|uint64(typePadding)<<32)
 	w.claiming = false
-	if !w.multi {
+	if !w.multi && !w.holding {
 		asm.StoreRelease64(w.tailp, w.tail)
 	}
 }
@@ -443,6 +499,7 @@ func (w *RecordWriter) Close() error {
 		return ErrClosed
 	}
 	w.Abort()
+	w.Flush()
 	w.closed = true
 	if w.multi {
 		w.r.h.freeSlot(w.slot, w.gen)

@@ -42,7 +42,15 @@ func TestProcessCellStress(t *testing.T) {
 	ch.wait(t)
 }
 
+// TestProcessRecordStress: a producer process writes records of every
+// size from 0 to 996 bytes, one by one or 37 at a time between Hold and
+// Flush, through a 64 KiB ring; every one arrives once, in order, intact.
 func TestProcessRecordStress(t *testing.T) {
+	t.Run("one-by-one", func(t *testing.T) { recordStress(t, 1) })
+	t.Run("held", func(t *testing.T) { recordStress(t, 37) })
+}
+
+func recordStress(t *testing.T, batch int) {
 	n := stressCount(1_000_000)
 	s := newTestSegment(t, SegmentSize(RecordRingSize(1<<16)))
 	i, r, err := s.NewRecordRing(1 << 16)
@@ -53,7 +61,7 @@ func TestProcessRecordStress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := startChild(t, "record-send", s, "RING", itoa(i), "N", itoa(n))
+	ch := startChild(t, "record-send", s, "RING", itoa(i), "N", itoa(n), "BATCH", itoa(batch))
 	ch.watchdog(t, time.Minute)
 	seq := uint64(0)
 	fn := func(typ uint32, p []byte) {

@@ -78,9 +78,10 @@ type recordLink struct {
 	// (engine_line_padding; rings.RecordWriter.SetLinePadding): a
 	// ping-pong's reader then fetches one line per packet rather than
 	// two for every packet that spans a line boundary. One-way latency
-	// with 16 B messages (40 B records) 0.39-0.46 against 0.43-0.45 µs,
-	// with 32 B 0.39-0.42 against 0.46-0.50; in a stream it would cost
-	// density, so streams stay packed.
+	// with 16 B messages (40 B records) 0.397-0.403 against 0.440-0.453
+	// µs, with 32 B 0.396-0.431 against 0.474-0.486 (go run ./bench
+	// -format anchor -max 64, alternating TACHYON_ENGINE_LINE_PADDING);
+	// in a stream it would cost density, so streams stay packed.
 	pad bool
 }
 

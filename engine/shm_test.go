@@ -407,3 +407,34 @@ func TestShmJobLayout(t *testing.T) {
 		t.Fatalf("a first-layout segment: %v", err)
 	}
 }
+
+// FuzzShmJob: whatever a segment's control line says (ranks, ring size,
+// magic), OpenShm either attaches or returns an error; it never panics
+// or reads outside the segment.
+func FuzzShmJob(f *testing.F) {
+	f.Add(uint32(shmMagic), uint32(2), uint64(4096+256), 0)
+	f.Add(uint32(shmMagic), uint32(3), uint64(64), 2)
+	f.Add(uint32(shmMagicV1), uint32(2), uint64(0), 0)
+	f.Add(uint32(shmMagic), uint32(1<<31), uint64(1<<63), 1)
+	f.Fuzz(func(t *testing.T, magic, ranks uint32, stride uint64, rank int) {
+		setVar(t, "engine_ring_bytes", "4096")
+		seg, err := CreateShmJob("", 2)
+		if errors.Is(err, rings.ErrUnsupported) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer seg.Close()
+		ctl, err := seg.Region(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary.LittleEndian.PutUint32(ctl[4:], ranks)
+		binary.LittleEndian.PutUint64(ctl[offCtlRing:], stride)
+		binary.LittleEndian.PutUint32(ctl, magic)
+		if ep, err := OpenShm(seg, rank); err == nil {
+			ep.Close()
+		}
+	})
+}

@@ -177,13 +177,7 @@ func startSlurm(t *testing.T) *cluster {
 			t.Skipf("%s not on PATH (apt-get install slurm-wlm munge)", p)
 		}
 	}
-	// /tmp rather than t.TempDir: munged refuses a socket directory whose
-	// path is long or whose parents others may write without a sticky bit.
-	dir, err := os.MkdirTemp("", "tachyon-slurm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := t.TempDir()
 	for _, d := range []string{"spool", "state"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
 			t.Fatal(err)

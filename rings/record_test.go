@@ -51,6 +51,11 @@ func TestRecordWrap(t *testing.T) {
 			forKinds(t, func(t *testing.T, multi bool) { recordWrap(t, multi, ahead) })
 		})
 	}
+	// Records of 64 bytes and more prefetched whole.
+	t.Run("prefetch-whole", func(t *testing.T) {
+		defer setCvar(t, "rings_prefetch_whole_record_bytes", "64")()
+		forKinds(t, func(t *testing.T, multi bool) { recordWrap(t, multi, 64) })
+	})
 }
 
 func recordWrap(t *testing.T, multi bool, ahead int) {

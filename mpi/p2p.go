@@ -131,12 +131,20 @@ func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*e
 	if dest == ProcNull {
 		return nil, engine.Sent{}, Status{Source: ProcNull, Tag: AnyTag}, nil
 	}
+	er, s, err := c.startSend(op, buf, dest, tag, mode)
+	return er, s, Status{}, err
+}
+
+// startSend starts a send whose arguments have been checked: out at once
+// without an engine request if it can go as one short packet, else
+// through an engine request.
+func (c *Comm) startSend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, engine.Sent, error) {
 	var err error
 	if mode == engine.Standard || mode == engine.Ready { // the modes SendNow takes
 		var s engine.Sent
 		var ok bool
 		if s, ok, err = c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, mode); ok {
-			return nil, s, Status{}, nil
+			return nil, s, nil
 		}
 	}
 	var er *engine.Request
@@ -144,9 +152,9 @@ func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*e
 		er, err = c.p.ep.Isend(buf, c.worldOf(dest), tag, c.ctx, mode)
 	}
 	if err != nil {
-		return nil, engine.Sent{}, Status{}, c.fail(c.engineErr(op.String(), err))
+		return nil, engine.Sent{}, c.fail(c.engineErr(op.String(), err))
 	}
-	return er, engine.Sent{}, Status{}, nil
+	return er, engine.Sent{}, nil
 }
 
 // request wraps what isend or irecv started for op.
@@ -165,6 +173,15 @@ func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, 
 // Isend starts a send (MPI_ISEND); buf must not change until the request
 // completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
+	if c.usual(dest, tag) { // checked in line
+		er, s, err := c.startSend(opIsend, buf, dest, tag, engine.Standard)
+		if err != nil {
+			return nil, err
+		}
+		r := c.p.newRequest()
+		r.c, r.er, r.sent, r.op = c, er, s, opIsend
+		return r, nil
+	}
 	er, s, st, err := c.isend(opIsend, buf, dest, tag, engine.Standard)
 	return c.request(opIsend, er, s, st, err)
 }
@@ -192,8 +209,24 @@ func (c *Comm) Ibsend(buf []byte, dest, tag int) (*Request, error) {
 // Irecv starts a receive (MPI_IRECV); buf must not be read until the
 // request completes.
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
+	if c.usual(source, tag) { // checked in line: no wildcard, no ProcNull
+		er, err := c.p.ep.Irecv(buf, c.worldOf(source), tag, c.ctx)
+		if err != nil {
+			return nil, c.fail(c.engineErr("Irecv", err))
+		}
+		r := c.p.newRequest()
+		r.c, r.er, r.op = c, er, opIrecv
+		return r, nil
+	}
 	er, st, err := c.irecv(buf, source, tag)
 	return c.request(opIrecv, er, engine.Sent{}, st, err)
+}
+
+// usual reports whether c may be used and peer and tag name a rank of c
+// and a tag (no wildcard, no ProcNull): what the general checks would
+// pass without a word. Receives and sends take it in line.
+func (c *Comm) usual(peer, tag int) bool {
+	return c != nil && !c.p.done && !c.freed.Load() && uint(peer) < uint(c.size) && uint(tag) <= TagUB
 }
 
 // irecv starts a receive: the engine request, or, from ProcNull, no

@@ -226,3 +226,18 @@ func TestRequestReuseConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestZeroRequest: a Request the program made itself, not one MPI
+// returned, waits and tests without a panic.
+func TestZeroRequest(t *testing.T) {
+	var r Request
+	if _, err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, done, err := new(Request).Test(); !done || err != nil {
+		t.Fatalf("Test: %v %v", done, err)
+	}
+	if err := WaitallInto([]*Request{new(Request), nil}, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -130,17 +130,20 @@ func (r *Request) usable(op string) error {
 // Wait waits for r to complete and returns its status (MPI_WAIT). A nil or
 // inactive request returns an empty status at once.
 func (r *Request) Wait() (Status, error) {
-	if r != nil && r.x == nil && !r.freed && !r.inactive && !r.c.p.done {
+	if r != nil && r.x == nil && !r.freed && !r.inactive && r.c != nil && !r.c.p.done {
 		// The usual request, a send or receive that Isend or Irecv
 		// started, checked in line.
-		r.inactive = true
 		if r.er != nil {
+			r.inactive = true
 			est, eerr := r.er.Wait()
 			r.er = nil
 			return r.c.status(est), r.c.fail(r.c.engineErr(r.op.String(), eerr))
 		}
-		r.sent = engine.Sent{}
-		return r.c.status(engine.Status{}), nil
+		if r.sent.Valid() {
+			r.inactive = true
+			r.sent = engine.Sent{}
+			return r.c.status(engine.Status{}), nil
+		}
 	}
 	if err := r.usable("Wait"); err != nil {
 		return Status{}, err

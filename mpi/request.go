@@ -95,14 +95,8 @@ func (r *Request) finish() (Status, error) {
 	var st Status
 	var err error
 	switch {
-	case r.er != nil:
-		est, eerr := r.er.Wait()
-		r.er = nil
-		st = r.c.status(est)
-		err = r.c.fail(r.c.engineErr(r.op.String(), eerr))
-	case r.sent.Valid():
-		st = r.c.status(engine.Status{})
-		r.sent = engine.Sent{}
+	case r.er != nil || r.sent.Valid():
+		st, err = r.collect()
 	case r.x != nil && r.x.tr != nil:
 		st = Status{Source: AnySource, Tag: AnyTag, Cancelled: r.x.tr.Cancelled()}
 		r.x.tr.Free()
@@ -115,6 +109,18 @@ func (r *Request) finish() (Status, error) {
 		r.x.persist.active = false
 	}
 	return st, err
+}
+
+// collect takes the result of a send or receive: its engine request's,
+// given back, or that of a send that went out at once.
+func (r *Request) collect() (Status, error) {
+	if er := r.er; er != nil {
+		r.er = nil
+		est, eerr := er.Wait()
+		return r.c.status(est), r.c.fail(r.c.engineErr(r.op.String(), eerr))
+	}
+	r.sent = engine.Sent{}
+	return r.c.status(engine.Status{}), nil
 }
 
 func (r *Request) usable(op string) error {
@@ -130,20 +136,12 @@ func (r *Request) usable(op string) error {
 // Wait waits for r to complete and returns its status (MPI_WAIT). A nil or
 // inactive request returns an empty status at once.
 func (r *Request) Wait() (Status, error) {
-	if r != nil && r.x == nil && !r.freed && !r.inactive && r.c != nil && !r.c.p.done {
+	if r != nil && r.x == nil && !r.freed && !r.inactive && r.c != nil && !r.c.p.done &&
+		(r.er != nil || r.sent.Valid()) {
 		// The usual request, a send or receive that Isend or Irecv
 		// started, checked in line.
-		if r.er != nil {
-			r.inactive = true
-			est, eerr := r.er.Wait()
-			r.er = nil
-			return r.c.status(est), r.c.fail(r.c.engineErr(r.op.String(), eerr))
-		}
-		if r.sent.Valid() {
-			r.inactive = true
-			r.sent = engine.Sent{}
-			return r.c.status(engine.Status{}), nil
-		}
+		r.inactive = true
+		return r.collect()
 	}
 	if err := r.usable("Wait"); err != nil {
 		return Status{}, err

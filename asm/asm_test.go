@@ -114,6 +114,18 @@ func TestStoreLoadValues(t *testing.T) {
 			t.Errorf("64-bit round trip of %#x gave %#x", v, got)
 		}
 	}
+	for _, v := range []uint32{0, 1, 0x8000_0000, ^uint32(0)} {
+		asm.StoreRelaxed32(&a, v)
+		if got := asm.LoadAcquire32(&a); got != v {
+			t.Errorf("relaxed 32-bit round trip of %#x gave %#x", v, got)
+		}
+	}
+	for _, v := range []uint64{0, 1, 1 << 32, 1<<63 | 5, ^uint64(0)} {
+		asm.StoreRelaxed64(&b, v)
+		if got := asm.LoadAcquire64(&b); got != v {
+			t.Errorf("relaxed 64-bit round trip of %#x gave %#x", v, got)
+		}
+	}
 	// The 32-bit store must not touch the neighbouring word.
 	var pair [2]uint32
 	pair[1] = 0xdeadbeef
@@ -121,6 +133,32 @@ func TestStoreLoadValues(t *testing.T) {
 	if pair[1] != 0xdeadbeef {
 		t.Errorf("StoreRelease32 clobbered the next word: %#x", pair[1])
 	}
+}
+
+// TestStoreRelaxedUntorn has one goroutine count with StoreRelaxed64 while
+// another samples the word: every value read must be one that was stored
+// (both halves from the same count, so no torn write) and no older than
+// the last one read.
+func TestStoreRelaxedUntorn(t *testing.T) {
+	const n = 1 << 20
+	var x uint64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := uint64(1); i <= n; i++ {
+			asm.StoreRelaxed64(&x, i<<32|i)
+		}
+	}()
+	var last uint64
+	for last != n {
+		v := asm.LoadAcquire64(&x)
+		hi, lo := v>>32, v&(1<<32-1)
+		if hi != lo || lo < last || lo > n {
+			t.Fatalf("read %#x after count %d", v, last)
+		}
+		last = lo
+	}
+	<-done
 }
 
 func TestPauseReturns(t *testing.T) {
@@ -166,6 +204,13 @@ func BenchmarkStoreRelease64(b *testing.B) {
 	var x uint64
 	for i := 0; i < b.N; i++ {
 		asm.StoreRelease64(&x, uint64(i))
+	}
+}
+
+func BenchmarkStoreRelaxed64(b *testing.B) {
+	var x uint64
+	for i := 0; i < b.N; i++ {
+		asm.StoreRelaxed64(&x, uint64(i))
 	}
 }
 

@@ -24,8 +24,10 @@ func (c *Completion) Done() bool { return asm.LoadAcquire32(&c.state) == 1 }
 func (c *Completion) MarkDone() { asm.StoreRelease32(&c.state, 1) }
 
 // Rearm makes c pending again, for a request object that is reused (pooled
-// or persistent). No goroutine may be waiting on c.
-func (c *Completion) Rearm() { asm.StoreRelease32(&c.state, 0) }
+// or persistent). No goroutine may be waiting on c, and whatever hands the
+// request to another goroutine afterwards (a lock, a release store)
+// publishes the reset with it.
+func (c *Completion) Rearm() { asm.StoreRelaxed32(&c.state, 0) }
 
 // condition is what a parking goroutine rechecks after announcing itself.
 type condition interface{ ready() bool }

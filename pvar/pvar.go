@@ -6,8 +6,9 @@
 // and what tests and benchmarks read. Writers update values on hot paths,
 // so a writer that is the only one to touch its value (one engine, one
 // endpoint) takes a shard of the variable and updates it with a plain load
-// and a release store: no locked instruction, no shared cache line. Readers
-// sum (or, for watermarks, take the maximum of) the shards.
+// and an untorn plain store (asm.StoreRelaxed64): no locked instruction, no
+// fence, no shared cache line. Readers sum (or, for watermarks, take the
+// maximum of) the shards.
 package pvar
 
 import (
@@ -261,10 +262,10 @@ type CounterShard struct {
 }
 
 // Add adds n. Only one goroutine at a time may update a shard.
-func (s *CounterShard) Add(n uint64) { asm.StoreRelease64(&s.v, s.v+n) }
+func (s *CounterShard) Add(n uint64) { asm.StoreRelaxed64(&s.v, s.v+n) }
 
 // Inc adds one.
-func (s *CounterShard) Inc() { asm.StoreRelease64(&s.v, s.v+1) }
+func (s *CounterShard) Inc() { asm.StoreRelaxed64(&s.v, s.v+1) }
 
 // Load returns the shard's own count.
 func (s *CounterShard) Load() uint64 { return asm.LoadAcquire64(&s.v) }
@@ -318,13 +319,13 @@ type LevelShard struct {
 }
 
 // Set sets the shard's part of the level.
-func (s *LevelShard) Set(v int64) { asm.StoreRelease64(&s.v, uint64(v)) }
+func (s *LevelShard) Set(v int64) { asm.StoreRelaxed64(&s.v, uint64(v)) }
 
 // Add raises the shard's part by n.
-func (s *LevelShard) Add(n int64) { asm.StoreRelease64(&s.v, s.v+uint64(n)) }
+func (s *LevelShard) Add(n int64) { asm.StoreRelaxed64(&s.v, s.v+uint64(n)) }
 
 // Sub lowers the shard's part by n.
-func (s *LevelShard) Sub(n int64) { asm.StoreRelease64(&s.v, s.v-uint64(n)) }
+func (s *LevelShard) Sub(n int64) { asm.StoreRelaxed64(&s.v, s.v-uint64(n)) }
 
 // Load returns the shard's part.
 func (s *LevelShard) Load() int64 { return int64(asm.LoadAcquire64(&s.v)) }
@@ -388,7 +389,7 @@ type WatermarkShard struct {
 // Observe records v.
 func (s *WatermarkShard) Observe(v int64) {
 	if v > int64(s.v) {
-		asm.StoreRelease64(&s.v, uint64(v))
+		asm.StoreRelaxed64(&s.v, uint64(v))
 	}
 }
 

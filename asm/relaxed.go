@@ -1,0 +1,15 @@
+//go:build !race && (amd64 || arm64)
+
+package asm
+
+// StoreRelaxed32 stores v into *addr as one untorn write that orders
+// nothing: a value other goroutines sample with LoadAcquire32 and that
+// publishes nothing else (a counter, or a flag reset before a release store
+// publishes the object it is in). An aligned word store is single-copy
+// atomic on these CPUs, so this is a plain store, inlined: it costs what
+// the store costs, where a call into assembly costs a few times more.
+func StoreRelaxed32(addr *uint32, v uint32) { *addr = v }
+
+// StoreRelaxed64 stores v into *addr as one untorn write that orders
+// nothing (see StoreRelaxed32).
+func StoreRelaxed64(addr *uint64, v uint64) { *addr = v }

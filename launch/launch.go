@@ -10,18 +10,23 @@
 //  3. Start N processes of the program, one at a time, from one locked
 //     OS thread; each gets its rank, the size and the segment name in
 //     TACHYON_RANK, TACHYON_SIZE and TACHYON_SEGMENT, runs in its own
-//     process group, and dies with the launcher (Linux: parent-death
-//     signal). A rank bound to a CPU is started from the thread while
-//     that thread's affinity is set to that CPU alone, so the process
-//     inherits the binding from its first instruction: there is no
-//     window in which it runs elsewhere.
+//     process group (Windows: a console process group), and dies with
+//     the launcher (Linux only: parent-death signal). A rank bound to a
+//     CPU is started from the thread while that thread's affinity is set
+//     to that CPU alone, so the process inherits the binding from its
+//     first instruction: there is no window in which it runs elsewhere.
 //  4. Forward each rank's stdout and stderr line by line, each line in
 //     one write, optionally prefixed with "[rank] ".
 //  5. Wait. The first rank to exit with a non-zero status (or to die by a
 //     signal: status 128+signo) sets the job's exit status, and the other
 //     ranks get SIGTERM, then SIGKILL after a grace period. Cancelling
-//     the context stops the job the same way.
+//     the context stops the job the same way. Windows can send neither
+//     signal, to a rank or to its group: there a rank is terminated at
+//     once (os.Process.Kill), and the processes it started are not.
 //  6. Remove the segment, on every path.
+//
+// The segment and CPU binding need Linux; elsewhere Run fails at step 2,
+// and a Config with CPUs at step 1, with an error that says so.
 package launch
 
 import (
@@ -372,14 +377,6 @@ func exitStatus(st *os.ProcessState, err error) (int, string) {
 		return 1, "ended abnormally"
 	}
 	return c, fmt.Sprintf("exited with status %d", c)
-}
-
-// signalGroup sends sig to the process group of p (each rank leads its
-// own), so that processes a rank started go with it.
-func signalGroup(p *os.Process, sig syscall.Signal) {
-	if err := syscall.Kill(-p.Pid, sig); err != nil {
-		p.Signal(sig)
-	}
 }
 
 // output forwards the ranks' lines; one lock orders every write to

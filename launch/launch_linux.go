@@ -9,11 +9,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysProcAttr puts each rank in its own process group, so that a signal
-// to the launcher's terminal group reaches the launcher alone and it
-// stops the ranks itself, and kills the rank if the launcher dies.
+// sysProcAttr puts each rank in its own process group (groupAttr), and
+// kills the rank if the launcher dies.
 func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	a := groupAttr()
+	a.Pdeathsig = syscall.SIGKILL
+	return a
 }
 
 // AllowedCPUs returns, in increasing order, the CPUs the calling thread

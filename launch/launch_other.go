@@ -10,10 +10,9 @@ import (
 
 var errNoBinding = errors.New("launch: binding ranks to CPUs needs Linux")
 
-// sysProcAttr puts each rank in its own process group, so that a signal
-// to the launcher's terminal group reaches the launcher alone and it
-// stops the ranks itself.
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+// sysProcAttr puts each rank in its own process group (groupAttr). Only
+// Linux also kills a rank when the launcher dies (parent-death signal).
+func sysProcAttr() *syscall.SysProcAttr { return groupAttr() }
 
 // AllowedCPUs returns the CPUs the calling thread may run on; only Linux
 // reports them.

@@ -36,8 +36,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Environment variables a PMI launcher sets.
@@ -94,6 +92,10 @@ type Client struct {
 // (PMI_FD, else PMI_PORT) and performs the PMI-1 handshake: init,
 // get_maxes and get_my_kvsname. It returns nil, nil when neither variable
 // is set, that is, when the process was not started by a PMI launcher.
+//
+// PMI_FD needs a Unix system: elsewhere (Windows) a descriptor number
+// cannot be turned into a connection, so there FromEnv returns an error
+// matching ErrInvalid whenever PMI_FD is set. PMI_PORT works everywhere.
 func FromEnv() (*Client, error) {
 	fdVar, port := os.Getenv(EnvFD), os.Getenv(EnvPort)
 	switch {
@@ -124,30 +126,6 @@ func FromEnv() (*Client, error) {
 		return newClient(conn, rank, size)
 	}
 	return nil, nil
-}
-
-// connFromFD wraps a duplicate of the socket whose number is in fdVar. The
-// launcher's descriptor itself is left open, but marked close-on-exec so
-// that programs this process starts do not inherit it.
-func connFromFD(fdVar string) (net.Conn, error) {
-	fd, err := strconv.Atoi(fdVar)
-	if err != nil || fd < 0 {
-		return nil, fmt.Errorf("%w: %s=%q is not a descriptor number", ErrInvalid, EnvFD, fdVar)
-	}
-	// Duplicate before wrapping: an *os.File closes its descriptor when
-	// collected, and the launcher's number may not be a socket at all.
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("pmi: %s=%d: %w", EnvFD, fd, err)
-	}
-	f := os.NewFile(uintptr(dup), EnvFD)
-	conn, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("pmi: %s=%d is not a usable socket: %w", EnvFD, fd, err)
-	}
-	unix.CloseOnExec(fd)
-	return conn, nil
 }
 
 // rankSizeFromEnv reads PMI_RANK and PMI_SIZE.

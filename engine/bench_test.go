@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // window is the number of nonblocking sends in flight in the message-rate
@@ -17,15 +15,9 @@ const window = 64
 
 // twoCPUs returns two CPUs this process may run on, or skips.
 func twoCPUs(b testing.TB) (int, int) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	cpus, err := threadCPUs()
+	if err != nil {
 		b.Skip("cannot read CPU affinity:", err)
-	}
-	var cpus []int
-	for i := 0; i < 1024 && len(cpus) < 2; i++ {
-		if set.IsSet(i) {
-			cpus = append(cpus, i)
-		}
 	}
 	if len(cpus) < 2 {
 		b.Skip("needs two CPUs")
@@ -37,27 +29,24 @@ func twoCPUs(b testing.TB) (int, int) {
 // until the returned function undoes it.
 func pin(b testing.TB, cpu int) func() {
 	runtime.LockOSThread()
-	var old, set unix.CPUSet
-	unix.SchedGetaffinity(0, &old)
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	restore, err := bindThread(cpu)
+	if err != nil {
 		runtime.UnlockOSThread()
 		b.Skip("cannot pin:", err)
 	}
 	return func() {
-		unix.SchedSetaffinity(0, &old)
+		restore()
 		runtime.UnlockOSThread()
 	}
 }
 
-// pinEnv pins a child rank to the CPU in ENGINE_TEST_CPU, if set.
+// pinEnv pins a child rank to the CPU in ENGINE_TEST_CPU, if set (only a
+// benchmark that could pin itself sets it).
 func pinEnv() {
 	if s := os.Getenv("ENGINE_TEST_CPU"); s != "" {
 		cpu, _ := strconv.Atoi(s)
 		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		unix.SchedSetaffinity(0, &set)
+		bindThread(cpu)
 	}
 }
 

@@ -7,4 +7,7 @@
 // slurmctld and slurmd on ports of its own, everything under a temporary
 // directory) and runs Tachyon jobs under srun --mpi=pmi2. shm_test.go
 // mounts a small tmpfs to see a job that does not fit fail clearly.
+//
+// Like the shared-memory engine they test, the tests are Linux only: their
+// files build only there, so elsewhere the package has no tests.
 package hwtests

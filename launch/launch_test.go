@@ -20,7 +20,6 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/engine"
 	"github.com/tachyon-hpc/tachyon/mpi"
-	"golang.org/x/sys/unix"
 )
 
 // Jobs in these tests run the test binary itself: TestMain runs the role
@@ -161,13 +160,14 @@ func runRole(role string) int {
 		os.Stdout.WriteString(strings.Repeat("y", 5<<19) + "\n")
 		return 0
 	case "affinity":
-		var set unix.CPUSet
-		unix.SchedGetaffinity(0, &set)
-		var cpus []string
-		for c := 0; c < 1024; c++ {
-			if set.IsSet(c) {
-				cpus = append(cpus, strconv.Itoa(c))
-			}
+		allowed, err := AllowedCPUs()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "AllowedCPUs:", err)
+			return 1
+		}
+		cpus := make([]string, len(allowed))
+		for i, c := range allowed {
+			cpus[i] = strconv.Itoa(c)
 		}
 		fmt.Printf("rank %d cpus %s\n", rankOf(), strings.Join(cpus, ","))
 		return 0

@@ -88,7 +88,7 @@ func runRole(role string) int {
 // socketPair returns the two ends of a connected stream socket pair.
 func socketPair(t *testing.T) (client, server net.Conn) {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := socketpairFDs()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
-	"golang.org/x/sys/unix"
 )
 
 // Multi-process tests re-execute the test binary: TestMain sees roleEnv
@@ -51,9 +50,8 @@ func childSegment() (*Segment, error) {
 // pinSelf locks the calling goroutine to its thread and the thread to cpu.
 func pinSelf(cpu int) error {
 	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(cpu)
-	return unix.SchedSetaffinity(0, &set)
+	_, err := bindThread(cpu)
+	return err
 }
 
 func runChild(role string) error {
@@ -411,15 +409,9 @@ func (c *child) watchdog(t testing.TB, d time.Duration) {
 
 // twoCPUs returns two CPUs this process may run on.
 func twoCPUs(t testing.TB) (int, int) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	cpus, err := threadCPUs()
+	if err != nil {
 		t.Skip("cannot read CPU affinity:", err)
-	}
-	var cpus []int
-	for i := 0; i < 1024 && len(cpus) < 2; i++ {
-		if set.IsSet(i) {
-			cpus = append(cpus, i)
-		}
 	}
 	if len(cpus) < 2 {
 		t.Skip("needs two CPUs")
@@ -431,15 +423,13 @@ func twoCPUs(t testing.TB) (int, int) {
 // returned function restores it.
 func pinCurrent(t testing.TB, cpu int) func() {
 	runtime.LockOSThread()
-	var old, set unix.CPUSet
-	unix.SchedGetaffinity(0, &old)
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	restore, err := bindThread(cpu)
+	if err != nil {
 		runtime.UnlockOSThread()
 		t.Skip("cannot pin:", err)
 	}
 	return func() {
-		unix.SchedSetaffinity(0, &old)
+		restore()
 		runtime.UnlockOSThread()
 	}
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/launch"
 	"github.com/tachyon-hpc/tachyon/mpi"
-	"golang.org/x/sys/unix"
 )
 
 // The job's program is the test binary itself: TestMain runs the role in
@@ -75,13 +74,14 @@ func runRole(role string) int {
 		time.Sleep(2 * time.Minute)
 		return 0
 	case "affinity":
-		var set unix.CPUSet
-		unix.SchedGetaffinity(0, &set)
-		fmt.Printf("rank %d cpus %d\n", rank, set.Count())
-		for c := 0; c < 1024; c++ {
-			if set.IsSet(c) {
-				fmt.Printf("rank %d on %d\n", rank, c)
-			}
+		cpus, err := launch.AllowedCPUs()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "AllowedCPUs:", err)
+			return 1
+		}
+		fmt.Printf("rank %d cpus %d\n", rank, len(cpus))
+		for _, c := range cpus {
+			fmt.Printf("rank %d on %d\n", rank, c)
 		}
 		return 0
 	}

@@ -13,6 +13,7 @@ import (
 // included), its matching queues and its requests. All methods are safe
 // for concurrent use; the progress engine polls it.
 type Endpoint struct {
+	_        cachePad // the rank's own lines: none shared with whatever lies next to it in memory
 	lk       spinLock
 	rank     int
 	size     int
@@ -39,7 +40,14 @@ type Endpoint struct {
 	uqLevel *pvar.LevelShard
 	uqHWM   *pvar.WatermarkShard
 	posted  *pvar.LevelShard
+	_       cachePad
 }
+
+// cachePad keeps the state one goroutine writes on the message path off the
+// cache lines of the objects beside it in memory: in a world of goroutine
+// ranks those are other ranks', written from other cores, and a line both
+// write moves between the cores at every write (false sharing).
+type cachePad [64]byte
 
 // peer is what an endpoint keeps per rank it talks to.
 type peer struct {
@@ -136,7 +144,9 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 	ep := &Endpoint{rank: rank, size: size, prog: prog, m: newMatcher(), reader: reader,
 		uqLevel: pvUnexpected.Shard(), uqHWM: pvUnexpectedHWM.Shard(), posted: pvPosted.Shard()}
 	ep.node, _ = os.Hostname()
-	ep.peers = make([]peer, size)
+	// One spare peer on each side: a peer is more than a line, so the
+	// ones in use share no line with another rank's memory.
+	ep.peers = make([]peer, size+2)[1 : size+1 : size+1]
 	ep.woken = make([]int32, 0, size)
 	shards := map[transportCounters]*transportShards{}
 	for i := range ep.peers {

@@ -60,6 +60,7 @@ func (in *ringInbox) Check() error        { return in.c.Check() }
 // after another, so that small packets share cache lines and a large
 // eager message travels whole.
 type recordLink struct {
+	_    cachePad // last is written at every send: no line shared with another rank's link
 	w    *rings.RecordWriter
 	max  int
 	bell *progress.Doorbell // the peer's
@@ -83,6 +84,7 @@ type recordLink struct {
 	// -format anchor -max 64, alternating TACHYON_ENGINE_LINE_PADDING);
 	// in a stream it would cost density, so streams stay packed.
 	pad bool
+	_   cachePad
 }
 
 // recordType marks engine packets in a record ring (the packet's own first

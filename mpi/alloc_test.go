@@ -241,3 +241,15 @@ func TestZeroRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestProcOwnLines checks that a rank's request stack and its lock, which
+// every Isend and Irecv write, share no cache line with the memory beside
+// the rank's proc: under Run the neighbours are other ranks' procs,
+// written from other cores.
+func TestProcOwnLines(t *testing.T) {
+	var p proc
+	first, end := unsafe.Offsetof(p.ep), unsafe.Offsetof(p.reqLock)+unsafe.Sizeof(p.reqLock)
+	if first < 64 || unsafe.Sizeof(p)-end < 64 {
+		t.Errorf("proc: %d bytes, fields at [%d, %d): want a line of padding before and after", unsafe.Sizeof(p), first, end)
+	}
+}

@@ -13,6 +13,7 @@ import (
 // proc is one rank's MPI state: the process's, after Init, or one
 // goroutine rank's under Run.
 type proc struct {
+	_       [64]byte // reqFree and reqLock are written per request: no line shared with another rank's proc
 	ep      *engine.Endpoint
 	world   *Comm
 	self    *Comm
@@ -32,6 +33,7 @@ type proc struct {
 	// request, each a full fence on amd64.
 	reqFree []*Request
 	reqLock uint32
+	_       [64]byte
 }
 
 // newRequest returns a zeroed request, recycled if one is at hand.

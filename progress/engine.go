@@ -81,7 +81,8 @@ var ErrClosed = errors.New("progress: engine closed")
 // Engine drives pollers and timers. All its methods are safe for concurrent
 // use; pollers and timer callbacks run on one goroutine at a time.
 type Engine struct {
-	polling uint32 // 1 while a goroutine is inside Progress (the polling flag)
+	_       [64]byte // the polling flag shares no line with the object before this one
+	polling uint32   // 1 while a goroutine is inside Progress (the polling flag)
 	_       [60]byte
 
 	pollers atomic.Pointer[[]Poller]

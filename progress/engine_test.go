@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // countPoller counts its calls and fails the test if two overlap.
@@ -342,4 +343,15 @@ func TestIdleCPUWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
+}
+
+// TestPollingFlagOwnLine checks that the polling flag, which every poll
+// of the engine writes, has a cache line to itself: engines of goroutine
+// ranks lie side by side in memory.
+func TestPollingFlagOwnLine(t *testing.T) {
+	var e Engine
+	at := unsafe.Offsetof(e.polling)
+	if at < 64 || unsafe.Offsetof(e.pollers)-at < 64 {
+		t.Errorf("polling flag at %d, next field at %d: want a line of padding before and after", at, unsafe.Offsetof(e.pollers))
+	}
 }

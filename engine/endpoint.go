@@ -241,7 +241,7 @@ func (ep *Endpoint) pollLocked() int {
 	}
 	// Nothing to do: a cheap clock read says whether to look at the
 	// peers' health.
-	now := progress.NowCoarse()
+	now := ep.prog.Coarse()
 	if ep.idle == 0 {
 		ep.idle = int64(now)
 		return 0

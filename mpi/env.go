@@ -100,7 +100,11 @@ func InitThread(required int) (provided int, err error) {
 		return 0, err
 	}
 	if required < ThreadMultiple {
-		if err := p.ep.SetSerial(true); err != nil {
+		err := p.ep.SetSerial(true)
+		if err == nil {
+			err = p.ep.Progress().SetSerial(true)
+		}
+		if err != nil {
 			p.ep.Close()
 			if p.closer != nil {
 				p.closer()

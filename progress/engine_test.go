@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/tachyon-hpc/tachyon/asm"
 )
 
 // countPoller counts its calls and fails the test if two overlap.
@@ -353,5 +355,61 @@ func TestPollingFlagOwnLine(t *testing.T) {
 	at := unsafe.Offsetof(e.polling)
 	if at < 64 || unsafe.Offsetof(e.pollers)-at < 64 {
 		t.Errorf("polling flag at %d, next field at %d: want a line of padding before and after", at, unsafe.Offsetof(e.pollers))
+	}
+}
+
+// TestSerial: a serial engine polls without its flag, and a progress
+// goroutine and serial mode exclude each other.
+func TestSerial(t *testing.T) {
+	e := newEngine(t)
+	p := &countPoller{t: t, work: 1}
+	e.Register(p)
+	if err := e.SetSerial(true); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Progress(); n != 1 || p.calls.Load() != 1 {
+		t.Fatalf("serial Progress = %d, %d calls", n, p.calls.Load())
+	}
+	if asm.LoadAcquire32(&e.polling) != 0 {
+		t.Error("a serial Progress left the polling flag taken")
+	}
+	if err := e.Start(-1); err == nil {
+		e.Stop()
+		t.Fatal("Start ran a progress goroutine on a serial engine")
+	}
+	if err := e.SetSerial(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(-1); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	if err := e.SetSerial(true); err == nil {
+		t.Fatal("SetSerial(true) succeeded while a progress goroutine runs")
+	}
+}
+
+// TestCoarse: the engine's coarse reading follows the clock through
+// polls alone (no waiter reading the clock for it) and through a wait.
+func TestCoarse(t *testing.T) {
+	e := newEngine(t)
+	t0 := e.Coarse()
+	time.Sleep(2 * time.Millisecond)
+	for range coarseEvery {
+		e.Progress()
+	}
+	t1 := e.Coarse()
+	if t1 <= t0 || SecondsToCounts(0.002) > t1-t0 {
+		t.Fatalf("after 2 ms and %d polls the coarse reading moved %d counts, want at least %d", coarseEvery, t1-t0, SecondsToCounts(0.002))
+	}
+	// A waiter refreshes it at every idle poll.
+	var c Completion
+	go func() {
+		time.Sleep(2 * time.Millisecond)
+		e.Complete(&c)
+	}()
+	e.Wait(&c)
+	if t2 := e.Coarse(); t2-t1 < SecondsToCounts(0.002) {
+		t.Fatalf("after a 2 ms wait the coarse reading moved %d counts, want at least %d", t2-t1, SecondsToCounts(0.002))
 	}
 }

@@ -59,6 +59,7 @@ func (w *idler) idle() bool {
 	// An idle stretch is timed on this goroutine alone: the coarse read
 	// is enough, and it shortens every empty poll of a waiter.
 	now := theClock.Load().readCoarse()
+	asm.StoreRelaxed64(&e.coarse, now) // the engine's Coarse, for its pollers
 	if w.since == 0 {
 		w.since = now
 		return false
@@ -100,6 +101,7 @@ func (w *idler) park(c condition) {
 	if e.bell.nap(timeout, c) {
 		pvParks.Add(1)
 	}
+	e.refreshCoarse() // the next poll may come a nap later than the last reading
 }
 
 // waitOne is the condition of Wait: c is done, or a poll found work.

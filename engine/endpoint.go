@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"time"
 
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/pvar"
@@ -28,10 +29,12 @@ type Endpoint struct {
 	polls    uint64       // calls of pollLocked: a record link prefetches within a stream of sends only
 	node     string
 	closed   bool
-	inflight int   // requests started and not yet complete
-	probing  int   // goroutines in Probe or BufferDetach
-	outq     int   // peers with packets waiting for room
-	idle     int64 // clock count of the last peer check while idle, 0 when busy
+	inflight int           // requests started and not yet complete
+	probing  int           // goroutines in Probe or BufferDetach
+	outq     int           // peers with packets waiting for room
+	idle     int64         // clock count of the last peer check while idle, 0 when busy
+	checkD   time.Duration // engine_check_interval when checkC was computed
+	checkC   uint64        // the same in clock counts
 	onClose  []func()
 	serial   bool    // no lock: one goroutine at a time (SetSerial)
 	notify   bool    // requests completed: ring this engine's doorbell at unlock
@@ -246,11 +249,20 @@ func (ep *Endpoint) pollLocked() int {
 		ep.idle = int64(now)
 		return 0
 	}
-	if now-uint64(ep.idle) >= progress.SecondsToCounts(checkInterval.Get().Seconds()) {
+	if now-uint64(ep.idle) >= ep.checkCounts() {
 		ep.idle = int64(now)
 		ep.checkPeers()
 	}
 	return 0
+}
+
+// checkCounts returns engine_check_interval in clock counts, converted
+// once per value of the variable rather than at every empty poll.
+func (ep *Endpoint) checkCounts() uint64 {
+	if d := checkInterval.Get(); d != ep.checkD {
+		ep.checkD, ep.checkC = d, progress.SecondsToCounts(d.Seconds())
+	}
+	return ep.checkC
 }
 
 // releaseHeld releases the packets of p that the last poll handled.

@@ -796,6 +796,9 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 		return 0, rd.pollErr()
 	}
 	rd.peeked = 0
+	if asm.LoadAcquire64(rd.hdr(rd.head&rd.mask)) == 0 {
+		return 0, nil // nothing ready: the usual answer to a waiter's poll
+	}
 	max = min(max, maxBatch)
 	if cap(rd.recs) < max {
 		rd.recs = make([]peekRec, max)

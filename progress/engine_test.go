@@ -402,14 +402,17 @@ func TestCoarse(t *testing.T) {
 	if t1 <= t0 || SecondsToCounts(0.002) > t1-t0 {
 		t.Fatalf("after 2 ms and %d polls the coarse reading moved %d counts, want at least %d", coarseEvery, t1-t0, SecondsToCounts(0.002))
 	}
-	// A waiter refreshes it at every idle poll.
+	// A waiter that parks refreshes it when its nap ends, so the polls
+	// after a long nap see the time it lasted.
+	p := newEngine(t, WithIdle(0, 0, time.Minute))
+	t1 = p.Coarse()
 	var c Completion
 	go func() {
-		time.Sleep(2 * time.Millisecond)
-		e.Complete(&c)
+		time.Sleep(5 * time.Millisecond)
+		p.Complete(&c)
 	}()
-	e.Wait(&c)
-	if t2 := e.Coarse(); t2-t1 < SecondsToCounts(0.002) {
-		t.Fatalf("after a 2 ms wait the coarse reading moved %d counts, want at least %d", t2-t1, SecondsToCounts(0.002))
+	p.Wait(&c)
+	if t2 := p.Coarse(); t2-t1 < SecondsToCounts(0.005) {
+		t.Fatalf("after a 5 ms nap the coarse reading moved %d counts, want at least %d", t2-t1, SecondsToCounts(0.005))
 	}
 }

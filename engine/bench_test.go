@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/affinity"
 )
 
 // window is the number of nonblocking sends in flight in the message-rate
@@ -15,7 +17,7 @@ const window = 64
 
 // twoCPUs returns two CPUs this process may run on, or skips.
 func twoCPUs(b testing.TB) (int, int) {
-	cpus, err := threadCPUs()
+	cpus, err := affinity.Threads()
 	if err != nil {
 		b.Skip("cannot read CPU affinity:", err)
 	}
@@ -29,7 +31,7 @@ func twoCPUs(b testing.TB) (int, int) {
 // until the returned function undoes it.
 func pin(b testing.TB, cpu int) func() {
 	runtime.LockOSThread()
-	restore, err := bindThread(cpu)
+	restore, err := affinity.Bind(cpu)
 	if err != nil {
 		runtime.UnlockOSThread()
 		b.Skip("cannot pin:", err)
@@ -46,7 +48,7 @@ func pinEnv() {
 	if s := os.Getenv("ENGINE_TEST_CPU"); s != "" {
 		cpu, _ := strconv.Atoi(s)
 		runtime.LockOSThread()
-		bindThread(cpu)
+		affinity.Bind(cpu)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/internal/affinity"
 )
 
 // Multi-process tests re-execute the test binary: TestMain sees roleEnv
@@ -50,7 +51,7 @@ func childSegment() (*Segment, error) {
 // pinSelf locks the calling goroutine to its thread and the thread to cpu.
 func pinSelf(cpu int) error {
 	runtime.LockOSThread()
-	_, err := bindThread(cpu)
+	_, err := affinity.Bind(cpu)
 	return err
 }
 
@@ -409,7 +410,7 @@ func (c *child) watchdog(t testing.TB, d time.Duration) {
 
 // twoCPUs returns two CPUs this process may run on.
 func twoCPUs(t testing.TB) (int, int) {
-	cpus, err := threadCPUs()
+	cpus, err := affinity.Threads()
 	if err != nil {
 		t.Skip("cannot read CPU affinity:", err)
 	}
@@ -423,7 +424,7 @@ func twoCPUs(t testing.TB) (int, int) {
 // returned function restores it.
 func pinCurrent(t testing.TB, cpu int) func() {
 	runtime.LockOSThread()
-	restore, err := bindThread(cpu)
+	restore, err := affinity.Bind(cpu)
 	if err != nil {
 		runtime.UnlockOSThread()
 		t.Skip("cannot pin:", err)

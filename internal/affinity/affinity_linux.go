@@ -1,10 +1,10 @@
-package rings
+package affinity
 
 import "golang.org/x/sys/unix"
 
-// threadCPUs returns, in increasing order, the CPUs the calling thread may
+// Threads returns, in increasing order, the CPUs the calling thread may
 // run on (its sched_getaffinity mask).
-func threadCPUs() ([]int, error) {
+func Threads() ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return nil, err
@@ -18,11 +18,14 @@ func threadCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-// bindThread restricts the calling thread, which the caller has locked,
-// to cpu, and returns the function that restores its previous mask.
-func bindThread(cpu int) (restore func(), err error) {
+// Bind restricts the calling thread, which the caller has locked
+// (runtime.LockOSThread), to cpu, and returns the function that restores
+// its previous mask.
+func Bind(cpu int) (restore func(), err error) {
 	var old, set unix.CPUSet
-	unix.SchedGetaffinity(0, &old)
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return nil, err
+	}
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		return nil, err

@@ -242,8 +242,8 @@ func (ep *Endpoint) pollLocked() int {
 		ep.idle = 0
 		return n
 	}
-	// Nothing to do: a cheap clock read says whether to look at the
-	// peers' health.
+	// Nothing to do: the progress engine's recent clock reading says
+	// whether to look at the peers' health.
 	now := ep.prog.Coarse()
 	if ep.idle == 0 {
 		ep.idle = int64(now)

@@ -213,7 +213,8 @@ func (e *Engine) unregister(p Poller) {
 
 // Progress polls every registered poller once and fires the timers that are
 // due, and returns how many events that handled. If another goroutine is
-// inside Progress, it returns 0 at once.
+// inside Progress, it returns 0 at once (a serial engine, SetSerial, does
+// not look).
 func (e *Engine) Progress() int {
 	if e.serial {
 		return e.poll()
@@ -270,7 +271,8 @@ func (e *Engine) refreshCoarse() uint64 {
 	return t
 }
 
-// poll is Progress's body; the caller holds the polling flag.
+// poll is Progress's body; the caller holds the polling flag, or the
+// engine is serial.
 func (e *Engine) poll() int {
 	if e.pollN++; e.pollN%coarseEvery == 0 {
 		e.refreshCoarse()

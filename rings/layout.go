@@ -20,7 +20,9 @@ const CacheLine = 64
 //	         16 capacity u64 (cells or bytes), 24 max payload u32,
 //	         28 header size u32 (offset of the data area)
 //	line 1   peers: 0 flags u32 (closed bits), 16 consumer slot,
-//	         32 producer slot (cell and one-to-one record rings)
+//	         32 producer slot (cell and one-to-one record rings),
+//	         48 slots taken over from dead producers u64 and 56 the pid
+//	         of the last of them u64 (many-to-one rings)
 //	line 2   tail u64: written by the producer(s)
 //	line 3   head u64: written by the consumer
 //	lines 4+ many-to-one rings: MaxProducers producer slots
@@ -43,6 +45,8 @@ const (
 	offFlags        = 1 * CacheLine
 	offConsumerSlot = 1*CacheLine + 16
 	offProducerSlot = 1*CacheLine + 32
+	offReclaimed    = 1*CacheLine + 48
+	offReclaimedPID = 1*CacheLine + 56
 	offTail         = 2 * CacheLine
 	offHead         = 3 * CacheLine
 	offSlots        = 4 * CacheLine

@@ -152,6 +152,9 @@ func (r *RecordRing) Reader() (*RecordReader, error) {
 		maxPayload: uint64(r.h.maxPayload), data: r.h.data(), multi: r.h.kind == KindMPSCRing,
 		headp: word64(r.h.base, offHead), tailp: word64(r.h.base, offTail)}
 	rd.head = asm.LoadAcquire64(rd.headp)
+	if rd.multi {
+		rd.reclaimed = atomic.LoadUint64(word64(r.h.base, offReclaimed))
+	}
 	return rd, nil
 }
 
@@ -549,6 +552,7 @@ type RecordReader struct {
 	closed     bool
 	dead       bool
 	broken     bool
+	reclaimed  uint64 // many-to-one: slots producers took over from dead ones, as last seen
 	stuckAt    uint64 // many-to-one: head where polls found nothing
 	stuckPolls int64
 	stuckRuns  int64
@@ -771,12 +775,25 @@ func (rd *RecordReader) reapProducers() {
 		off := uintptr(offSlots + i*slotSize)
 		if p, dead := rd.r.h.slotDead(off); dead {
 			sw := atomic.LoadUint64(word64(rd.r.h.base, off))
-			rd.r.h.freeSlot(off, slotGen(sw))
+			if slotPID(sw) != p || !rd.r.h.freeSlot(off, slotGen(sw)) {
+				continue // taken over meanwhile: counted below
+			}
 			pvDead.Add(1)
 			rd.reaped, rd.reapPID = true, p
 			rd.reapTail = asm.LoadAcquire64(rd.tailp)
 			rd.keep(deadErr(p))
 		}
+	}
+	// A producer that attached after another died may have taken its
+	// slot over before this reader looked: the ring counts such
+	// takeovers, and each is a death to report.
+	if n := atomic.LoadUint64(word64(rd.r.h.base, offReclaimed)); n != rd.reclaimed {
+		p := int(atomic.LoadUint64(word64(rd.r.h.base, offReclaimedPID)))
+		pvDead.Add(n - rd.reclaimed)
+		rd.reclaimed = n
+		rd.reaped, rd.reapPID = true, p
+		rd.reapTail = asm.LoadAcquire64(rd.tailp)
+		rd.keep(fmt.Errorf("%w: pid %d (a new producer took over its slot)", ErrPeerDead, p))
 	}
 }
 

@@ -162,6 +162,13 @@ func (h *header) takeSlot(off uintptr, reclaim bool) (uint32, error) {
 		gen := (slotGen(old) + 1) & slotGenMask
 		nw := uint64(gen)<<slotGenShift | uint64(uint32(me))
 		if atomic.CompareAndSwapUint64(w, old, nw) {
+			if pid := slotPID(old); pid != 0 {
+				// Taken over from a dead producer whose death the
+				// reader may not have seen: leave it for the reader
+				// to report (RecordReader.reapProducers).
+				atomic.StoreUint64(word64(h.base, offReclaimedPID), uint64(pid))
+				atomic.AddUint64(word64(h.base, offReclaimed), 1)
+			}
 			atomic.StoreUint64(st, start)
 			atomic.StoreUint64(w, nw|slotReady)
 			return gen, nil
@@ -169,13 +176,13 @@ func (h *header) takeSlot(off uintptr, reclaim bool) (uint32, error) {
 	}
 }
 
-// freeSlot empties the slot if it still holds generation gen.
-func (h *header) freeSlot(off uintptr, gen uint32) {
+// freeSlot empties the slot if it still holds generation gen, and reports
+// whether it did.
+func (h *header) freeSlot(off uintptr, gen uint32) bool {
 	w := word64(h.base, off)
 	old := atomic.LoadUint64(w)
-	if slotGen(old) == gen && slotPID(old) != 0 {
+	return slotGen(old) == gen && slotPID(old) != 0 &&
 		atomic.CompareAndSwapUint64(w, old, uint64(gen)<<slotGenShift)
-	}
 }
 
 // slotDead reports the pid of the slot's holder if it holds one and that

@@ -276,6 +276,13 @@ func (ep *Endpoint) releaseHeld(p *peer) {
 // checkDest returns an error unless dest is a rank of the world and tag a
 // tag a send may carry.
 func (ep *Endpoint) checkDest(dest, tag int) error {
+	if uint(dest) < uint(ep.size) && uint(tag) <= math.MaxInt32 {
+		return nil
+	}
+	return ep.destError(dest, tag)
+}
+
+func (ep *Endpoint) destError(dest, tag int) error {
 	if uint(dest) >= uint(ep.size) {
 		return fmt.Errorf("%w: destination %d of a %d-rank world", ErrRank, dest, ep.size)
 	}
@@ -288,6 +295,14 @@ func (ep *Endpoint) checkDest(dest, tag int) error {
 // checkSource returns an error unless src is a rank of the world or
 // AnySource, and tag a tag or AnyTag.
 func (ep *Endpoint) checkSource(src, tag int) error {
+	// AnySource and AnyTag are -1: one more than each is in range.
+	if uint(src+1) <= uint(ep.size) && uint(tag+1) <= math.MaxInt32+1 {
+		return nil
+	}
+	return ep.sourceError(src, tag)
+}
+
+func (ep *Endpoint) sourceError(src, tag int) error {
 	if src != AnySource && uint(src) >= uint(ep.size) {
 		return fmt.Errorf("%w: source %d of a %d-rank world", ErrRank, src, ep.size)
 	}
@@ -302,6 +317,17 @@ func (ep *Endpoint) complete(r *Request, err error) {
 	if r.state == stDone {
 		return
 	}
+	if err == nil && r.release == nil && !r.freed && ep.serial {
+		// The usual case, in line: nothing to give back, no one to wake.
+		r.state = stDone
+		ep.inflight--
+		r.Completion.MarkDone()
+		return
+	}
+	ep.completeSlow(r, err)
+}
+
+func (ep *Endpoint) completeSlow(r *Request, err error) {
 	if r.err == nil {
 		r.err = err
 	}
@@ -324,7 +350,7 @@ func (ep *Endpoint) complete(r *Request, err error) {
 func (ep *Endpoint) newRequest(kind reqKind, buf []byte, peer, tag int, ctx uint32) (*Request, error) {
 	r, ok := ep.reqs.get(ep)
 	if !ok {
-		return nil, fmt.Errorf("%w: more than %d requests in flight", ErrRequest, tableChunks*chunkSize)
+		return nil, errTooManyRequests()
 	}
 	r.kind, r.buf, r.peer, r.tag, r.ctx = kind, buf, peer, tag, ctx
 	r.Completion.Rearm()
@@ -332,11 +358,17 @@ func (ep *Endpoint) newRequest(kind reqKind, buf []byte, peer, tag int, ctx uint
 	return r, nil
 }
 
+func errTooManyRequests() error {
+	return fmt.Errorf("%w: more than %d requests in flight", ErrRequest, tableChunks*chunkSize)
+}
+
 // Wait waits for r to complete and returns its status and error; r goes
 // back to the pool.
 func (r *Request) Wait() (Status, error) {
 	ep := r.ep
-	ep.prog.Wait(&r.Completion)
+	if !r.Completion.Done() {
+		ep.prog.Wait(&r.Completion)
+	}
 	ep.lock()
 	st, err := r.status, r.err
 	ep.releaseLocked(r)

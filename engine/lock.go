@@ -48,21 +48,34 @@ func (ep *Endpoint) tryLock() bool { return ep.serial || ep.lk.tryLock() }
 // move, so one per message would serialize the messages of a window (and
 // with asymmetric wake-ups there is none at all).
 func (ep *Endpoint) unlock() {
+	if len(ep.woken) > 0 || ep.notify || !ep.serial {
+		ep.wakeUnlock()
+	}
+}
+
+// wakeUnlock is unlock when there are wake-ups to send or a lock to
+// release; unlock itself stays small enough to be inlined.
+func (ep *Endpoint) wakeUnlock() {
 	if len(ep.woken) > 0 || ep.notify {
-		progress.WakeFence()
-		for _, i := range ep.woken {
-			p := &ep.peers[i]
-			p.wake = false
-			p.out.Wake()
-		}
-		ep.woken = ep.woken[:0]
-		if ep.notify {
-			ep.notify = false
-			ep.prog.Doorbell().RingFenced()
-		}
+		ep.wake()
 	}
 	if !ep.serial {
 		ep.lk.unlock()
+	}
+}
+
+// wake sends the wake-ups an operation owes.
+func (ep *Endpoint) wake() {
+	progress.WakeFence()
+	for _, i := range ep.woken {
+		p := &ep.peers[i]
+		p.wake = false
+		p.out.Wake()
+	}
+	ep.woken = ep.woken[:0]
+	if ep.notify {
+		ep.notify = false
+		ep.prog.Doorbell().RingFenced()
 	}
 }
 

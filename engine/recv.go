@@ -25,12 +25,14 @@ func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error
 	if err := ep.checkSource(src, tag); err != nil {
 		return nil, err
 	}
-	ep.lock()
-	defer ep.unlock()
+	ep.lock() // unlocked at each return, not deferred: a defer costs 8% of this call
 	if ep.closed {
+		ep.unlock()
 		return nil, ErrClosed
 	}
-	return ep.startRecv(buf, src, tag, ctx)
+	r, err := ep.startRecv(buf, src, tag, ctx)
+	ep.unlock()
+	return r, err
 }
 
 // Recv receives into buf and returns the message's status. Truncation
@@ -59,7 +61,9 @@ func (ep *Endpoint) startRecv(buf []byte, src, tag int, ctx uint32) (*Request, e
 	if err != nil {
 		return nil, err
 	}
-	if u := ep.m.findUnexpected(ctx, src, tag); u != nil {
+	if ep.m.nuq == 0 {
+		// nothing to look for
+	} else if u := ep.m.findUnexpected(ctx, src, tag); u != nil {
 		ep.m.dequeue(u)
 		ep.uqLevel.Sub(1)
 		ep.takeUnexpected(r, u)
@@ -189,6 +193,9 @@ func (ep *Endpoint) allPeersGone() bool {
 
 // handle processes one packet from peer src.
 func (ep *Endpoint) handle(src int, pkt []byte) {
+	if len(pkt) >= shortHeader && pkt[0] == pktShort && ep.shortToPosted(src, pkt) {
+		return
+	}
 	if err := checkPacket(pkt); err != nil {
 		pvMalformed.Add(1)
 		return
@@ -279,6 +286,41 @@ func (ep *Endpoint) onShort(src int, p *peer, pkt []byte) {
 		return
 	}
 	ep.eager(src, p, u32(pkt, 4), int32(u32(pkt, 8)), len(payload), false, uint64(u32(pkt, 12)), true, payload)
+}
+
+// shortToPosted delivers a short packet from src into the receive posted
+// for it, in the case that makes up a window of small messages: no
+// wildcard receive posted, no message of src half arrived, a receive of
+// the packet's exact key waiting with room for it. It reports false, having
+// done nothing, in every other case, which eager handles. It is eager's
+// work for that case alone, in one function: at the receiving end of a
+// message-rate loop every instruction of the packet's way counts.
+func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
+	m := &ep.m
+	if m.nposted == 0 || m.nwild != 0 {
+		return false
+	}
+	p := &ep.peers[src]
+	if p.rx.req != nil || p.rx.uq != nil {
+		return false
+	}
+	tag := int32(u32(pkt, 8))
+	l := m.pcache.get(m.posted, key{u32(pkt, 4), int32(src), tag})
+	if l == nil || l.head == nil {
+		return false
+	}
+	r := l.head
+	payload := pkt[shortHeader:]
+	if len(payload) > len(r.buf) {
+		return false
+	}
+	m.unpost(r)
+	ep.posted.Sub(1)
+	n := copy(r.buf, payload)
+	r.sent = n
+	r.status.Source, r.status.Tag, r.status.Count = src, int(tag), n
+	ep.complete(r, nil)
+	return true
 }
 
 // eager matches the first packet of an eager message of length bytes, or

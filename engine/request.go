@@ -114,25 +114,33 @@ const (
 
 // get takes a request from the pool, growing the table if needed.
 func (t *reqTable) get(ep *Endpoint) (*Request, bool) {
-	if len(t.free) == 0 {
-		if t.n == tableChunks {
-			return nil, false
-		}
-		c := new([chunkSize]Request)
-		base := uint64(t.n) << chunkBits
-		for i := range c {
-			c[i].id = base + uint64(i) | 1<<32 // generation 1: no id is 0
-			c[i].ep = ep
-		}
-		t.chunks[t.n].Store(c)
-		t.n++
-		for i := chunkSize - 1; i >= 0; i-- {
-			t.free = append(t.free, &c[i])
-		}
+	n := len(t.free) - 1
+	if n < 0 {
+		return t.grow(ep)
 	}
-	r := t.free[len(t.free)-1]
-	t.free = t.free[:len(t.free)-1]
+	r := t.free[n]
+	t.free = t.free[:n]
 	return r, true
+}
+
+// grow adds a chunk of requests to the pool and takes one, or reports
+// false if the table is full.
+func (t *reqTable) grow(ep *Endpoint) (*Request, bool) {
+	if t.n == tableChunks {
+		return nil, false
+	}
+	c := new([chunkSize]Request)
+	base := uint64(t.n) << chunkBits
+	for i := range c {
+		c[i].id = base + uint64(i) | 1<<32 // generation 1: no id is 0
+		c[i].ep = ep
+	}
+	t.chunks[t.n].Store(c)
+	t.n++
+	for i := chunkSize - 1; i >= 0; i-- {
+		t.free = append(t.free, &c[i])
+	}
+	return t.get(ep)
 }
 
 // put returns r to the pool with a new generation, so that packets naming

@@ -117,10 +117,9 @@ func putEager(p []byte, flags byte, ctx uint32, tag int32, length uint32, sreq u
 
 // putShort writes a short eager header.
 func putShort(p []byte, ctx uint32, tag int32, sid uint32) {
-	p[0], p[1], p[2], p[3] = pktShort, 0, 0, 0
-	put32(p, 4, ctx)
-	put32(p, 8, uint32(tag))
-	put32(p, 12, sid)
+	_ = p[shortHeader-1]
+	put64(p, 0, pktShort|uint64(ctx)<<32)
+	put64(p, 8, uint64(uint32(tag))|uint64(sid)<<32)
 }
 
 // putRTS writes a rendezvous announcement.

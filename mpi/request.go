@@ -96,7 +96,7 @@ func (r *Request) finish() (Status, error) {
 	var err error
 	switch {
 	case r.er != nil || r.sent.Valid():
-		st, err = r.collect()
+		st, err = r.collect(true)
 	case r.x != nil && r.x.tr != nil:
 		st = Status{Source: AnySource, Tag: AnyTag, Cancelled: r.x.tr.Cancelled()}
 		r.x.tr.Free()
@@ -112,15 +112,33 @@ func (r *Request) finish() (Status, error) {
 }
 
 // collect takes the result of a send or receive: its engine request's,
-// given back, or that of a send that went out at once.
-func (r *Request) collect() (Status, error) {
+// given back, or that of a send that went out at once. Without
+// wantStatus the status is left empty (MPI_STATUS_IGNORE).
+func (r *Request) collect(wantStatus bool) (st Status, err error) {
 	if er := r.er; er != nil {
 		r.er = nil
 		est, eerr := er.Wait()
-		return r.c.status(est), r.c.fail(r.c.engineErr(r.op.String(), eerr))
+		if eerr != nil {
+			err = r.c.fail(r.c.engineErr(r.op.String(), eerr))
+		}
+		if wantStatus {
+			st = r.c.status(est)
+		}
+		return st, err
 	}
 	r.sent = engine.Sent{}
-	return r.c.status(engine.Status{}), nil
+	if wantStatus {
+		st = r.c.status(engine.Status{})
+	}
+	return st, nil
+}
+
+// plain reports whether r is the usual request, a send or receive that
+// Isend or Irecv started and no one has waited for: Wait and Waitall
+// collect it in line.
+func (r *Request) plain() bool {
+	return r.x == nil && !r.freed && !r.inactive && r.c != nil && !r.c.p.done &&
+		(r.er != nil || r.sent.Valid())
 }
 
 func (r *Request) usable(op string) error {
@@ -136,12 +154,9 @@ func (r *Request) usable(op string) error {
 // Wait waits for r to complete and returns its status (MPI_WAIT). A nil or
 // inactive request returns an empty status at once.
 func (r *Request) Wait() (Status, error) {
-	if r != nil && r.x == nil && !r.freed && !r.inactive && r.c != nil && !r.c.p.done &&
-		(r.er != nil || r.sent.Valid()) {
-		// The usual request, a send or receive that Isend or Irecv
-		// started, checked in line.
+	if r != nil && r.plain() {
 		r.inactive = true
-		return r.collect()
+		return r.collect(true)
 	}
 	if err := r.usable("Wait"); err != nil {
 		return Status{}, err
@@ -313,7 +328,14 @@ func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 			}
 			continue
 		}
-		st, err := r.Wait()
+		var st Status
+		var err error
+		if r.plain() {
+			r.inactive = true
+			st, err = r.collect(statuses != nil)
+		} else {
+			st, err = r.Wait()
+		}
 		if statuses != nil {
 			statuses[i] = st
 		}
@@ -340,10 +362,10 @@ type recycler struct {
 }
 
 func (b *recycler) add(r *Request) {
-	if b.n == len(b.rs) || b.n > 0 && b.p != r.c.p {
+	if b.n == len(b.rs) || b.p != r.c.p {
 		b.flush()
+		b.p = r.c.p
 	}
-	b.p = r.c.p
 	b.rs[b.n] = r
 	b.n++
 }

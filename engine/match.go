@@ -206,11 +206,16 @@ func (m *matcher) unpost(r *Request) {
 		m.nwild--
 	}
 	if l.head == nil && len(m.posted) > m.maxLists {
-		k := recvKey(r.ctx, r.peer, r.tag)
-		delete(m.posted, k)
-		m.pcache.set(k, nil)
-		m.spare = append(m.spare, l)
+		m.unlist(l, r)
 	}
+}
+
+// unlist drops l, the empty list of r's key, to keep the map small.
+func (m *matcher) unlist(l *reqList, r *Request) {
+	k := recvKey(r.ctx, r.peer, r.tag)
+	delete(m.posted, k)
+	m.pcache.set(k, nil)
+	m.spare = append(m.spare, l)
 }
 
 // matchPosted finds, and removes, the earliest posted receive matching a

@@ -314,7 +314,17 @@ func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 	if len(payload) > len(r.buf) {
 		return false
 	}
-	m.unpost(r)
+	// unpost, for the head of a list of exact keys
+	if l.head = r.qnext; l.head != nil {
+		l.head.qprev = nil
+	} else {
+		l.tail = nil
+		if len(m.posted) > m.maxLists {
+			m.unlist(l, r)
+		}
+	}
+	r.list, r.qnext = nil, nil
+	m.nposted--
 	ep.posted.Sub(1)
 	n := copy(r.buf, payload)
 	r.sent = n

@@ -478,3 +478,72 @@ func TestCancelDeliveredEager(t *testing.T) {
 		return nil
 	})
 }
+
+// TestPostedShortPath: short messages delivered straight to their posted
+// receives (shortToPosted), in the cases that path must leave to the
+// general one and with the posted lists of more keys than the matcher
+// keeps: each receive gets its own message, in posting order per key, a
+// dropped list is not found again through the lookup cache, and a
+// truncated or wildcard receive still gets what the general path gives.
+func TestPostedShortPath(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		w, err := NewWorld(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep := w.Endpoint(0)
+		setSerial(t, ep, serial)
+		ep.m.maxLists = 4 // lists are dropped once empty beyond 4 keys
+		const keys, per = 12, 3
+		for round := 0; round < 3; round++ {
+			bufs := make([][]byte, keys*per)
+			reqs := make([]*Request, keys*per)
+			for i := range reqs {
+				bufs[i] = make([]byte, 8)
+				if reqs[i], err = ep.Irecv(bufs[i], 0, i%keys, uint32(round%2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for n := 0; n < per; n++ {
+				for k := keys - 1; k >= 0; k-- {
+					msg := []byte{byte(k), byte(n), byte(round), 0, 0, 0, 0, 0}
+					if err := ep.Send(msg, 0, k, uint32(round%2), Standard); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for i, r := range reqs {
+				st, err := r.Wait()
+				if err != nil {
+					t.Fatal(err)
+				}
+				k, n := i%keys, i/keys
+				if st.Tag != k || st.Source != 0 || st.Count != 8 || bufs[i][0] != byte(k) || bufs[i][1] != byte(n) || bufs[i][2] != byte(round) {
+					t.Fatalf("serial %v round %d: receive %d (tag %d, #%d) got %v, status %+v", serial, round, i, k, n, bufs[i][:3], st)
+				}
+			}
+			if got := len(ep.m.posted); got > ep.m.maxLists {
+				t.Errorf("serial %v round %d: %d posted lists kept, at most %d wanted", serial, round, got, ep.m.maxLists)
+			}
+		}
+		// Too small a buffer: the general path's truncation error.
+		small := make([]byte, 4)
+		r, _ := ep.Irecv(small, 0, 1, 0)
+		ep.Send([]byte("12345678"), 0, 1, 0, Standard)
+		if st, err := r.Wait(); !errors.Is(err, ErrTruncate) || st.Count != 4 || string(small) != "1234" {
+			t.Errorf("serial %v: truncated receive: %v, %+v, %q", serial, err, st, small)
+		}
+		// A wildcard receive posted before an exact one takes the first message.
+		any, _ := ep.Irecv(make([]byte, 8), AnySource, AnyTag, 0)
+		exact, _ := ep.Irecv(make([]byte, 8), 0, 5, 0)
+		ep.Send([]byte("a"), 0, 5, 0, Standard)
+		ep.Send([]byte("b"), 0, 5, 0, Standard)
+		if st, _ := any.Wait(); st.Tag != 5 || st.Count != 1 {
+			t.Errorf("serial %v: wildcard receive: %+v", serial, st)
+		}
+		if st, _ := exact.Wait(); st.Count != 1 {
+			t.Errorf("serial %v: exact receive after a wildcard: %+v", serial, st)
+		}
+		ep.Close()
+	}
+}

@@ -174,9 +174,12 @@ func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, 
 // completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if c.usual(dest, tag) { // checked in line
-		er, s, err := c.startSend(opIsend, buf, dest, tag, engine.Standard)
-		if err != nil {
-			return nil, err
+		var er *engine.Request
+		s, ok, err := c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard)
+		if !ok {
+			if er, s, err = c.startSend(opIsend, buf, dest, tag, engine.Standard); err != nil {
+				return nil, err
+			}
 		}
 		r := c.p.newRequest()
 		r.c, r.er, r.sent, r.op = c, er, s, opIsend

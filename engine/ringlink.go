@@ -28,6 +28,22 @@ func (l *ringLink) Commit(n int) {
 	l.p.Publish(1)
 }
 
+func (l *ringLink) Put(h0, h1 uint64, payload []byte) bool { return putWords(l, h0, h1, payload) }
+
+// putWords is Link.Put by way of Reserve and Commit.
+func putWords(l Link, h0, h1 uint64, payload []byte) bool {
+	n := 16 + len(payload)
+	b := l.Reserve(n)
+	if b == nil {
+		return false
+	}
+	put64(b, 0, h0)
+	put64(b, 8, h1)
+	copy(b[16:], payload)
+	l.Commit(n)
+	return true
+}
+
 func (l *ringLink) MaxPacket() int { return l.max }
 
 func (l *ringLink) Check() error { return l.p.Check() }
@@ -92,13 +108,7 @@ type recordLink struct {
 const recordType = 1
 
 func (l *recordLink) Reserve(n int) []byte {
-	if l.polls != nil {
-		p := *l.polls
-		stream := p == l.last
-		l.w.SetPrefetch(stream)
-		l.w.SetLinePadding(l.pad && !stream)
-		l.last = p
-	}
+	l.setStream()
 	b, err := l.w.Claim(n)
 	if err != nil {
 		return nil // full, closed, or larger than a record
@@ -106,7 +116,24 @@ func (l *recordLink) Reserve(n int) []byte {
 	return b
 }
 
+// setStream sets the writer's prefetch and line padding for a packet
+// that is (or is not) part of a stream.
+func (l *recordLink) setStream() {
+	if l.polls != nil {
+		p := *l.polls
+		stream := p == l.last
+		l.w.SetPrefetch(stream)
+		l.w.SetLinePadding(l.pad && !stream)
+		l.last = p
+	}
+}
+
 func (l *recordLink) Commit(n int) { l.w.CommitLen(recordType, n) }
+
+func (l *recordLink) Put(h0, h1 uint64, payload []byte) bool {
+	l.setStream()
+	return l.w.TryWriteWords(recordType, h0, h1, payload) == nil
+}
 
 func (l *recordLink) MaxPacket() int { return l.max }
 

@@ -186,13 +186,10 @@ func (ep *Endpoint) shortFits(dest int, buf []byte, mode Mode) bool {
 // sid, and reports whether the link had room.
 func (ep *Endpoint) pushShort(dest int, buf []byte, ctx uint32, tag int, sid uint32) bool {
 	p := &ep.peers[dest]
-	pkt := p.out.Reserve(shortHeader + len(buf))
-	if pkt == nil {
+	h0, h1 := shortWords(ctx, int32(tag), sid)
+	if !p.out.Put(h0, h1, buf) {
 		return false
 	}
-	putShort(pkt, ctx, int32(tag), sid)
-	copy(pkt[shortHeader:], buf)
-	p.out.Commit(shortHeader + len(buf))
 	p.count.msgs.Inc()
 	p.count.bytes.Add(uint64(len(buf)))
 	ep.wakeLater(dest)

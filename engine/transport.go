@@ -11,6 +11,10 @@ type Link interface {
 	Reserve(n int) []byte
 	// Commit publishes the reserved packet's first n bytes.
 	Commit(n int)
+	// Put sends one packet made of the words h0 and h1 (little-endian)
+	// and payload, or reports false if the link has no room for it now:
+	// Reserve, the copy and Commit in one call, for short packets.
+	Put(h0, h1 uint64, payload []byte) bool
 	// MaxPacket returns the largest packet the link carries.
 	MaxPacket() int
 	// Check reports whether the peer still takes packets: nil, or an

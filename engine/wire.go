@@ -117,9 +117,14 @@ func putEager(p []byte, flags byte, ctx uint32, tag int32, length uint32, sreq u
 
 // putShort writes a short eager header.
 func putShort(p []byte, ctx uint32, tag int32, sid uint32) {
-	_ = p[shortHeader-1]
-	put64(p, 0, pktShort|uint64(ctx)<<32)
-	put64(p, 8, uint64(uint32(tag))|uint64(sid)<<32)
+	h0, h1 := shortWords(ctx, tag, sid)
+	put64(p, 0, h0)
+	put64(p, 8, h1)
+}
+
+// shortWords returns a short header as two little-endian words.
+func shortWords(ctx uint32, tag int32, sid uint32) (h0, h1 uint64) {
+	return pktShort | uint64(ctx)<<32, uint64(uint32(tag)) | uint64(sid)<<32
 }
 
 // putRTS writes a rendezvous announcement.

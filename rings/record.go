@@ -1,6 +1,7 @@
 package rings
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -487,6 +488,51 @@ func (w *RecordWriter) TryWrite(typ uint32, p []byte) error {
 		return err
 	}
 	copy(buf, p)
+	return w.Commit(typ)
+}
+
+// TryWriteWords is TryWrite of a record whose payload is the words h0
+// and h1, little-endian, followed by p: the shape of a small message with
+// its header. On a single-producer ring that is not holding it claims,
+// stores and commits in one call, without the bookkeeping that carries a
+// claim from Claim to Commit: a third fewer instructions for a record of
+// 24 bytes, what an engine's short messages are. Its errors are
+// TryWrite's.
+func (w *RecordWriter) TryWriteWords(typ uint32, h0, h1 uint64, p []byte) error {
+	n := 16 + len(p)
+	if w.multi || w.holding || w.claiming || w.closed || typ > MaxRecordType || uint(n) > uint(w.maxPayload) {
+		return w.writeWords(typ, h0, h1, p)
+	}
+	length := uint64(recordHeader + n)
+	idx, err := w.claimOwn(align(length, recordAlign))
+	if err != nil {
+		return err // not holding, so nothing held to publish (Claim)
+	}
+	b := unsafe.Slice((*byte)(unsafe.Add(w.data, idx+recordHeader)), n)
+	binary.LittleEndian.PutUint64(b, h0)
+	binary.LittleEndian.PutUint64(b[8:], h1)
+	copy(b[16:], p)
+	if w.padLines {
+		w.claimLen = length
+		w.padLine()
+	}
+	asm.StoreRelease64(w.hdr(idx), length|uint64(typ)<<32)
+	asm.StoreRelease64(w.tailp, w.tail)
+	return nil
+}
+
+// writeWords is TryWriteWords by way of Claim and Commit.
+func (w *RecordWriter) writeWords(typ uint32, h0, h1 uint64, p []byte) error {
+	if typ > MaxRecordType {
+		return ErrInvalid
+	}
+	b, err := w.Claim(16 + len(p))
+	if err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint64(b, h0)
+	binary.LittleEndian.PutUint64(b[8:], h1)
+	copy(b[16:], p)
 	return w.Commit(typ)
 }
 

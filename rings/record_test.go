@@ -616,3 +616,104 @@ func TestRecordHoldConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRecordWriteWords writes records of two words and a payload of
+// every size through a small ring with TryWriteWords, on both kinds of
+// ring, with and without line padding and while holding: every record
+// arrives whole and in order, and the errors are TryWrite's.
+func TestRecordWriteWords(t *testing.T) {
+	for _, mode := range []string{"plain", "padded", "holding"} {
+		t.Run(mode, func(t *testing.T) {
+			forKinds(t, func(t *testing.T, multi bool) { recordWriteWords(t, multi, mode) })
+		})
+	}
+}
+
+func recordWriteWords(t *testing.T, multi bool, mode string) {
+	r, w, rd := newRecordPair(t, multi, 1024)
+	w.SetLinePadding(mode == "padded")
+	if mode == "holding" && !multi {
+		if err := w.Hold(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	max := r.MaxPayload() - 16
+	buf := make([]byte, max)
+	var got, sent uint64
+	check := func(typ uint32, p []byte) {
+		n := int(got % uint64(max+1))
+		if typ != uint32(got%7) || len(p) != 16+n || binary.LittleEndian.Uint64(p) != got ||
+			binary.LittleEndian.Uint64(p[8:]) != ^got || !checkPattern(p[16:], got) {
+			t.Fatalf("record %d: type %d, %d bytes %v", got, typ, len(p), p)
+		}
+		got++
+	}
+	for sent < 3000 {
+		m := buf[:sent%uint64(max+1)]
+		pattern(m, sent)
+		switch err := w.TryWriteWords(uint32(sent%7), sent, ^sent, m); err {
+		case nil:
+			sent++
+			if sent%5 == 0 {
+				w.Flush() // a held ring publishes every fifth record
+			}
+		case ErrFull:
+			w.Flush()
+			if n, err := rd.Poll(check, 3); n == 0 || err != nil {
+				t.Fatalf("full ring, Poll = %d, %v", n, err)
+			}
+		default:
+			t.Fatal(err)
+		}
+	}
+	w.Flush()
+	for got < sent {
+		if n, err := rd.Poll(check, 100); n == 0 || err != nil {
+			t.Fatalf("drain: %d %v", n, err)
+		}
+	}
+	if err := w.TryWriteWords(0, 0, 0, make([]byte, max+1)); err != ErrTooLarge {
+		t.Fatalf("oversize: %v", err)
+	}
+	if err := w.TryWriteWords(MaxRecordType+1, 0, 0, nil); err != ErrInvalid {
+		t.Fatalf("padding type: %v", err)
+	}
+	if _, err := w.Claim(8); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.TryWriteWords(0, 0, 0, nil); err != ErrInvalid {
+		t.Fatalf("with a claim open: %v", err)
+	}
+	w.Abort()
+	w.Close()
+	if err := w.TryWriteWords(0, 0, 0, nil); err != ErrClosed {
+		t.Fatalf("closed: %v", err)
+	}
+}
+
+// TestRecordWriteWordsLayout: TryWriteWords lays records out exactly as
+// TryWrite of the same bytes does, line padding included.
+func TestRecordWriteWordsLayout(t *testing.T) {
+	for _, padded := range []bool{false, true} {
+		_, a, _ := newRecordPair(t, false, 1<<16)
+		_, b, _ := newRecordPair(t, false, 1<<16)
+		a.SetLinePadding(padded)
+		b.SetLinePadding(padded)
+		rec := make([]byte, 16+100)
+		for i := uint64(0); i < 500; i++ {
+			n := int(i*7) % 101
+			binary.LittleEndian.PutUint64(rec, i)
+			binary.LittleEndian.PutUint64(rec[8:], ^i)
+			pattern(rec[16:16+n], i)
+			if err := a.TryWriteWords(1, i, ^i, rec[16:16+n]); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.TryWrite(1, rec[:16+n]); err != nil {
+				t.Fatal(err)
+			}
+			if a.tail != b.tail {
+				t.Fatalf("padded %v: record %d of %d bytes ends at %d, TryWrite's at %d", padded, i, 16+n, a.tail, b.tail)
+			}
+		}
+	}
+}

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/tachyon-hpc/tachyon/progress"
 )
 
 // Outbound flow of one message:
@@ -125,11 +127,19 @@ func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s
 		return Sent{}, false, nil
 	}
 	sid := ep.nextSID(dest)
-	if !ep.pushShort(dest, buf, ctx, tag, sid) {
+	if !ep.writeShort(dest, buf, ctx, tag, sid) {
 		ep.unlock()
 		return Sent{}, false, nil
 	}
-	ep.unlock()
+	if ep.serial && len(ep.woken) == 0 && !ep.notify {
+		// The one wake-up this call owes, sent at once: what unlock would
+		// do for it, without the list.
+		progress.WakeFence()
+		ep.peers[dest].out.Wake()
+	} else {
+		ep.wakeLater(dest)
+		ep.unlock()
+	}
 	return Sent{dest: int32(dest), tag: int32(tag), ctx: ctx, sid: sid}, true, nil
 }
 
@@ -185,6 +195,15 @@ func (ep *Endpoint) shortFits(dest int, buf []byte, mode Mode) bool {
 // pushShort puts buf on the link to dest as a short packet naming the send
 // sid, and reports whether the link had room.
 func (ep *Endpoint) pushShort(dest int, buf []byte, ctx uint32, tag int, sid uint32) bool {
+	if !ep.writeShort(dest, buf, ctx, tag, sid) {
+		return false
+	}
+	ep.wakeLater(dest)
+	return true
+}
+
+// writeShort is pushShort without the wake-up it owes dest.
+func (ep *Endpoint) writeShort(dest int, buf []byte, ctx uint32, tag int, sid uint32) bool {
 	p := &ep.peers[dest]
 	h0, h1 := shortWords(ctx, int32(tag), sid)
 	if !p.out.Put(h0, h1, buf) {
@@ -192,7 +211,6 @@ func (ep *Endpoint) pushShort(dest int, buf []byte, ctx uint32, tag int, sid uin
 	}
 	p.count.msgs.Inc()
 	p.count.bytes.Add(uint64(len(buf)))
-	ep.wakeLater(dest)
 	return true
 }
 

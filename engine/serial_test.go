@@ -111,7 +111,7 @@ func parkAtOnce(t *testing.T) *pvar.Var {
 
 // TestParkedReceiverWoken: a receiver that has parked (no spinning, no
 // pause phase, a 30-second nap) is woken by the sender's doorbell ring at
-// the end of its Send, locked or serial, in both directions. A lost
+// the end of its Send or SendNow, locked or serial, in both directions. A lost
 // wake-up would hold the message for the whole nap.
 func TestParkedReceiverWoken(t *testing.T) {
 	parks := parkAtOnce(t)
@@ -125,11 +125,15 @@ func TestParkedReceiverWoken(t *testing.T) {
 				}
 				buf := make([]byte, 8)
 				peer := 1 - ep.Rank()
-				for i := range 3 {
+				for i := range 4 {
 					if (i+ep.Rank())%2 == 0 {
 						time.Sleep(20 * time.Millisecond) // the peer parks meanwhile
-						if err := ep.Send(buf, peer, i, 0, Standard); err != nil {
-							return err
+						if i < 2 {
+							if err := ep.Send(buf, peer, i, 0, Standard); err != nil {
+								return err
+							}
+						} else if _, ok, err := ep.SendNow(buf, peer, i, 0, Standard); !ok || err != nil {
+							return fmt.Errorf("SendNow: %v, %v", ok, err)
 						}
 					} else if _, err := ep.Recv(buf, peer, i, 0); err != nil {
 						return err
@@ -138,7 +142,7 @@ func TestParkedReceiverWoken(t *testing.T) {
 				return nil
 			})
 			if el := time.Since(start); el > 10*time.Second {
-				t.Fatalf("three exchanges took %v: a parked receiver was not woken", el)
+				t.Fatalf("four exchanges took %v: a parked receiver was not woken", el)
 			}
 			if parks.Read() == before {
 				t.Fatal("no receiver parked: the test did not test waking")

@@ -123,13 +123,18 @@ func (l *uqList) remove(u *unexpected, which int) {
 // (the common case) costs a multiply and a compare instead of a map
 // lookup. Remembering absent keys matters as much: a message that a
 // wildcard receive matches looks up its exact key, which has no list,
-// every time. Whoever adds or removes a map entry tells the cache.
+// every time. Whoever adds or removes a map entry tells the cache. In
+// front of the table sits the entry used last: a window of messages on one
+// key (the most common case of all) then costs a compare.
 type listCache[L any] struct {
-	ents [64]struct {
-		k     key
-		l     *L // nil: k has no list
-		known bool
-	}
+	last cacheEntry[L]
+	ents [64]cacheEntry[L]
+}
+
+type cacheEntry[L any] struct {
+	k     key
+	l     *L // nil: k has no list
+	known bool
 }
 
 func (k key) slot() uint32 {
@@ -138,19 +143,24 @@ func (k key) slot() uint32 {
 
 // get returns m[k], from the cache if it knows k.
 func (c *listCache[L]) get(m map[key]*L, k key) *L {
-	e := &c.ents[k.slot()]
-	if e.known && e.k == k {
-		return e.l
+	if c.last.k == k && c.last.known {
+		return c.last.l
 	}
-	l := m[k]
-	e.k, e.l, e.known = k, l, true
-	return l
+	e := &c.ents[k.slot()]
+	if !e.known || e.k != k {
+		e.k, e.l, e.known = k, m[k], true
+	}
+	c.last = *e
+	return e.l
 }
 
 // set records that m[k] is now l (nil: k left the map).
 func (c *listCache[L]) set(k key, l *L) {
 	e := &c.ents[k.slot()]
 	e.k, e.l, e.known = k, l, true
+	if c.last.k == k {
+		c.last = *e
+	}
 }
 
 // matcher holds one endpoint's posted and unexpected queues.

@@ -62,6 +62,7 @@ type peer struct {
 	rx     rxState     // the eager message this peer is in the middle of
 	dead   error       // non-nil once the peer is gone
 	count  *transportShards
+	short  int    // the largest payload of a short packet on out
 	sid    uint32 // the last short id given to a send to this peer
 	held   int    // packets handled but not yet released
 	queued bool   // counted in outq
@@ -159,6 +160,9 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 			shards[counts[i]] = s
 		}
 		ep.peers[i] = peer{out: links[i], in: inboxes[i], count: s}
+		if links[i] != nil {
+			ep.peers[i].short = links[i].MaxPacket() - shortHeader
+		}
 		if l, ok := links[i].(*recordLink); ok {
 			l.polls = &ep.polls
 		}

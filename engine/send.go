@@ -189,7 +189,7 @@ func (ep *Endpoint) CancelSent(s Sent) (*Request, error) {
 func (ep *Endpoint) shortFits(dest int, buf []byte, mode Mode) bool {
 	p := &ep.peers[dest]
 	return (mode == Standard || mode == Ready) && p.sendq.head == nil && p.dead == nil &&
-		len(buf) <= p.out.MaxPacket()-shortHeader && len(buf) <= int(eagerLimit.Get())
+		len(buf) <= p.short && len(buf) <= int(eagerLimit.Get())
 }
 
 // pushShort puts buf on the link to dest as a short packet naming the send

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/pvar"
+	"github.com/tachyon-hpc/tachyon/rings"
 )
 
 // Endpoint is one rank's view of a job: its links to every rank (itself
@@ -56,11 +57,12 @@ type cachePad [64]byte
 type peer struct {
 	out    Link
 	in     Inbox
-	ctl    []ctlPacket // control packets waiting for room, in order
-	sendq  reqQueue    // sends not yet fully pushed; only the head is under way
-	dataq  reqQueue    // rendezvous sends streaming data after cts
-	rx     rxState     // the eager message this peer is in the middle of
-	dead   error       // non-nil once the peer is gone
+	recs   *rings.RecordReader // in's reader when in is a record ring, read without the interface
+	ctl    []ctlPacket         // control packets waiting for room, in order
+	sendq  reqQueue            // sends not yet fully pushed; only the head is under way
+	dataq  reqQueue            // rendezvous sends streaming data after cts
+	rx     rxState             // the eager message this peer is in the middle of
+	dead   error               // non-nil once the peer is gone
 	count  *transportShards
 	short  int    // the largest payload of a short packet on out
 	sid    uint32 // the last short id given to a send to this peer
@@ -163,6 +165,9 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 		if links[i] != nil {
 			ep.peers[i].short = links[i].MaxPacket() - shortHeader
 		}
+		if in, ok := inboxes[i].(*recordInbox); ok {
+			ep.peers[i].recs = in.r
+		}
 		if l, ok := links[i].(*recordLink); ok {
 			l.polls = &ep.polls
 		}
@@ -228,8 +233,14 @@ func (ep *Endpoint) pollLocked() int {
 		p := &ep.peers[i]
 		ep.releaseHeld(p)
 		k, err := p.in.Peek(batch)
-		for j := 0; j < k; j++ {
-			ep.handle(i, p.in.Packet(j))
+		if rd := p.recs; rd != nil {
+			for j := 0; j < k; j++ {
+				ep.handle(i, rd.Record(j))
+			}
+		} else {
+			for j := 0; j < k; j++ {
+				ep.handle(i, p.in.Packet(j))
+			}
 		}
 		if k > 0 {
 			p.held = k

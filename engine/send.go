@@ -117,7 +117,7 @@ func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s
 	if err := ep.checkDest(dest, tag); err != nil {
 		return Sent{}, false, err
 	}
-	ep.lock() // unlocked at each return, not deferred: a defer costs 5% of this call
+	ep.lock() // unlocked at each return, not deferred: the defer was 5% of this call's instructions
 	if ep.closed {
 		ep.unlock()
 		return Sent{}, false, ErrClosed

@@ -67,6 +67,7 @@ type peer struct {
 	short  int    // the largest payload of a short packet on out
 	sid    uint32 // the last short id given to a send to this peer
 	held   int    // packets handled but not yet released
+	rndv   uint64 // the last rendezvous receive started from this peer
 	queued bool   // counted in outq
 	wake   bool   // in ep.woken
 }
@@ -87,6 +88,7 @@ type transportShards struct {
 type ctlPacket struct {
 	typ, flags byte
 	a, b       uint64
+	c, d, e    uint64 // ctw: offset, length, address
 	ctx        uint32
 	tag        int32
 	sid        uint32 // cancel: the short id of the message

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"unsafe"
 )
 
 // Inbound flow of one message:
@@ -220,6 +221,10 @@ func (ep *Endpoint) handle(src int, pkt []byte) {
 		ep.markQueued(p)
 	case pktData:
 		ep.onData(src, pkt)
+	case pktCTW:
+		ep.onCTW(src, pkt)
+	case pktWritten:
+		ep.onWritten(src, pkt)
 	case pktFin:
 		if s := ep.reqs.lookup(u64(pkt, 8)); s != nil && s.kind == kindSend && s.peer == src &&
 			s.state == stPushing && s.mode == Synchronous && !s.finned {
@@ -439,7 +444,15 @@ func (ep *Endpoint) startRendezvous(r *Request, src, length int, sreq, addr uint
 	r.state = stReceiving
 	r.total, r.got = length, 0
 	n := min(length, len(r.buf))
+	p := &ep.peers[src]
+	queued := ep.stillReceiving(src, p.rndv)
+	p.rndv = r.id
 	if ep.reader != nil {
+		if at := ep.reader.splitAt(src, n); at < n && (queued || splitLone.Get()) {
+			r.rreq, r.saddr = sreq, addr
+			ep.startSplit(r, src, n, at)
+			return
+		}
 		if err := ep.reader.readRemote(src, sreq, addr, r.buf[:n]); err == nil {
 			r.sent = n
 			ep.queueCtl(src, ctlPacket{typ: pktFin, a: sreq})
@@ -454,6 +467,86 @@ func (ep *Endpoint) startRendezvous(r *Request, src, length int, sreq, addr uint
 	pvPipelined.Add(1)
 	r.sent = 0
 	ep.queueCtl(src, ctlPacket{typ: pktCTS, a: sreq, b: r.id})
+}
+
+// stillReceiving reports whether the rendezvous receive id from src is
+// still receiving: then a message that comes after it is split, while a
+// lone one streams, which has the lower latency (engine_rndv_split_lone).
+func (ep *Endpoint) stillReceiving(src int, id uint64) bool {
+	q := ep.reqs.lookup(id)
+	return q != nil && q.kind == kindRecv && q.state == stReceiving && q.status.Source == src
+}
+
+// startSplit copies a matched rendezvous message, of which n bytes fit
+// in r, in two parts at once: it asks the sender to write the bytes from
+// at on (ctw), then reads those before at itself. r completes when the
+// sender's written comes.
+func (ep *Endpoint) startSplit(r *Request, src, n, at int) {
+	ep.queueCtl(src, ctlPacket{typ: pktCTW, a: r.rreq, b: r.id, c: uint64(at), d: uint64(n - at),
+		e: uint64(uintptr(unsafe.Pointer(&r.buf[at])))})
+	if len(ep.woken) > 0 {
+		ep.wake() // now, so that the sender copies while this rank does
+	}
+	r.splitAt = at
+	if err := ep.reader.readPart(src, r.saddr, r.buf[:at]); err != nil {
+		r.split = splitDropped
+		ep.streamRest(r, src)
+		return
+	}
+	r.split = splitWaiting
+}
+
+// onWritten completes a split receive once the sender has written its
+// part, or gets that part another way if the sender could not.
+func (ep *Endpoint) onWritten(src int, pkt []byte) {
+	r := ep.reqs.lookup(u64(pkt, 8))
+	if r == nil || r.kind != kindRecv || r.state != stReceiving || r.status.Source != src || r.split == splitNone {
+		pvMalformed.Add(1)
+		return
+	}
+	if r.split == splitDropped {
+		r.split = splitNone
+		return
+	}
+	r.split = splitNone
+	n := min(r.total, len(r.buf))
+	if pkt[1] != 1 {
+		if err := ep.reader.readPart(src, r.saddr+uint64(r.splitAt), r.buf[r.splitAt:n]); err != nil {
+			ep.streamRest(r, src)
+			return
+		}
+	}
+	pvSplit.Add(1)
+	r.sent = n
+	ep.queueCtl(src, ctlPacket{typ: pktFin, a: r.rreq})
+	ep.finishRecv(r, r.total)
+}
+
+// streamRest gives up copying r across and asks the sender, still waiting
+// for fin, to stream the whole message through the rings. What either
+// side copied already is overwritten with the same bytes.
+func (ep *Endpoint) streamRest(r *Request, src int) {
+	pvPipelined.Add(1)
+	r.got, r.sent = 0, 0
+	ep.queueCtl(src, ctlPacket{typ: pktCTS, a: r.rreq, b: r.id})
+}
+
+// onCTW writes the part of a rendezvous message its receiver asked for
+// into the receiver's buffer and answers written, saying whether it could.
+func (ep *Endpoint) onCTW(src int, pkt []byte) {
+	s := ep.sendRequest(src, u64(pkt, 8), stAwaitFin)
+	if s == nil {
+		return
+	}
+	rreq, off, n, addr := u64(pkt, 16), u64(pkt, 24), u64(pkt, 32), u64(pkt, 40)
+	var ok byte
+	switch {
+	case off > uint64(len(s.buf)) || n > uint64(len(s.buf))-off:
+		pvMalformed.Add(1) // answered all the same: the receiver reads it
+	case ep.reader != nil && ep.reader.writeRemote(src, addr, s.buf[off:off+n]) == nil:
+		ok = 1
+	}
+	ep.queueCtl(src, ctlPacket{typ: pktWritten, flags: ok, a: rreq, b: n})
 }
 
 func (ep *Endpoint) onData(src int, pkt []byte) {

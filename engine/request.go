@@ -52,6 +52,15 @@ const (
 	stDone                      // complete: status and err are final
 )
 
+// splitState is where a split rendezvous receive stands.
+type splitState uint8
+
+const (
+	splitNone    splitState = iota
+	splitWaiting            // the receiver has read its part; the sender's written is due
+	splitDropped            // streamed instead: the written still due is ignored
+)
+
 // Request is one nonblocking operation of an endpoint. It is owned by the
 // endpoint's pool: after Wait or Test reports it complete, or after Free,
 // the caller must not touch it again.
@@ -77,10 +86,15 @@ type Request struct {
 
 	// Sends: the peer queue they wait in, and how far they got.
 	snext *Request
-	sent  int // send: bytes pushed; recv: bytes stored
-	total int // rendezvous recv: the whole message's length
-	got   int // rendezvous recv: data bytes arrived
-	rreq  uint64
+	sent  int    // send: bytes pushed; recv: bytes stored
+	total int    // rendezvous recv: the whole message's length
+	got   int    // rendezvous recv: data bytes arrived
+	rreq  uint64 // send: the receiver's request (cts, ctw); split recv: the sender's
+
+	// Split rendezvous receives (ctw): the sender writes from splitAt on.
+	split   splitState
+	splitAt int
+	saddr   uint64 // the sender's buffer
 
 	sid        uint32      // send: the short id of its short packet, 0 if none
 	uq         *unexpected // recv: the unexpected message it waits on

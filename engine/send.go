@@ -287,6 +287,10 @@ func (ep *Endpoint) flush(i int) int {
 			size = cancelHeader
 		case pktCTS:
 			size = ctsHeader
+		case pktCTW:
+			size = ctwHeader
+		case pktWritten:
+			size = writtenHeader
 		}
 		pkt := p.out.Reserve(size)
 		if pkt == nil {
@@ -296,8 +300,13 @@ func (ep *Endpoint) flush(i int) int {
 		case pktCancel:
 			putIDs(pkt[:cancelHeader], c.typ, c.flags, c.a, uint64(uint32(c.tag))|uint64(c.sid)<<32)
 			put32(pkt, 4, c.ctx)
-		case pktCTS:
+		case pktCTS, pktWritten:
 			putIDs(pkt[:ctsHeader], c.typ, c.flags, c.a, c.b)
+		case pktCTW:
+			putIDs(pkt[:ctwHeader], c.typ, c.flags, c.a, c.b)
+			put64(pkt, 24, c.c)
+			put64(pkt, 32, c.d)
+			put64(pkt, 40, c.e)
 		default:
 			putIDs(pkt[:finHeader], c.typ, c.flags, c.a, 0)
 		}

@@ -286,12 +286,38 @@ func (r *shmReader) readRemote(peer int, sreq, addr uint64, dst []byte) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	err := readProcess(r.job.pid(peer), addr, dst)
+	err := r.readPart(peer, addr, dst)
 	if err == nil {
 		pvCMA.Add(1)
-		return nil
 	}
-	if isPermission(err) {
+	return err
+}
+
+func (r *shmReader) splitAt(peer, n int) int {
+	least := int(splitMin.Get())
+	if peer == r.self || r.disabled || least == 0 || n < least || rndvMode.Get() == "pipeline" {
+		return n
+	}
+	return (n - n*int(splitShare.Get())/100) &^ 63
+}
+
+func (r *shmReader) readPart(peer int, addr uint64, dst []byte) error {
+	if r.disabled {
+		return errCMAOff
+	}
+	err := readProcess(r.job.pid(peer), addr, dst)
+	if err != nil && isPermission(err) {
+		r.disabled = true
+	}
+	return err
+}
+
+func (r *shmReader) writeRemote(peer int, addr uint64, src []byte) error {
+	if r.disabled {
+		return errCMAOff
+	}
+	err := writeProcess(r.job.pid(peer), addr, src)
+	if err != nil && isPermission(err) {
 		r.disabled = true
 	}
 	return err

@@ -180,19 +180,26 @@ func setVar(t testing.TB, name, value string) {
 }
 
 func TestShmEcho(t *testing.T) {
-	for _, mode := range []string{"auto", "cma", "pipeline"} {
+	for _, mode := range []string{"auto", "cma", "pipeline", "split"} {
 		t.Run(mode, func(t *testing.T) {
-			if mode == "cma" && os.Geteuid() != 0 {
+			if (mode == "cma" || mode == "split") && os.Geteuid() != 0 {
 				t.Skip("process_vm_readv between these processes may be refused without root")
 			}
-			env := []string{"TACHYON_ENGINE_RNDV_COPY=" + mode}
-			if mode == "auto" { // the 4 MiB message read across, the others streamed
-				setVar(t, "engine_cma_min", strconv.Itoa(2<<20))
-				env = append(env, "TACHYON_ENGINE_CMA_MIN="+strconv.Itoa(2<<20))
+			vars := map[string]string{"engine_rndv_copy": mode}
+			switch mode {
+			case "auto": // the 4 MiB message read across, the others streamed
+				vars["engine_cma_min"] = strconv.Itoa(2 << 20)
+			case "split": // the 1 and 4 MiB messages split, the other streamed
+				vars = map[string]string{"engine_rndv_copy": "auto", "engine_rndv_split_lone": "true",
+					"engine_rndv_split_min": strconv.Itoa(64 << 10)}
 			}
-			setVar(t, "engine_rndv_copy", mode)
+			var env []string
+			for name, v := range vars {
+				setVar(t, name, v)
+				env = append(env, "TACHYON_"+strings.ToUpper(name)+"="+v)
+			}
 			ep, kids := startJob(t, 2, "echo", env...)
-			cma0, piped0 := pvCMA.Value(), pvPipelined.Value()
+			cma0, piped0, split0 := pvCMA.Value(), pvPipelined.Value(), pvSplit.Value()
 			for k, n := range shmSizes {
 				out := msg(n, k)
 				in := make([]byte, n)
@@ -217,15 +224,16 @@ func TestShmEcho(t *testing.T) {
 			// This rank received three rendezvous messages (above the
 			// 16 KiB eager limit); each moved by one of the two ways:
 			// in auto mode, the two below engine_cma_min streamed.
-			cma, piped := pvCMA.Value()-cma0, pvPipelined.Value()-piped0
+			cma, piped, split := pvCMA.Value()-cma0, pvPipelined.Value()-piped0, pvSplit.Value()-split0
 			switch {
-			case cma+piped != 3,
+			case cma+piped+split != 3,
 				mode == "pipeline" && piped != 3,
 				mode == "cma" && cma != 3,
-				mode == "auto" && piped < 2:
-				t.Fatalf("%s: rendezvous by cma %d, pipelined %d", mode, cma, piped)
+				mode == "auto" && piped < 2,
+				mode == "split" && split != 2:
+				t.Fatalf("%s: rendezvous by cma %d, pipelined %d, split %d", mode, cma, piped, split)
 			}
-			t.Logf("rendezvous by cma %d, pipelined %d", cma, piped)
+			t.Logf("rendezvous by cma %d, pipelined %d, split %d", cma, piped, split)
 		})
 	}
 }

@@ -44,6 +44,19 @@ type Inbox interface {
 // buffer: a plain copy between goroutines of one process, process_vm_readv
 // between processes. It returns an error if it cannot, and the protocol
 // falls back to streaming the data through the link.
+//
+// Between processes it may also split a large message's copy between the
+// two ranks (engine_rndv_split_min): the receiver reads the first part
+// while the sender writes the rest with process_vm_writev, so that both
+// cores copy at once.
 type remoteReader interface {
 	readRemote(peer int, sreq, addr uint64, dst []byte) error
+	// splitAt returns where to split a rendezvous message of n bytes
+	// from peer: the receiver reads before it, the sender writes from
+	// it on. n means no split.
+	splitAt(peer, n int) int
+	// readPart copies dst from peer's address addr; writeRemote copies
+	// src to it.
+	readPart(peer int, addr uint64, dst []byte) error
+	writeRemote(peer int, addr uint64, src []byte) error
 }

@@ -30,6 +30,15 @@ var (
 	cmaMin = cvar.NewInt("engine_cma_min", 16<<20,
 		"Smallest rendezvous message that engine_rndv_copy=auto reads with process_vm_readv; smaller ones stream through the rings. The system call pins the sender's pages one by one, which on this VM made it slower than two copies through the rings at every size measured: one-way latency at 64 KiB 6.5-8.1 us streamed against 13-15 us read across, at 1 MiB 57-67 against 147-159 us, at 4 MiB 246-258 against 534-547 us.",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
+	splitMin = cvar.NewInt("engine_rndv_split_min", 256<<10,
+		"Smallest rendezvous message between processes whose copy the two ranks split (unless engine_rndv_copy=pipeline): the receiver reads the first part of the sender's buffer with process_vm_readv while the sender writes the rest into the receiver's with process_vm_writev, so that two cores copy at once. 0: never split. Where the kernel refuses cross-memory attach the message streams through the rings.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
+	splitLone = cvar.NewBool("engine_rndv_split_lone", false,
+		"Whether a rendezvous message is split (engine_rndv_split_min) even when no earlier one from the same rank is still arriving. A lone message between two ranks whose caches hold the data streamed through the rings in less time than split on this VM (1 MiB one way: 57-58 us against 83-95), while one of a stream of messages went faster split (1 MiB messages, a window of 64: 19-23 GB/s against 9-14).",
+		cvar.WithCategory("engine"))
+	splitShare = cvar.NewInt("engine_rndv_split_share", 50,
+		"Percent of a split rendezvous message (engine_rndv_split_min) that the sender writes; the receiver reads the rest.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 100), cvar.WithUnit("percent"))
 	checkInterval = cvar.NewDuration("engine_check_interval", 5*time.Millisecond,
 		"How often an endpoint with pending operations that finds nothing to do checks that its peers are alive: a dead or departed peer's operations fail within about this long after its death is visible.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(10*time.Microsecond), int64(time.Minute)))
@@ -57,6 +66,8 @@ var (
 		"Messages sent with the rendezvous protocol.", pvar.WithUnit("messages"))
 	pvCMA = pvar.NewCounter("engine_rendezvous_cma",
 		"Rendezvous messages read in one copy with process_vm_readv.", pvar.WithUnit("messages"))
+	pvSplit = pvar.NewCounter("engine_rendezvous_split",
+		"Rendezvous messages whose copy the two ranks split: the receiver read one part, the sender wrote the other.", pvar.WithUnit("messages"))
 	pvPipelined = pvar.NewCounter("engine_rendezvous_pipelined",
 		"Rendezvous messages streamed through the rings in data packets.", pvar.WithUnit("messages"))
 	pvMalformed = pvar.NewCounter("engine_malformed_packets",

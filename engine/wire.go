@@ -35,6 +35,14 @@ import (
 //	       message, named by its request (eager, rts) or its short id
 //	       (short; 0 if none); the answer names the request.
 //	cancelled 0 type, 1 flags (1: withdrawn), 8 sender request u64.
+//	ctw    0 type, 8 sender request u64, 16 receiver request u64,
+//	       24 offset u64, 32 length u64, 40 receiver address u64: the
+//	       receiver matched an rts and splits the copy (engine_rndv_split_min):
+//	       it reads the part before offset itself and asks the sender to
+//	       write length bytes from offset on to its address.
+//	written 0 type, 1 flags (1: written), 8 receiver request u64,
+//	       16 length u64: the sender's answer to ctw; if it could not
+//	       write, the receiver gets that part another way.
 const (
 	pktEager     = 1
 	pktFrag      = 2
@@ -45,22 +53,30 @@ const (
 	pktCancel    = 7
 	pktCancelled = 8
 	pktShort     = 9
+	pktCTW       = 10
+	pktWritten   = 11
 
 	flagSync = 1 << 0 // eager or rts: the sender wants fin once matched
 
-	eagerHeader  = 24
-	shortHeader  = 16
-	fragHeader   = 8
-	rtsHeader    = 40
-	ctsHeader    = 24
-	dataHeader   = 24
-	finHeader    = 16
-	cancelHeader = 24
+	eagerHeader   = 24
+	shortHeader   = 16
+	fragHeader    = 8
+	rtsHeader     = 40
+	ctsHeader     = 24
+	dataHeader    = 24
+	finHeader     = 16
+	cancelHeader  = 24
+	ctwHeader     = 48
+	writtenHeader = 24
 
 	// minPacket is the smallest packet capacity a link may offer: the
-	// largest header plus one byte of payload.
+	// largest header of a packet with payload plus one byte of it, which
+	// also holds ctw, the largest header of all.
 	minPacket = rtsHeader + 8
 )
+
+// A ctw fits any link.
+var _ [minPacket - ctwHeader]struct{}
 
 // headerLen returns the header length of a packet type, 0 if the type is
 // unknown.
@@ -80,6 +96,10 @@ func headerLen(typ byte) int {
 		return dataHeader
 	case pktCancel:
 		return cancelHeader
+	case pktCTW:
+		return ctwHeader
+	case pktWritten:
+		return writtenHeader
 	case pktFin, pktCancelled:
 		return finHeader
 	}

@@ -91,10 +91,8 @@ type Request struct {
 	got   int    // rendezvous recv: data bytes arrived
 	rreq  uint64 // send: the receiver's request (cts, ctw); split recv: the sender's
 
-	// Split rendezvous receives (ctw): the sender writes from splitAt on.
-	split   splitState
-	splitAt int
-	saddr   uint64 // the sender's buffer
+	splitAt int    // split rendezvous recv (ctw): the sender writes from here on
+	saddr   uint64 // split rendezvous recv: the sender's buffer
 
 	sid        uint32      // send: the short id of its short packet, 0 if none
 	uq         *unexpected // recv: the unexpected message it waits on
@@ -102,6 +100,7 @@ type Request struct {
 	finned     bool        // synchronous eager send: fin came before its last packet left
 	freed      bool        // the user freed it: release once complete
 	internal   bool        // a blocking call's own request
+	split      splitState  // split rendezvous recv
 	release    func()      // buffered sends: give the space back
 }
 

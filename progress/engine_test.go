@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -277,15 +276,6 @@ func TestStartBadCPU(t *testing.T) {
 	if err := e.Start(-1); err != nil {
 		t.Fatalf("Start after a failed Start: %v", err)
 	}
-}
-
-// cpuTime returns the CPU time this process has used.
-func cpuTime(t *testing.T) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Skip("getrusage: ", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // idleCPU measures the share of one core the process uses over one second

@@ -92,8 +92,10 @@ type Engine struct {
 	wheel   *wheel.Wheel
 	nextDue uint64 // lower bound of the next timer's due count, ^0 when none (asm loads and stores)
 
-	bell                         *Doorbell
-	own                          Doorbell
+	bell *Doorbell
+	_    [64]byte // own shares no line with the fields above, which polls write
+	own  Doorbell // padded after its words: wakers in this process read it
+
 	spin, pause, parkMax, margin time.Duration
 	spinC, pauseC, marginC       uint64 // the same in clock counts
 

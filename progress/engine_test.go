@@ -348,6 +348,22 @@ func TestPollingFlagOwnLine(t *testing.T) {
 	}
 }
 
+// TestDoorbellOwnLine checks that the engine's own doorbell, which a
+// goroutine rank reads at every wake-up it owes its peer, shares no line
+// with the fields the peer's polls write (pollN, coarse, nextDue): with
+// them on its line, an 8-byte ping-pong between goroutine ranks took
+// 0.52-0.54 us one way instead of 0.38-0.40 (bench -transport inproc).
+func TestDoorbellOwnLine(t *testing.T) {
+	var e Engine
+	words := unsafe.Offsetof(e.own.flags) + unsafe.Sizeof(e.own.flags) // seq, sleepers, flags
+	before := unsafe.Offsetof(e.own) - (unsafe.Offsetof(e.bell) + unsafe.Sizeof(e.bell))
+	after := unsafe.Offsetof(e.spin) - (unsafe.Offsetof(e.own) + words)
+	if before < 64-words || after < 64-words {
+		t.Errorf("doorbell at %d: %d bytes before its words and %d after: want %d either side, so that no other field shares their line",
+			unsafe.Offsetof(e.own), before, after, 64-words)
+	}
+}
+
 // TestSerial: a serial engine polls without its flag, and a progress
 // goroutine and serial mode exclude each other.
 func TestSerial(t *testing.T) {

@@ -13,43 +13,33 @@ var (
 )
 
 // readProcess copies len(dst) bytes from address addr of process pid
-// (process_vm_readv), looping over partial reads.
+// (process_vm_readv).
 func readProcess(pid int, addr uint64, dst []byte) error {
-	if pid <= 0 {
-		return fmt.Errorf("peer pid unknown")
-	}
-	for off := 0; off < len(dst); {
-		local := []unix.Iovec{{Base: &dst[off]}}
-		local[0].SetLen(len(dst) - off)
-		remote := []unix.RemoteIovec{{Base: uintptr(addr) + uintptr(off), Len: len(dst) - off}}
-		n, err := unix.ProcessVMReadv(pid, local, remote, 0)
-		if err != nil {
-			return fmt.Errorf("process_vm_readv from pid %d: %w", pid, err)
-		}
-		if n == 0 {
-			return fmt.Errorf("process_vm_readv from pid %d: no progress", pid)
-		}
-		off += n
-	}
-	return nil
+	return crossCopy(unix.ProcessVMReadv, "process_vm_readv from", pid, addr, dst)
 }
 
 // writeProcess copies src to address addr of process pid
-// (process_vm_writev), looping over partial writes.
+// (process_vm_writev).
 func writeProcess(pid int, addr uint64, src []byte) error {
+	return crossCopy(unix.ProcessVMWritev, "process_vm_writev to", pid, addr, src)
+}
+
+// crossCopy moves local to or from address addr of process pid with op,
+// looping over partial transfers.
+func crossCopy(op func(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error), what string, pid int, addr uint64, local []byte) error {
 	if pid <= 0 {
 		return fmt.Errorf("peer pid unknown")
 	}
-	for off := 0; off < len(src); {
-		local := []unix.Iovec{{Base: &src[off]}}
-		local[0].SetLen(len(src) - off)
-		remote := []unix.RemoteIovec{{Base: uintptr(addr) + uintptr(off), Len: len(src) - off}}
-		n, err := unix.ProcessVMWritev(pid, local, remote, 0)
+	for off := 0; off < len(local); {
+		l := []unix.Iovec{{Base: &local[off]}}
+		l[0].SetLen(len(local) - off)
+		remote := []unix.RemoteIovec{{Base: uintptr(addr) + uintptr(off), Len: len(local) - off}}
+		n, err := op(pid, l, remote, 0)
 		if err != nil {
-			return fmt.Errorf("process_vm_writev to pid %d: %w", pid, err)
+			return fmt.Errorf("%s pid %d: %w", what, pid, err)
 		}
 		if n == 0 {
-			return fmt.Errorf("process_vm_writev to pid %d: no progress", pid)
+			return fmt.Errorf("%s pid %d: no progress", what, pid)
 		}
 		off += n
 	}

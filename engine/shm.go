@@ -302,21 +302,20 @@ func (r *shmReader) splitAt(peer, n int) int {
 }
 
 func (r *shmReader) readPart(peer int, addr uint64, dst []byte) error {
-	if r.disabled {
-		return errCMAOff
-	}
-	err := readProcess(r.job.pid(peer), addr, dst)
-	if err != nil && isPermission(err) {
-		r.disabled = true
-	}
-	return err
+	return r.cross(readProcess, peer, addr, dst)
 }
 
 func (r *shmReader) writeRemote(peer int, addr uint64, src []byte) error {
+	return r.cross(writeProcess, peer, addr, src)
+}
+
+// cross copies with op to or from peer's memory; once the kernel refuses
+// cross-memory attach, it stops trying.
+func (r *shmReader) cross(op func(int, uint64, []byte) error, peer int, addr uint64, b []byte) error {
 	if r.disabled {
 		return errCMAOff
 	}
-	err := writeProcess(r.job.pid(peer), addr, src)
+	err := op(r.job.pid(peer), addr, b)
 	if err != nil && isPermission(err) {
 		r.disabled = true
 	}

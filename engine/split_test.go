@@ -50,26 +50,27 @@ func (s *splitter) readRemote(int, uint64, uint64, []byte) error { return errCMA
 func (s *splitter) splitAt(_, n int) int { return n / 2 &^ 63 }
 
 func (s *splitter) readPart(_ int, addr uint64, dst []byte) error {
-	if k := s.reads.Add(1) - 1; s.failReads&(1<<k) != 0 {
-		return errInjected
-	}
-	src, err := s.at(addr, len(dst))
-	if err != nil {
-		return err
-	}
-	copy(dst, src)
-	return nil
+	return s.move(&s.reads, s.failReads, addr, dst, false)
 }
 
 func (s *splitter) writeRemote(_ int, addr uint64, src []byte) error {
-	if k := s.writes.Add(1) - 1; s.failWrites&(1<<k) != 0 {
+	return s.move(&s.writes, s.failWrites, addr, src, true)
+}
+
+// move copies b to or from addr, unless fails picks this call.
+func (s *splitter) move(calls *atomic.Int32, fails uint64, addr uint64, b []byte, toAddr bool) error {
+	if k := calls.Add(1) - 1; fails&(1<<k) != 0 {
 		return errInjected
 	}
-	dst, err := s.at(addr, len(src))
+	there, err := s.at(addr, len(b))
 	if err != nil {
 		return err
 	}
-	copy(dst, src)
+	if toAddr {
+		copy(there, b)
+	} else {
+		copy(b, there)
+	}
 	return nil
 }
 

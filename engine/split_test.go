@@ -74,6 +74,30 @@ func (s *splitter) move(calls *atomic.Int32, fails uint64, addr uint64, b []byte
 	return nil
 }
 
+// splitWorld makes two goroutine ranks that copy rendezvous messages
+// with s.
+func splitWorld(t *testing.T, s *splitter) *World {
+	w, err := NewWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.eps[0].reader, w.eps[1].reader = s, s
+	return w
+}
+
+// oneMessage sends out from rank 1 into rank 0's in and returns the
+// receive's status and error, and the send's error.
+func oneMessage(w *World, out, in []byte, tag int) (st Status, err, serr error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		serr = w.Endpoint(1).Send(out, 0, tag, 0, Standard)
+	}()
+	st, err = w.Endpoint(0).Recv(in, 1, tag, 0)
+	<-done
+	return st, err, serr
+}
+
 // TestSplitRendezvous checks the split copy and each way it falls back:
 // every message arrives whole, and the counters say how it moved.
 func TestSplitRendezvous(t *testing.T) {
@@ -93,24 +117,12 @@ func TestSplitRendezvous(t *testing.T) {
 		for _, size := range []int{16<<10 + 1, 1 << 20, 300001} {
 			for _, room := range []int{size, size - 5000} { // whole, and truncated
 				t.Run(fmt.Sprintf("%s/%d/%d", c.name, size, room), func(t *testing.T) {
-					w, err := NewWorld(2)
-					if err != nil {
-						t.Fatal(err)
-					}
 					s := &splitter{failReads: c.failReads, failWrites: c.failWrites}
-					w.eps[0].reader, w.eps[1].reader = s, s
+					w := splitWorld(t, s)
 					out := s.add(msg(size, room))
 					in := s.add(make([]byte, room))
 					split0, piped0 := pvSplit.Value(), pvPipelined.Value()
-					var wg sync.WaitGroup
-					wg.Add(1)
-					var serr error
-					go func() {
-						defer wg.Done()
-						serr = w.Endpoint(1).Send(out, 0, 7, 0, Standard)
-					}()
-					st, err := w.Endpoint(0).Recv(in, 1, 7, 0)
-					wg.Wait()
+					st, err, serr := oneMessage(w, out, in, 7)
 					w.Endpoint(0).Close()
 					w.Endpoint(1).Close()
 					if serr != nil {
@@ -139,12 +151,8 @@ func TestSplitRendezvous(t *testing.T) {
 // rendezvous message is not split and one that comes while an earlier one from
 // the same rank is still arriving is split.
 func TestSplitQueued(t *testing.T) {
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := new(splitter)
-	w.eps[0].reader, w.eps[1].reader = s, s
+	w := splitWorld(t, s)
 	const n, size = 8, 1 << 20
 	outs, ins := make([][]byte, n), make([][]byte, n)
 	for i := range outs {
@@ -152,19 +160,8 @@ func TestSplitQueued(t *testing.T) {
 	}
 	split0, piped0 := pvSplit.Value(), pvPipelined.Value()
 	// The lone message first.
-	var wg sync.WaitGroup
-	wg.Add(1)
-	var serr error
-	go func() {
-		defer wg.Done()
-		serr = w.Endpoint(1).Send(outs[0], 0, 0, 0, Standard)
-	}()
-	if _, err := w.Endpoint(0).Recv(ins[0], 1, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if serr != nil {
-		t.Fatal(serr)
+	if _, err, serr := oneMessage(w, outs[0], ins[0], 0); err != nil || serr != nil {
+		t.Fatal(err, serr)
 	}
 	if d, p := pvSplit.Value()-split0, pvPipelined.Value()-piped0; d != 0 || p != 1 {
 		t.Fatalf("lone message: split %d, streamed %d", d, p)
@@ -178,6 +175,8 @@ func TestSplitQueued(t *testing.T) {
 		}
 		reqs = append(reqs, r)
 	}
+	var wg sync.WaitGroup
+	var serr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -186,7 +186,7 @@ func TestShmEcho(t *testing.T) {
 			if (mode == "cma" || mode == "split") && os.Geteuid() != 0 {
 				t.Skip("process_vm_readv between these processes may be refused without root")
 			}
-			vars := map[string]string{"engine_rndv_copy": mode}
+			vars := map[string]string{"engine_rndv_copy": mode, "engine_rndv_split_min": "0"}
 			switch mode {
 			case "auto": // the 4 MiB message read across, the others streamed
 				vars["engine_cma_min"] = strconv.Itoa(2 << 20)

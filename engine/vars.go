@@ -34,10 +34,10 @@ var (
 		"Smallest rendezvous message between processes whose copy the two ranks split (unless engine_rndv_copy=pipeline): the receiver reads the first part of the sender's buffer with process_vm_readv while the sender writes the rest into the receiver's with process_vm_writev, so that two cores copy at once. 0: never split. Where the kernel refuses cross-memory attach the message streams through the rings.",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 	splitLone = cvar.NewBool("engine_rndv_split_lone", false,
-		"Whether a rendezvous message is split (engine_rndv_split_min) even when no earlier one from the same rank is still arriving. A lone message between two ranks whose caches hold the data streamed through the rings in less time than split on this VM (1 MiB one way: 57-58 us against 83-95), while one of a stream of messages went faster split (1 MiB messages, a window of 64: 19-23 GB/s against 9-14).",
+		"Whether a rendezvous message is split (engine_rndv_split_min) even when no earlier one from the same rank is still arriving. A lone message between two ranks whose caches hold the data streamed through the rings in less time than split on this VM (1 MiB one way: 57-58 us against 83-95), while one of a stream of messages went faster split (1 MiB messages, a window of 64: 18.8-22.5 GB/s against 9.4-14.5, two alternating runs).",
 		cvar.WithCategory("engine"))
 	splitShare = cvar.NewInt("engine_rndv_split_share", 50,
-		"Percent of a split rendezvous message (engine_rndv_split_min) that the sender writes; the receiver reads the rest. Half went fastest on this VM (a window of 4 MiB messages: 17-19 GB/s against 17 with 30 and 13-15 with 70).",
+		"Percent of a split rendezvous message (engine_rndv_split_min) that the sender writes; the receiver reads the rest. Half went fastest on this VM (a window of 4 MiB messages, two runs each: 18.1-19.2 GB/s against 16.9-17.1 with 30 and 13.3-14.8 with 70).",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 100), cvar.WithUnit("percent"))
 	checkInterval = cvar.NewDuration("engine_check_interval", 5*time.Millisecond,
 		"How often an endpoint with pending operations that finds nothing to do checks that its peers are alive: a dead or departed peer's operations fail within about this long after its death is visible.",

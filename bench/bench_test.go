@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -106,5 +108,39 @@ func TestOptions(t *testing.T) {
 		if title, _, _ := strings.Cut(b.String(), "\n"); !strings.Contains(title, tc.title) {
 			t.Errorf("-thread %q -transport %s: title %q lacks %q", tc.thread, tc.transport, title, tc.title)
 		}
+	}
+}
+
+// TestCPUProfile: -cpuprofile's per-rank file is a profile (gzip data) of
+// the suite, and a path that cannot be created is an error, not a panic.
+func TestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	if got, want := rankProfile(path, 1), path+".rank1"; got != want {
+		t.Fatalf("rank 1's profile %q, want %q", got, want)
+	}
+	err := mpi.Run(2, func(c *mpi.Comm) error {
+		if c.Rank() == 0 {
+			_, err := suite(c, 64, nil)
+			return err
+		}
+		// One profile per process: the other rank writes it.
+		_, err := profiledSuite(c, path, 64, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path + ".rank1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile of %d bytes does not start as gzip data", len(b))
+	}
+	if _, err := os.Stat(path + ".rank0"); !os.IsNotExist(err) {
+		t.Fatalf("rank 0 wrote a profile it was not asked for: %v", err)
+	}
+	if _, err := startProfile(filepath.Join(t.TempDir(), "missing", "cpu.pprof")); err == nil {
+		t.Fatal("a profile in a missing directory started")
 	}
 }

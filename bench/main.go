@@ -14,6 +14,10 @@
 //	go run ./bench -compare              # beside MPICH and Open MPI, same run
 //	go run ./bench -plot docs/bench.svg  # latency and message rate plots
 //	go run ./bench -thread multiple      # at the level mpi.Init gives
+//	go run ./bench -cpuprofile cpu.pprof # a CPU profile per rank
+//
+// The build uses default.pgo, a CPU profile of this suite, for
+// profile-guided optimization (docs/bench.md says how to remake it).
 package main
 
 import (
@@ -25,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,6 +50,7 @@ type options struct {
 	plot      string
 	quiet     bool
 	thread    string
+	profile   string
 }
 
 func main() {
@@ -57,6 +63,7 @@ func main() {
 	flag.StringVar(&o.plot, "plot", "", "write an SVG plot of latency and message rate to this file")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	flag.StringVar(&o.thread, "thread", "", "thread level process ranks ask of InitThread: serialized (the default: one goroutine at a time inside MPI, as the anchor's MPI_THREAD_SINGLE) or multiple (what mpi.Init gives); in-process ranks are always multiple")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto")
 	flag.Parse()
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -114,8 +121,15 @@ func run(o options) (int, error) {
 		}
 		return 0, report(o, res)
 	case o.transport == "inproc":
+		stop := func() error { return nil }
+		if o.profile != "" {
+			var err error
+			if stop, err = startProfile(o.profile); err != nil {
+				return 1, err
+			}
+		}
 		res, err := inproc(o.max, progress)
-		if err != nil {
+		if err = errors.Join(err, stop()); err != nil {
 			return 1, err
 		}
 		return 0, report(o, res)
@@ -136,12 +150,47 @@ func worker(o options, progress io.Writer) error {
 	if _, err := mpi.InitThread(o.level()); err != nil {
 		return err
 	}
-	res, err := suite(mpi.World(), max, progress)
+	res, err := profiledSuite(mpi.World(), o.profile, max, progress)
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: rank %d: %v\n", mpi.World().Rank(), err)
 		mpi.Abort(mpi.World(), 1)
 	}
 	writeAnchor(os.Stdout, res)
 	return mpi.Finalize()
+}
+
+// profiledSuite runs the suite on c, with a CPU profile of this rank
+// written to path plus .rank and the rank unless path is empty.
+func profiledSuite(c *mpi.Comm, path string, max int, progress io.Writer) ([]Result, error) {
+	if path != "" {
+		stop, err := startProfile(rankProfile(path, c.Rank()))
+		if err != nil {
+			return nil, err
+		}
+		res, err := suite(c, max, progress)
+		return res, errors.Join(err, stop())
+	}
+	return suite(c, max, progress)
+}
+
+// rankProfile returns the profile path of rank.
+func rankProfile(path string, rank int) string { return path + ".rank" + strconv.Itoa(rank) }
+
+// startProfile starts a CPU profile written to path and returns what
+// ends it.
+func startProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // asRank runs the suite as one rank of a launched job; rank 0 gets the
@@ -150,8 +199,9 @@ func asRank(o options, progress io.Writer) ([]Result, error) {
 	if _, err := mpi.InitThread(o.level()); err != nil {
 		return nil, err
 	}
-	res, err := suite(mpi.World(), o.max, progress)
+	res, err := profiledSuite(mpi.World(), o.profile, o.max, progress)
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: rank %d: %v\n", mpi.World().Rank(), err)
 		mpi.Abort(mpi.World(), 1)
 	}
 	return res, mpi.Finalize()
@@ -172,7 +222,7 @@ func spawn(o options) ([]Result, int, error) {
 	defer stop()
 	var out strings.Builder
 	code, err := launch.Run(ctx, launch.Config{
-		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread},
+		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread, "-cpuprofile=" + o.profile},
 		Env:    []string{workerEnv + "=" + strconv.Itoa(o.max)},
 		CPUs:   cpus,
 		Stdout: &out,

@@ -150,13 +150,19 @@ func worker(o options, progress io.Writer) error {
 	if _, err := mpi.InitThread(o.level()); err != nil {
 		return err
 	}
+	writeAnchor(os.Stdout, rankSuite(o, max, progress))
+	return mpi.Finalize()
+}
+
+// rankSuite runs the suite as one process rank of the world; a failure
+// is printed and aborts the job.
+func rankSuite(o options, max int, progress io.Writer) []Result {
 	res, err := profiledSuite(mpi.World(), o.profile, max, progress)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: rank %d: %v\n", mpi.World().Rank(), err)
 		mpi.Abort(mpi.World(), 1)
 	}
-	writeAnchor(os.Stdout, res)
-	return mpi.Finalize()
+	return res
 }
 
 // profiledSuite runs the suite on c, with a CPU profile of this rank
@@ -199,11 +205,7 @@ func asRank(o options, progress io.Writer) ([]Result, error) {
 	if _, err := mpi.InitThread(o.level()); err != nil {
 		return nil, err
 	}
-	res, err := profiledSuite(mpi.World(), o.profile, o.max, progress)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: rank %d: %v\n", mpi.World().Rank(), err)
-		mpi.Abort(mpi.World(), 1)
-	}
+	res := rankSuite(o, o.max, progress)
 	return res, mpi.Finalize()
 }
 

@@ -121,12 +121,9 @@ func run(o options) (int, error) {
 		}
 		return 0, report(o, res)
 	case o.transport == "inproc":
-		stop := func() error { return nil }
-		if o.profile != "" {
-			var err error
-			if stop, err = startProfile(o.profile); err != nil {
-				return 1, err
-			}
+		stop, err := startProfile(o.profile)
+		if err != nil {
+			return 1, err
 		}
 		res, err := inproc(o.max, progress)
 		if err = errors.Join(err, stop()); err != nil {
@@ -169,22 +166,25 @@ func rankSuite(o options, max int, progress io.Writer) []Result {
 // written to path plus .rank and the rank unless path is empty.
 func profiledSuite(c *mpi.Comm, path string, max int, progress io.Writer) ([]Result, error) {
 	if path != "" {
-		stop, err := startProfile(rankProfile(path, c.Rank()))
-		if err != nil {
-			return nil, err
-		}
-		res, err := suite(c, max, progress)
-		return res, errors.Join(err, stop())
+		path = rankProfile(path, c.Rank())
 	}
-	return suite(c, max, progress)
+	stop, err := startProfile(path)
+	if err != nil {
+		return nil, err
+	}
+	res, err := suite(c, max, progress)
+	return res, errors.Join(err, stop())
 }
 
 // rankProfile returns the profile path of rank.
 func rankProfile(path string, rank int) string { return path + ".rank" + strconv.Itoa(rank) }
 
-// startProfile starts a CPU profile written to path and returns what
-// ends it.
+// startProfile starts a CPU profile written to path (none if path is
+// empty) and returns what ends it.
 func startProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err

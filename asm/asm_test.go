@@ -99,6 +99,36 @@ func TestReleaseAcquireMessagePassing(t *testing.T) {
 	wg.Wait()
 }
 
+// TestStoreReleasePairOrder is the message-passing litmus test for the
+// pair: a consumer that sees the second store must see the first and every
+// store before the call.
+func TestStoreReleasePairOrder(t *testing.T) {
+	const n = 100000
+	var data, first, second, ack uint64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := uint64(1); i <= n; i++ {
+			for asm.LoadAcquire64(&second) != i {
+				runtime.Gosched()
+			}
+			if f, d := asm.LoadAcquire64(&first), data; f != i || d != i {
+				t.Errorf("round %d: the second store came before the first (%d) or the data (%d)", i, f, d)
+			}
+			asm.StoreRelease64(&ack, i)
+		}
+	}()
+	for i := uint64(1); i <= n; i++ {
+		data = i
+		asm.StoreRelease64Pair(&first, i, &second, i)
+		for asm.LoadAcquire64(&ack) != i {
+			runtime.Gosched()
+		}
+	}
+	wg.Wait()
+}
+
 func TestStoreLoadValues(t *testing.T) {
 	var a uint32
 	var b uint64

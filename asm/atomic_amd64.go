@@ -13,6 +13,14 @@ func StoreRelease32(addr *uint32, v uint32)
 //go:noescape
 func StoreRelease64(addr *uint64, v uint64)
 
+// StoreRelease64Pair stores va into *a and then vb into *b, each with
+// release semantics: a producer's record and then its position, published
+// in one call (a call into assembly makes Go spill and reload every live
+// register, which on a ring's write path cost as much as the stores).
+//
+//go:noescape
+func StoreRelease64Pair(a *uint64, va uint64, b *uint64, vb uint64)
+
 // Fence orders every earlier load and store before every later one,
 // including a later load after an earlier store, which x86-TSO otherwise
 // lets pass (LOCK ORQ $0 on the stack: Linux's smp_mb, cheaper than MFENCE).

@@ -13,6 +13,13 @@ func StoreRelease32(addr *uint32, v uint32)
 //go:noescape
 func StoreRelease64(addr *uint64, v uint64)
 
+// StoreRelease64Pair stores va into *a and then vb into *b, each with
+// release semantics: a producer's record and then its position, published
+// in one call.
+//
+//go:noescape
+func StoreRelease64Pair(a *uint64, va uint64, b *uint64, vb uint64)
+
 // Fence orders every earlier load and store before every later one (DMB
 // ISH). Use it where two threads each store then check the other's flag,
 // as a sleeper and its waker do.

@@ -12,6 +12,13 @@ func StoreRelease32(addr *uint32, v uint32) { atomic.StoreUint32(addr, v) }
 // StoreRelease64 stores v into *addr with release semantics.
 func StoreRelease64(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
 
+// StoreRelease64Pair stores va into *a and then vb into *b, each with
+// release semantics.
+func StoreRelease64Pair(a *uint64, va uint64, b *uint64, vb uint64) {
+	atomic.StoreUint64(a, va)
+	atomic.StoreUint64(b, vb)
+}
+
 var fenceWord atomic.Uint32
 
 // Fence orders every earlier load and store before every later one. This

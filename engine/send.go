@@ -39,7 +39,7 @@ func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error
 		return ErrClosed
 	}
 	// A blocking send is never cancelled: its short packet names no send.
-	if ep.shortFits(dest, buf, mode) && ep.pushShort(dest, buf, ctx, tag, 0) {
+	if ep.peers[dest].shortFits(buf, mode) && ep.pushShort(dest, buf, ctx, tag, 0) {
 		ep.unlock()
 		return nil
 	}
@@ -77,14 +77,14 @@ func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Re
 	if ep.closed {
 		return nil, ErrClosed
 	}
-	if ep.shortFits(dest, buf, mode) {
+	if p := &ep.peers[dest]; p.shortFits(buf, mode) {
 		// Out at once and complete at once, without the send queue.
 		r, err := ep.newRequest(kindSend, buf, dest, tag, ctx)
 		if err != nil {
 			return nil, err
 		}
 		r.mode = mode
-		r.sid = ep.nextSID(dest)
+		r.sid = p.nextSID()
 		if ep.pushShort(dest, buf, ctx, tag, r.sid) {
 			r.sent = len(buf)
 			ep.complete(r, nil)
@@ -122,12 +122,13 @@ func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s
 		ep.unlock()
 		return Sent{}, false, ErrClosed
 	}
-	if !ep.shortFits(dest, buf, mode) {
+	p := &ep.peers[dest]
+	if !p.shortFits(buf, mode) {
 		ep.unlock()
 		return Sent{}, false, nil
 	}
-	sid := ep.nextSID(dest)
-	if !ep.writeShort(dest, buf, ctx, tag, sid) {
+	sid := p.nextSID()
+	if !p.writeShort(buf, ctx, tag, sid) {
 		ep.unlock()
 		return Sent{}, false, nil
 	}
@@ -135,7 +136,7 @@ func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s
 		// The one wake-up this call owes, sent at once: what unlock would
 		// do for it, without the list.
 		progress.WakeFence()
-		ep.peers[dest].out.Wake()
+		p.out.Wake()
 	} else {
 		ep.wakeLater(dest)
 		ep.unlock()
@@ -143,11 +144,10 @@ func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s
 	return Sent{dest: int32(dest), tag: int32(tag), ctx: ctx, sid: sid}, true, nil
 }
 
-// nextSID returns a new short id for a send to dest: the short packets
-// sent to dest so far, never 0. Two messages share one only 2^32-1 short
+// nextSID returns a new short id for a send to p: the short packets
+// sent to p so far, never 0. Two messages share one only 2^32-1 short
 // packets apart.
-func (ep *Endpoint) nextSID(dest int) uint32 {
-	p := &ep.peers[dest]
+func (p *peer) nextSID() uint32 {
 	if p.sid++; p.sid == 0 {
 		p.sid = 1
 	}
@@ -183,11 +183,10 @@ func (ep *Endpoint) CancelSent(s Sent) (*Request, error) {
 	return r, nil
 }
 
-// shortFits reports whether a send of buf to dest in mode can go as one
+// shortFits reports whether a send of buf to p in mode can go as one
 // short packet now: standard or ready mode, one packet's worth, eager,
 // and nothing queued ahead of it on the link.
-func (ep *Endpoint) shortFits(dest int, buf []byte, mode Mode) bool {
-	p := &ep.peers[dest]
+func (p *peer) shortFits(buf []byte, mode Mode) bool {
 	return (mode == Standard || mode == Ready) && p.sendq.head == nil && p.dead == nil &&
 		len(buf) <= p.short && len(buf) <= int(eagerLimit.Get())
 }
@@ -195,16 +194,15 @@ func (ep *Endpoint) shortFits(dest int, buf []byte, mode Mode) bool {
 // pushShort puts buf on the link to dest as a short packet naming the send
 // sid, and reports whether the link had room.
 func (ep *Endpoint) pushShort(dest int, buf []byte, ctx uint32, tag int, sid uint32) bool {
-	if !ep.writeShort(dest, buf, ctx, tag, sid) {
+	if !ep.peers[dest].writeShort(buf, ctx, tag, sid) {
 		return false
 	}
 	ep.wakeLater(dest)
 	return true
 }
 
-// writeShort is pushShort without the wake-up it owes dest.
-func (ep *Endpoint) writeShort(dest int, buf []byte, ctx uint32, tag int, sid uint32) bool {
-	p := &ep.peers[dest]
+// writeShort is pushShort without the wake-up it owes the peer.
+func (p *peer) writeShort(buf []byte, ctx uint32, tag int, sid uint32) bool {
 	h0, h1 := shortWords(ctx, int32(tag), sid)
 	if !p.out.Put(h0, h1, buf) {
 		return false

@@ -138,6 +138,7 @@ func (r *RecordRing) Writer() (*RecordWriter, error) {
 		w.whole = uint64(prefetchWhole.Get())
 	}
 	w.headCache = asm.LoadAcquire64(w.headp)
+	w.setFast()
 	return w, nil
 }
 
@@ -185,6 +186,7 @@ type RecordWriter struct {
 	noPrefetch bool   // SetPrefetch(false)
 	padLines   bool   // SetLinePadding(true)
 	holding    bool   // Hold: commits wait for Flush
+	fastMax    uint64 // largest payload TryWriteWords writes in line (setFast)
 	held       bool   // a committed record's header waits in heldHdr
 	heldIdx    uint64
 	heldHdr    uint64
@@ -193,6 +195,22 @@ type RecordWriter struct {
 }
 
 func (w *RecordWriter) hdr(idx uint64) *uint64 { return (*uint64)(unsafe.Add(w.data, idx)) }
+
+// setFast sets fastMax after the writer's state changed: 0 (every payload
+// goes the long way) on a many-to-one ring, while a claim is open, while
+// holding and once closed; otherwise the largest payload whose record is
+// not prefetched whole, so that TryWriteWords tells all of that apart
+// with one comparison.
+func (w *RecordWriter) setFast() {
+	w.fastMax = 0
+	if w.multi || w.claiming || w.holding || w.closed {
+		return
+	}
+	w.fastMax = uint64(w.maxPayload)
+	if w.whole != 0 {
+		w.fastMax = min(w.fastMax, max(w.whole, 2*recordHeader)-2*recordHeader)
+	}
+}
 
 // Claim reserves space for one record with an n-byte payload and returns
 // the payload area to fill in place; Commit publishes it and Abort gives
@@ -222,6 +240,7 @@ func (w *RecordWriter) Claim(n int) ([]byte, error) {
 		return nil, err
 	}
 	w.claiming, w.claimIdx, w.claimLen = true, idx, length
+	w.setFast()
 	return unsafe.Slice((*byte)(unsafe.Add(w.data, idx+recordHeader)), n), nil
 }
 
@@ -237,8 +256,26 @@ func (w *RecordWriter) claimErr(n int) error {
 	return ErrTooLarge
 }
 
-// claimOwn reserves need bytes for a single producer.
+// claimOwn reserves need bytes for a single producer and prefetches for
+// them.
 func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
+	t := w.tail
+	idx, err := w.reserveOwn(need)
+	if err != nil {
+		return 0, err
+	}
+	if w.whole != 0 && need >= w.whole && need <= maxWholePrefetch {
+		w.prefetchRecord(idx, need)
+	} else if w.ahead != 0 && !w.noPrefetch {
+		w.prefetch(t)
+	}
+	return idx, nil
+}
+
+// reserveOwn reserves need bytes for a single producer, padding to the
+// end of the data area first if they would not fit before it, and
+// returns where they start.
+func (w *RecordWriter) reserveOwn(need uint64) (uint64, error) {
 	t := w.tail
 	idx := t & w.mask
 	var padding uint64
@@ -256,11 +293,6 @@ func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
 		idx = 0
 	}
 	w.tail = t + padding + need
-	if w.whole != 0 && need >= w.whole && need <= maxWholePrefetch {
-		w.prefetchRecord(idx, need)
-	} else if w.ahead != 0 && !w.noPrefetch {
-		w.prefetch(t)
-	}
 	return idx, nil
 }
 
@@ -361,6 +393,7 @@ func (w *RecordWriter) Commit(typ uint32) error {
 	}
 	hdr := w.claimLen | uint64(typ)<<32
 	w.claiming = false
+	w.setFast()
 	if w.holding {
 		if w.held {
 			// The reader cannot pass the held header: a plain store is
@@ -393,6 +426,7 @@ func (w *RecordWriter) Hold() error {
 		return ErrInvalid
 	}
 	w.holding = true
+	w.setFast()
 	return nil
 }
 
@@ -402,6 +436,7 @@ func (w *RecordWriter) Flush() {
 	if w.holding {
 		w.publishHeld()
 		w.holding = false
+		w.setFast()
 	}
 }
 
@@ -470,6 +505,7 @@ func (w *RecordWriter) Abort() {
 	}
 	asm.StoreRelease64(w.hdr(w.claimIdx), align(w.claimLen, recordAlign)|uint64(typePadding)<<32)
 	w.claiming = false
+	w.setFast()
 	if !w.multi && !w.holding {
 		asm.StoreRelease64(w.tailp, w.tail)
 	}
@@ -500,25 +536,49 @@ func (w *RecordWriter) TryWrite(typ uint32, p []byte) error {
 // TryWrite's.
 func (w *RecordWriter) TryWriteWords(typ uint32, h0, h1 uint64, p []byte) error {
 	n := 16 + len(p)
-	if w.multi || w.holding || w.claiming || w.closed || typ > MaxRecordType || uint(n) > uint(w.maxPayload) {
+	if uint64(n) > w.fastMax || typ > MaxRecordType {
 		return w.writeWords(typ, h0, h1, p)
 	}
 	length := uint64(recordHeader + n)
-	idx, err := w.claimOwn(align(length, recordAlign))
-	if err != nil {
-		return err // not holding, so nothing held to publish (Claim)
+	need := align(length, recordAlign)
+	t := w.tail
+	idx := t & w.mask
+	if need <= w.capacity-idx && t+need-w.headCache <= w.capacity {
+		w.tail = t + need // reserveOwn's usual case, in line
+	} else {
+		var err error
+		if idx, err = w.reserveOwn(need); err != nil {
+			return err // not holding, so nothing held to publish (Claim)
+		}
 	}
-	b := unsafe.Slice((*byte)(unsafe.Add(w.data, idx+recordHeader)), n)
-	binary.LittleEndian.PutUint64(b, h0)
+	b := (*[16]byte)(unsafe.Add(w.data, idx+recordHeader))
+	binary.LittleEndian.PutUint64(b[:8], h0)
 	binary.LittleEndian.PutUint64(b[8:], h1)
-	copy(b[16:], p)
+	copySmall(unsafe.Add(w.data, idx+recordHeader+16), p)
 	if w.padLines {
 		w.claimLen = length
 		w.padLine()
 	}
-	asm.StoreRelease64(w.hdr(idx), length|uint64(typ)<<32)
-	asm.StoreRelease64(w.tailp, w.tail)
+	// Publish, then prefetch for what comes next: no store waits on the
+	// prefetch, and the call into assembly that publishes comes where
+	// little is live.
+	asm.StoreRelease64Pair(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail)
+	if w.ahead != 0 && !w.noPrefetch && (t+w.ahead)/CacheLine != (w.tail+w.ahead)/CacheLine {
+		w.prefetch(t) // only a claim that enters a new line prefetches
+	}
 	return nil
+}
+
+// copySmall copies p to dst: a payload of 8 to 16 bytes (a short
+// message's) with two overlapping loads and stores in line instead of a
+// call to memmove, others with copy.
+func copySmall(dst unsafe.Pointer, p []byte) {
+	if n := len(p); n >= 8 && n <= 16 {
+		*(*[8]byte)(dst) = [8]byte(p)
+		*(*[8]byte)(unsafe.Add(dst, n-8)) = [8]byte(p[n-8:])
+		return
+	}
+	copy(unsafe.Slice((*byte)(dst), len(p)), p)
 }
 
 // writeWords is TryWriteWords by way of Claim and Commit.
@@ -575,6 +635,7 @@ func (w *RecordWriter) Close() error {
 	w.Abort()
 	w.Flush()
 	w.closed = true
+	w.setFast()
 	if w.multi {
 		w.r.h.freeSlot(w.slot, w.gen)
 	} else {

@@ -1,6 +1,7 @@
 package rings
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
 )
@@ -714,6 +716,9 @@ func TestRecordWriteWordsLayout(t *testing.T) {
 			if a.tail != b.tail {
 				t.Fatalf("padded %v: record %d of %d bytes ends at %d, TryWrite's at %d", padded, i, 16+n, a.tail, b.tail)
 			}
+		}
+		if !bytes.Equal(unsafe.Slice((*byte)(a.data), a.capacity), unsafe.Slice((*byte)(b.data), b.capacity)) {
+			t.Fatalf("padded %v: the rings' bytes differ", padded)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -234,12 +235,24 @@ func (ep *Endpoint) pollLocked() int {
 	for i := range ep.peers {
 		p := &ep.peers[i]
 		ep.releaseHeld(p)
-		k, err := p.in.Peek(batch)
+		var k int
+		var err error
 		if rd := p.recs; rd != nil {
-			for j := 0; j < k; j++ {
-				ep.handle(i, rd.Record(j))
+			// One record at a time: handled while the writer still
+			// writes the next (rings.RecordReader.Next).
+			for {
+				pkt, e := rd.Next(batch)
+				if pkt == nil {
+					if e != nil && !errors.Is(e, rings.ErrClosed) {
+						err = e // ErrClosed: this rank closed the inbox; nothing malformed
+					}
+					break
+				}
+				ep.handle(i, pkt)
+				k++
 			}
 		} else {
+			k, err = p.in.Peek(batch)
 			for j := 0; j < k; j++ {
 				ep.handle(i, p.in.Packet(j))
 			}
@@ -471,6 +484,7 @@ func (ep *Endpoint) checkPeers() {
 		// ring it sends on, then the one it reads: seen half-way, the
 		// second can look closed while packets wait in the first.)
 		if k, _ := p.in.Peek(1); k > 0 {
+			p.in.Release(0) // only looked: the next poll reads it from the start
 			continue
 		}
 		ep.peerGone(i, err)

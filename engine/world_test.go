@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // run runs fn on every rank of a new world of n ranks, as goroutines, and
@@ -545,5 +546,52 @@ func TestPostedShortPath(t *testing.T) {
 			t.Errorf("serial %v: exact receive after a wildcard: %+v", serial, st)
 		}
 		ep.Close()
+	}
+}
+
+// TestPeerCheckLeavesPackets: the peer check, which reads whether a peer
+// that closed left packets behind, leaves them for the next poll: none is
+// skipped or handled twice.
+func TestPeerCheckLeavesPackets(t *testing.T) {
+	w, err := NewWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := w.Endpoint(0), w.Endpoint(1)
+	defer a.Close()
+	msgs := []string{"one", "two", "three"}
+	for i, m := range msgs {
+		if err := b.Send([]byte(m), 0, i, 0, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Close()
+	for range 3 {
+		a.lock()
+		a.checkPeers()
+		a.unlock()
+	}
+	if a.peers[1].dead != nil {
+		t.Fatalf("rank 1 taken for dead with packets still to read: %v", a.peers[1].dead)
+	}
+	for i, m := range msgs {
+		buf := make([]byte, 8)
+		r, err := a.Irecv(buf, 1, i, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st, done, err := r.Test()
+			if done {
+				if err != nil || string(buf[:st.Count]) != m {
+					t.Fatalf("message %d: %q, %v", i, buf[:st.Count], err)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("message %d (%q) never came", i, m)
+			}
+		}
 	}
 }

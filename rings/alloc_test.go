@@ -106,6 +106,26 @@ func TestRecordAllocs(t *testing.T) {
 				t.Fatal(n, err)
 			}
 		})
+		if !multi {
+			checkAllocs(t, "TryWriteWords+Next/Release", func() {
+				for range 3 {
+					if err := w.TryWriteWords(7, 1, 2, msg[:8]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				k := 0
+				for p, err := rd.Next(8); p != nil || err != nil; p, err = rd.Next(8) {
+					if err != nil || len(p) != 24 {
+						t.Fatal(len(p), err)
+					}
+					k++
+				}
+				if k != 3 {
+					t.Fatal("Next handed out", k)
+				}
+				rd.Release(k)
+			})
+		}
 		for w.TryWrite(7, msg) == nil {
 		}
 		checkAllocs(t, "TryWrite full", func() {

@@ -940,17 +940,11 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 		}
 		typ := uint32(w >> 32)
 		step := align(uint64(length), recordAlign)
-		if length < 0 || uint64(length) < recordHeader || step > rd.capacity-idx ||
-			typ != typePadding && uint64(length)-recordHeader > rd.maxPayload {
+		if !rd.wellFormed(idx, length, typ, step) {
 			if k > 0 {
 				break
 			}
-			head, err := rd.corrupt(head)
-			if head != rd.head {
-				rd.head = head
-				asm.StoreRelease64(rd.headp, head)
-			}
-			return 0, err
+			return 0, rd.dropCorrupt(head)
 		}
 		head += step
 		if typ != typePadding {
@@ -965,6 +959,92 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 	}
 	rd.peeked = k
 	return k, nil
+}
+
+// Next hands out the next ready record after those Peek and Next have
+// handed out since the last Release, while fewer than max are out, and
+// nil when there is none. It reads one header for each record it hands
+// out, where Peek walks the whole batch first: a reader that handles each
+// record before asking for the next one (the engine's poll) handles the
+// first records of a stream while the writer is still writing the next
+// ones, instead of waiting for each of their lines in turn and only then
+// handling them all. Record and Release treat its records as Peek's.
+// Padding is skipped. A malformed record is dropped and reported as Peek
+// does when nothing is out; after other records it ends the handing out,
+// and the first Next after their Release reports it. Only single-producer
+// rings support it (ErrInvalid otherwise).
+func (rd *RecordReader) Next(max int) ([]byte, error) {
+	switch {
+	case rd.multi:
+		return nil, ErrInvalid
+	case rd.closed || rd.broken:
+		return nil, rd.pollErr()
+	}
+	max = min(max, maxBatch)
+	if rd.peeked >= max {
+		return nil, nil
+	}
+	if len(rd.recs) < max {
+		recs := make([]peekRec, max)
+		copy(recs, rd.recs[:rd.peeked])
+		rd.recs = recs
+	}
+	head := rd.head
+	if rd.peeked > 0 {
+		head = rd.recs[rd.peeked-1].end
+	}
+	for head-rd.head < rd.capacity { // never a whole lap: see Peek
+		idx := head & rd.mask
+		w := asm.LoadAcquire64(rd.hdr(idx))
+		length := int32(uint32(w))
+		if length == 0 {
+			return nil, nil
+		}
+		typ := uint32(w >> 32)
+		step := align(uint64(length), recordAlign)
+		if !rd.wellFormed(idx, length, typ, step) {
+			if rd.peeked > 0 {
+				return nil, nil
+			}
+			return nil, rd.dropCorrupt(head)
+		}
+		head += step
+		if typ == typePadding {
+			if rd.peeked == 0 {
+				rd.consume(head) // no Release would: the writer may be waiting for it
+			} else {
+				rd.recs[rd.peeked-1].end = head // released with the record before it
+			}
+			continue
+		}
+		n := uint64(length) - recordHeader
+		rd.recs[rd.peeked] = peekRec{idx: idx + recordHeader, n: n, end: head}
+		rd.peeked++
+		return rd.bytes(idx+recordHeader, n), nil
+	}
+	return nil, nil
+}
+
+// wellFormed reports whether the header of the record at idx, of length
+// and type typ, taking step bytes, describes a record this ring can hold.
+func (rd *RecordReader) wellFormed(idx uint64, length int32, typ uint32, step uint64) bool {
+	return length >= 0 && uint64(length) >= recordHeader && step <= rd.capacity-idx &&
+		(typ == typePadding || uint64(length)-recordHeader <= rd.maxPayload)
+}
+
+// dropCorrupt handles a malformed record at head with nothing handed out:
+// the padding before it is consumed, and it and everything published
+// after it dropped (corrupt).
+func (rd *RecordReader) dropCorrupt(head uint64) error {
+	if head != rd.head {
+		rd.consume(head)
+	}
+	head, err := rd.corrupt(head)
+	if head != rd.head {
+		rd.head = head
+		asm.StoreRelease64(rd.headp, head)
+	}
+	return err
 }
 
 // consume zeroes everything from the head up to end and gives it back to

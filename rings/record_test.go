@@ -213,6 +213,137 @@ func TestRecordMalformed(t *testing.T) {
 	})
 }
 
+// TestRecordNext streams records of every size through a small ring (so
+// that padding comes at every offset of the wrap) and reads them one at a
+// time with Next, releasing after a varying number: every record arrives
+// whole and in order, Record sees what Next handed out, and no more than
+// max are out at once.
+func TestRecordNext(t *testing.T) {
+	r, w, rd := newRecordPair(t, false, 1024)
+	max := r.MaxPayload()
+	buf := make([]byte, max)
+	var sent, got uint64
+	out := 0
+	for got < 4000 {
+		for sent-got < 40 {
+			m := buf[:sent%uint64(max/2+1)]
+			pattern(m, sent)
+			if err := w.TryWrite(uint32(sent%5), m); err == ErrFull {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		}
+		limit := int(got%7) + 1
+		for {
+			p, err := rd.Next(limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p == nil {
+				break
+			}
+			if len(p) != int(got%uint64(max/2+1)) || !checkPattern(p, got) {
+				t.Fatalf("record %d: %d bytes %v", got, len(p), p)
+			}
+			if r := rd.Record(out); len(r) != len(p) || len(p) > 0 && &r[0] != &p[0] {
+				t.Fatalf("record %d: Record(%d) is not what Next handed out", got, out)
+			}
+			got++
+			out++
+		}
+		if out > limit {
+			t.Fatalf("%d records out, max %d", out, limit)
+		}
+		if out < limit && got < sent {
+			t.Fatalf("Next stopped at %d of %d with %d ready", out, limit, sent-got)
+		}
+		rd.Release(out)
+		out = 0
+	}
+}
+
+// TestRecordNextMalformed: a malformed record after others ends what Next
+// hands out; once they are released it is dropped, with everything after
+// it, counted and reported, and padding before it is consumed with it.
+// Next is for single-producer rings, and reports a closed reader.
+func TestRecordNextMalformed(t *testing.T) {
+	_, w, rd := newRecordPair(t, false, 1024)
+	for _, s := range []string{"first", "second", "third"} {
+		if err := w.TryWrite(1, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hp := rd.hdr(16) // the second record's header
+	*hp = *hp&^0xffffffff | 5000
+	before := pvMalformed.Value()
+	if p, err := rd.Next(10); string(p) != "first" || err != nil {
+		t.Fatalf("Next = %q, %v", p, err)
+	}
+	if p, err := rd.Next(10); p != nil || err != nil {
+		t.Fatalf("Next after the first = %q, %v; want nothing until the Release", p, err)
+	}
+	rd.Release(1)
+	if p, err := rd.Next(10); p != nil || err != ErrCorrupt {
+		t.Fatalf("Next at the malformed record = %q, %v", p, err)
+	}
+	if pvMalformed.Value()-before != 1 {
+		t.Fatal("not counted")
+	}
+	if err := w.TryWrite(1, []byte("fourth")); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := rd.Next(10); string(p) != "fourth" || err != nil {
+		t.Fatalf("after the drop: %q, %v", p, err)
+	}
+	rd.Release(1)
+
+	// Padding at the wrap, then a malformed record at the ring's start,
+	// met by Next and by Peek: the padding goes with it.
+	for _, peek := range []bool{false, true} {
+		for w.tail%1024 < 1024-64 {
+			if err := w.TryWrite(1, make([]byte, 16)); err != nil {
+				t.Fatal(err)
+			}
+			for p, _ := rd.Next(10); p != nil; p, _ = rd.Next(10) {
+			}
+			rd.Release(10)
+		}
+		pad := w.tail & w.mask
+		if err := w.TryWrite(1, make([]byte, 100)); err != nil { // too long for the rest: padding, then the record at 0
+			t.Fatal(err)
+		}
+		if *rd.hdr(pad) == 0 {
+			t.Fatal("no padding at the wrap: the test shows nothing")
+		}
+		*rd.hdr(0) = *rd.hdr(0)&^0xffffffff | 5000
+		var err error
+		if peek {
+			_, err = rd.Peek(10)
+		} else {
+			_, err = rd.Next(10)
+		}
+		if err != ErrCorrupt {
+			t.Fatalf("peek %v: at the malformed record after padding: %v", peek, err)
+		}
+		if *rd.hdr(pad) != 0 {
+			t.Fatalf("peek %v: the padding before the malformed record was left in place", peek)
+		}
+	}
+
+	if err := rd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rd.Next(10); err != ErrClosed {
+		t.Fatalf("Next on a closed reader = %v", err)
+	}
+	_, _, mrd := newRecordPair(t, true, 1024)
+	if _, err := mrd.Next(10); err != ErrInvalid {
+		t.Fatalf("Next on a many-to-one ring = %v", err)
+	}
+}
+
 // TestMPSCAbandonedClaim: a producer dies holding a claim; the reader
 // skips it once it sees the death and goes on with the others.
 func TestMPSCAbandonedClaim(t *testing.T) {

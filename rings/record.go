@@ -906,10 +906,11 @@ func (rd *RecordReader) reapProducers() {
 
 // Peek finds up to max ready records for zero-copy reading with Record;
 // Release consumes them. It suits a reader that hands records on without
-// a callback per record (the engine's inbox). Padding is skipped. A
-// malformed record at the head is dropped with everything published after
-// it so far, counted, and reported with ErrCorrupt; one further on ends
-// the batch and is reported by the next Peek. Only single-producer rings
+// a callback per record; Next hands them out one at a time, for a reader
+// that handles each before it reads the next (the engine's poll). Padding
+// is skipped. A malformed record at the head is dropped with everything
+// published after it so far, counted, and reported with ErrCorrupt; one
+// further on ends the batch and is reported by the next Peek. Only single-producer rings
 // support it (ErrInvalid otherwise); Poll and Peek must not be mixed
 // within one batch.
 func (rd *RecordReader) Peek(max int) (int, error) {

@@ -284,6 +284,15 @@ func BenchmarkThroughputProcesses(b *testing.B) {
 	for _, size := range []int{8, 64} {
 		b.Run("record-batch/"+itoa(size)+"B", func(b *testing.B) { recordThroughput(b, cpuA, cpuB, size, tputBatch) })
 	}
+	for _, size := range []int{24, 64} {
+		b.Run("record-next/"+itoa(size)+"B", func(b *testing.B) { recordNextThroughput(b, cpuA, cpuB, size, 0) })
+	}
+	// A writer with work of its own between records (about 30 and 60 ns
+	// here): a reader that keeps up reads each record as it lands, in the
+	// line the writer is filling.
+	for _, work := range []int{10, 20} {
+		b.Run("record-next-paced"+itoa(work)+"/24B", func(b *testing.B) { recordNextThroughput(b, cpuA, cpuB, 24, work) })
+	}
 }
 
 // cellThroughput receives b.N messages of size bytes from a "tput-cell"
@@ -366,6 +375,59 @@ func recordThroughput(b *testing.B, cpuA, cpuB, size, batch int) {
 	next := make([]uint64, 1)
 	fn := seqChecker(b, next, size)
 	readRecords(b, rd, ch, b.N, fn, func() { b.ResetTimer() })
+	b.StopTimer()
+	ch.wait(b)
+	rate(b)
+}
+
+// recordNextThroughput reads b.N records of size bytes from a
+// "tput-record" child the way the engine does: the child writes them with
+// TryWriteWords after work steps of its own, the reader takes them one at
+// a time with Next, each poll releasing the records the previous one read.
+func recordNextThroughput(b *testing.B, cpuA, cpuB, size, work int) {
+	const capacity = 1 << 18
+	s := benchSegment(b, SegmentSize(RecordRingSize(capacity)))
+	i, r, err := s.NewRecordRing(capacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rd, err := r.Reader()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pinCurrent(b, cpuA)()
+	ch := startChild(b, "tput-record", s, "RING", itoa(i), "N", itoa(b.N),
+		"SIZE", itoa(size), "CPU", itoa(cpuB), "BATCH", "0", "WORK", itoa(work))
+	sp := newSpinner()
+	for asm.LoadAcquire64(rd.tailp) == rd.head {
+		if sp.spin() && childExited(ch) && asm.LoadAcquire64(rd.tailp) == rd.head {
+			b.Fatalf("producer failed: %s", ch.exitStatus())
+		}
+	}
+	b.ResetTimer()
+	seq, held := uint64(0), 0
+	for seq < uint64(b.N) {
+		rd.Release(held)
+		held = 0
+		for {
+			p, err := rd.Next(tputBatch)
+			if err != nil {
+				b.Fatalf("after %d records: %v", seq, err)
+			}
+			if p == nil {
+				break
+			}
+			if len(p) != size || binary.LittleEndian.Uint64(p) != seq {
+				b.Fatalf("record %d: %d bytes, seq %d", seq, len(p), binary.LittleEndian.Uint64(p))
+			}
+			seq++
+			held++
+		}
+		if held == 0 && sp.spin() && childExited(ch) && asm.LoadAcquire64(rd.tailp) == rd.head {
+			b.Fatalf("after %d records: producer failed: %s", seq, ch.exitStatus())
+		}
+	}
+	rd.Release(held)
 	b.StopTimer()
 	ch.wait(b)
 	rate(b)

@@ -249,7 +249,11 @@ func runChild(role string) error {
 		if err != nil {
 			return err
 		}
-		if batch := envInt("BATCH"); batch > 1 {
+		if batch := envInt("BATCH"); batch == 0 {
+			if err := recordProduceWords(w, n, envInt("SIZE"), envInt("WORK")); err != nil {
+				return err
+			}
+		} else if batch > 1 {
 			if err := recordProduceBatch(w, n, envInt("SIZE"), batch); err != nil {
 				return err
 			}
@@ -313,6 +317,40 @@ func recordProduce(w *RecordWriter, n, size int, typ uint32) error {
 	}
 	return nil
 }
+
+// recordProduceWords writes n records of size (16 or more) bytes and
+// type 1 the engine's way, with TryWriteWords: the sequence number and a
+// word of its work's state, then size-16 bytes; between records it spends work steps
+// of a few cycles each, standing for a sender's own work.
+func recordProduceWords(w *RecordWriter, n, size, work int) error {
+	msg := make([]byte, size-16)
+	s := newSpinner()
+	x := uint64(1)
+	for i := 0; i < n; {
+		switch err := w.TryWriteWords(1, uint64(i), x, msg); err {
+		case nil:
+			i++
+			for j := range work {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				workSink[j&15] = x // a sender's own stores (Go's spills) queue behind the ring's
+			}
+		case ErrFull:
+			if s.spin() {
+				if err := w.Check(); err != nil {
+					return err
+				}
+			}
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// workSink takes recordProduceWords's work's stores.
+var workSink [16]uint64
 
 // recordProduceBatch writes n records of size bytes and type 1, batch at
 // a time between Hold and Flush.

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
@@ -36,7 +39,7 @@ func TestTableRatios(t *testing.T) {
 	res := []Result{{"latency", 8, 0.5}, {"msgrate", 8, 4}, {"bw", 8, 32}}
 	anchors := map[string][]Result{"mpich": {{"latency", 8, 1.0}, {"msgrate", 8, 2}}}
 	var b bytes.Buffer
-	writeTable(&b, options{transport: "shm"}, res, anchors)
+	writeTable(&b, options{transport: "shm"}, res, anchors, "")
 	out := b.String()
 	for _, s := range []string{"0.500", "0.50", "2.00", "mpich"} {
 		if !strings.Contains(out, s) {
@@ -75,7 +78,7 @@ func TestSuiteInProcess(t *testing.T) {
 // TestOptions: the flags' values are checked, and -thread picks the level
 // process ranks ask for and that the table's title names.
 func TestOptions(t *testing.T) {
-	base := options{max: 64, format: "table", transport: "shm"}
+	base := options{max: 64, format: "table", transport: "shm", runs: 1}
 	for _, tc := range []struct {
 		thread, transport string
 		ok                bool
@@ -104,7 +107,7 @@ func TestOptions(t *testing.T) {
 			t.Errorf("-thread %q: level %d, want %d", tc.thread, got, tc.level)
 		}
 		var b bytes.Buffer
-		writeTable(&b, o, []Result{{"latency", 8, 0.5}}, nil)
+		writeTable(&b, o, []Result{{"latency", 8, 0.5}}, nil, "")
 		if title, _, _ := strings.Cut(b.String(), "\n"); !strings.Contains(title, tc.title) {
 			t.Errorf("-thread %q -transport %s: title %q lacks %q", tc.thread, tc.transport, title, tc.title)
 		}
@@ -142,5 +145,91 @@ func TestCPUProfile(t *testing.T) {
 	}
 	if _, err := startProfile(filepath.Join(t.TempDir(), "missing", "cpu.pprof")); err == nil {
 		t.Fatal("a profile in a missing directory started")
+	}
+}
+
+// TestMedian: each figure is the median of its runs (the mean of the
+// middle two for an even number), in the first run's order, and each
+// implementation's runs are taken apart.
+func TestMedian(t *testing.T) {
+	runs := [][]Result{
+		{{"latency", 8, 0.5}, {"msgrate", 8, 10}},
+		{{"latency", 8, 0.4}, {"msgrate", 8, 2}},
+		{{"latency", 8, 0.9}, {"msgrate", 8, 12}},
+	}
+	want := []Result{{"latency", 8, 0.5}, {"msgrate", 8, 10}}
+	if got := median(runs); !slices.Equal(got, want) {
+		t.Fatalf("median of three: %v, want %v", got, want)
+	}
+	if got, want := median(runs[:2]), []Result{{"latency", 8, 0.45}, {"msgrate", 8, 6}}; !slices.Equal(got, want) {
+		t.Fatalf("median of two: %v, want %v", got, want)
+	}
+	if got := median(nil); got != nil {
+		t.Fatalf("median of no runs: %v", got)
+	}
+	byName := medianByName([]map[string][]Result{
+		{"mpich": runs[0], "openmpi": runs[1]},
+		{"mpich": runs[1], "openmpi": runs[1]},
+		{"mpich": runs[2], "openmpi": runs[1]},
+	})
+	if got := byName["mpich"]; !slices.Equal(got, want) {
+		t.Fatalf("mpich: %v, want %v", got, want)
+	}
+	if got := byName["openmpi"]; !slices.Equal(got, runs[1]) {
+		t.Fatalf("openmpi: %v, want %v", got, runs[1])
+	}
+	if medianByName(nil) != nil {
+		t.Fatal("anchors without runs")
+	}
+}
+
+// TestRunsOption: -runs is checked, and the table says its figures are
+// medians.
+func TestRunsOption(t *testing.T) {
+	for _, tc := range []struct {
+		runs    int
+		profile string
+		ok      bool
+	}{{1, "", true}, {5, "", true}, {maxRuns, "", true}, {0, "", false}, {maxRuns + 1, "", false}, {1, "p", true}, {2, "p", false}} {
+		o := options{max: 64, format: "table", transport: "shm", runs: tc.runs, profile: tc.profile}
+		if err := o.check(); (err == nil) != tc.ok {
+			t.Errorf("-runs %d -cpuprofile %q: %v", tc.runs, tc.profile, err)
+		}
+	}
+	var b bytes.Buffer
+	writeTable(&b, options{transport: "shm", runs: 5}, []Result{{"latency", 8, 0.5}}, map[string][]Result{"mpich": {{"latency", 8, 1}}}, "host pauses: none")
+	for _, s := range []string{"median of 5 runs", "anchor", "host pauses: none"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, b.String())
+		}
+	}
+}
+
+// TestHostPauses: the probe watches each CPU for about the time asked,
+// and what it reports adds up.
+func TestHostPauses(t *testing.T) {
+	cpus, err := twoCPUs()
+	if err != nil {
+		t.Skip(err)
+	}
+	ps := hostPauses(cpus, 20*time.Millisecond)
+	if len(ps) != 2 {
+		t.Fatalf("%d CPUs measured", len(ps))
+	}
+	for i, p := range ps {
+		if p.cpu != cpus[i] || p.over < 20*time.Millisecond || p.lost > p.over ||
+			p.longest > p.lost || (p.count == 0) != (p.lost == 0) || p.count > 0 && p.longest < pauseFloor {
+			t.Fatalf("CPU %d: %+v", cpus[i], p)
+		}
+		sum := p.add(p)
+		if sum.over != 2*p.over || sum.lost != 2*p.lost || sum.count != 2*p.count || sum.longest != p.longest {
+			t.Fatalf("sum of %+v with itself: %+v", p, sum)
+		}
+	}
+	if line := pausesLine(ps); !strings.Contains(line, fmt.Sprintf("CPU %d ", cpus[1])) {
+		t.Fatalf("line %q", line)
+	}
+	if pausesLine(nil) != "" {
+		t.Fatal("a line without measurements")
 	}
 }

@@ -12,6 +12,7 @@
 //	go run ./bench                       # the table
 //	go run ./bench -format anchor        # the anchor's line format
 //	go run ./bench -compare              # beside MPICH and Open MPI, same run
+//	go run ./bench -compare -runs 5      # medians of 5 runs, the anchors' interleaved
 //	go run ./bench -plot docs/bench.svg  # latency and message rate plots
 //	go run ./bench -thread multiple      # at the level mpi.Init gives
 //	go run ./bench -cpuprofile cpu.pprof # a CPU profile per rank
@@ -33,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tachyon-hpc/tachyon/launch"
 	"github.com/tachyon-hpc/tachyon/mpi"
@@ -51,6 +53,7 @@ type options struct {
 	quiet     bool
 	thread    string
 	profile   string
+	runs      int
 }
 
 func main() {
@@ -63,6 +66,7 @@ func main() {
 	flag.StringVar(&o.plot, "plot", "", "write an SVG plot of latency and message rate to this file")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	flag.StringVar(&o.thread, "thread", "", "thread level process ranks ask of InitThread: serialized (the default: one goroutine at a time inside MPI, as the anchor's MPI_THREAD_SINGLE) or multiple (what mpi.Init gives); in-process ranks are always multiple")
+	flag.IntVar(&o.runs, "runs", 1, "measure this many times (with -compare, each run followed by one of the anchor) and report each figure's median: a figure of a single run can be hit by a pause of the host (see docs/bench.md)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto")
 	flag.Parse()
 	if err := o.check(); err != nil {
@@ -91,6 +95,10 @@ func (o options) check() error {
 		return fmt.Errorf("-thread %q: want serialized or multiple", o.thread)
 	case o.transport == "inproc" && o.thread == "serialized":
 		return errors.New("-thread serialized: in-process ranks (mpi.Run) are always at ThreadMultiple")
+	case o.runs < 1 || o.runs > maxRuns:
+		return fmt.Errorf("-runs %d: want 1 to %d", o.runs, maxRuns)
+	case o.runs > 1 && o.profile != "":
+		return errors.New("-cpuprofile profiles one run: leave -runs at 1")
 	}
 	return nil
 }
@@ -115,27 +123,87 @@ func run(o options) (int, error) {
 		return 0, worker(o, progress)
 	case mpi.Launched():
 		// One rank of a job someone else launched: measure and report.
-		res, err := asRank(o, progress)
-		if err != nil || res == nil {
+		// The anchor, if asked for, runs after the last run: the other
+		// ranks are gone by then.
+		runs, err := asRank(o, progress)
+		if err != nil || runs == nil {
 			return 0, err
 		}
-		return 0, report(o, res)
-	case o.transport == "inproc":
-		stop, err := startProfile(o.profile)
+		var anchors []map[string][]Result
+		for range o.runs {
+			if a, err := anchorRun(o); err != nil {
+				return 1, err
+			} else if a != nil {
+				anchors = append(anchors, a)
+			}
+		}
+		return 0, report(o, median(runs), medianByName(anchors), "")
+	}
+	// With -compare, how much the host takes from the two CPUs, before
+	// the runs and after them.
+	var cpus []int
+	var pauses []cpuPauses
+	if o.compare {
+		var err error
+		if cpus, err = twoCPUs(); err != nil {
+			return 1, err
+		}
+		pauses = hostPauses(cpus, pauseProbe)
+	}
+	measure := func() ([]Result, int, error) { return spawn(o) }
+	if o.transport == "inproc" {
+		measure = func() ([]Result, int, error) {
+			stop, err := startProfile(o.profile)
+			if err != nil {
+				return nil, 1, err
+			}
+			res, err := inproc(o.max, progress)
+			if err = errors.Join(err, stop()); err != nil {
+				return nil, 1, err
+			}
+			return res, 0, nil
+		}
+	}
+	var runs [][]Result
+	var anchors []map[string][]Result
+	for i := range o.runs {
+		if o.runs > 1 && progress != nil {
+			fmt.Fprintf(progress, "run %d of %d\n", i+1, o.runs)
+		}
+		res, code, err := measure()
 		if err != nil {
-			return 1, err
+			return code, err
 		}
-		res, err := inproc(o.max, progress)
-		if err = errors.Join(err, stop()); err != nil {
+		runs = append(runs, res)
+		if a, err := anchorRun(o); err != nil {
 			return 1, err
+		} else if a != nil {
+			anchors = append(anchors, a)
 		}
-		return 0, report(o, res)
 	}
-	res, code, err := spawn(o)
-	if err != nil {
-		return code, err
+	if pauses != nil {
+		for i, p := range hostPauses(cpus, pauseProbe) {
+			pauses[i] = pauses[i].add(p)
+		}
 	}
-	return 0, report(o, res)
+	return 0, report(o, median(runs), medianByName(anchors), pausesLine(pauses))
+}
+
+// pauseProbe is how long -compare watches each CPU for the host's pauses,
+// before the runs and again after them.
+const pauseProbe = 100 * time.Millisecond
+
+// maxRuns bounds -runs: a whole run with the anchor takes about ten
+// seconds here.
+const maxRuns = 100
+
+// anchorRun runs the MPICH and Open MPI anchor once if -compare asks for
+// it (nil otherwise).
+func anchorRun(o options) (map[string][]Result, error) {
+	if !o.compare {
+		return nil, nil
+	}
+	return runAnchor(o.anchor, o.max)
 }
 
 // worker is one rank started by spawn.
@@ -199,14 +267,19 @@ func startProfile(path string) (stop func() error, err error) {
 	}, nil
 }
 
-// asRank runs the suite as one rank of a launched job; rank 0 gets the
-// results.
-func asRank(o options, progress io.Writer) ([]Result, error) {
+// asRank runs the suite -runs times as one rank of a launched job; rank
+// 0 gets the results of each run.
+func asRank(o options, progress io.Writer) ([][]Result, error) {
 	if _, err := mpi.InitThread(o.level()); err != nil {
 		return nil, err
 	}
-	res := rankSuite(o, o.max, progress)
-	return res, mpi.Finalize()
+	var runs [][]Result
+	for range o.runs {
+		if res := rankSuite(o, o.max, progress); res != nil {
+			runs = append(runs, res)
+		}
+	}
+	return runs, mpi.Finalize()
 }
 
 // spawn runs two ranks of this program, pinned to two CPUs, and parses

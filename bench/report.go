@@ -101,15 +101,59 @@ func runAnchor(script string, max int) (map[string][]Result, error) {
 	return got, nil
 }
 
-// report prints the results as o asks, with the anchors if -compare.
-func report(o options, res []Result) error {
-	var anchors map[string][]Result
-	if o.compare {
-		var err error
-		if anchors, err = runAnchor(o.anchor, o.max); err != nil {
-			return err
+// median returns, for each figure the runs measured, its median over
+// them (the mean of the middle two for an even number), in the first
+// run's order.
+func median(runs [][]Result) []Result {
+	if len(runs) == 0 {
+		return nil
+	}
+	type key struct {
+		kind string
+		size int
+	}
+	vals := map[key][]float64{}
+	for _, run := range runs {
+		for _, r := range run {
+			k := key{r.Kind, r.Size}
+			vals[k] = append(vals[k], r.Value)
 		}
 	}
+	var out []Result
+	for _, r := range runs[0] {
+		v := vals[key{r.Kind, r.Size}]
+		sort.Float64s(v)
+		m := v[len(v)/2]
+		if len(v)%2 == 0 {
+			m = (v[len(v)/2-1] + m) / 2
+		}
+		out = append(out, Result{r.Kind, r.Size, m})
+	}
+	return out
+}
+
+// medianByName returns the median of each implementation's runs (nil if
+// there were none).
+func medianByName(runs []map[string][]Result) map[string][]Result {
+	if len(runs) == 0 {
+		return nil
+	}
+	byName := map[string][][]Result{}
+	for _, run := range runs {
+		for name, res := range run {
+			byName[name] = append(byName[name], res)
+		}
+	}
+	out := map[string][]Result{}
+	for name, r := range byName {
+		out[name] = median(r)
+	}
+	return out
+}
+
+// report prints the results as o asks, beside the anchors' if -compare,
+// with host, a line on the host's pauses, if not empty.
+func report(o options, res []Result, anchors map[string][]Result, host string) error {
 	if o.plot != "" {
 		if err := writePlot(o.plot, res, anchors); err != nil {
 			return err
@@ -117,6 +161,9 @@ func report(o options, res []Result) error {
 		fmt.Fprintln(os.Stderr, "wrote", o.plot)
 	}
 	if o.format == "anchor" {
+		if host != "" {
+			fmt.Fprintln(os.Stderr, host)
+		}
 		writeAnchor(os.Stdout, res)
 		for _, name := range sortedNames(anchors) {
 			fmt.Printf("# %s\n", name)
@@ -124,7 +171,7 @@ func report(o options, res []Result) error {
 		}
 		return nil
 	}
-	writeTable(os.Stdout, o, res, anchors)
+	writeTable(os.Stdout, o, res, anchors, host)
 	return nil
 }
 
@@ -139,7 +186,7 @@ func sortedNames(m map[string][]Result) []string {
 
 // writeTable prints one table per measure, Tachyon beside each anchor
 // with the ratio (for latency, below 1 is better; for rates, above 1).
-func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Result) {
+func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Result, host string) {
 	t := index(res)
 	names := sortedNames(anchors)
 	others := make([]series, len(names))
@@ -151,6 +198,16 @@ func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Resul
 		level = "ThreadMultiple"
 	}
 	fmt.Fprintf(w, "Tachyon point-to-point, 2 ranks over %s, %s\n", map[string]string{"shm": "shared memory (processes)", "inproc": "in-process rings (goroutines)"}[o.transport], level)
+	if o.runs > 1 {
+		what := "each figure the median of %d runs\n"
+		if len(anchors) > 0 {
+			what = "each figure the median of %d runs, each of Tachyon's followed by one of the anchor's\n"
+		}
+		fmt.Fprintf(w, what, o.runs)
+	}
+	if host != "" {
+		fmt.Fprintln(w, host)
+	}
 	for _, m := range []struct{ kind, title, unit string }{
 		{"latency", "one-way latency", "us"},
 		{"msgrate", "message rate, window of 64", "M msg/s"},

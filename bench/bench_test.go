@@ -233,3 +233,27 @@ func TestHostPauses(t *testing.T) {
 		t.Fatal("a line without measurements")
 	}
 }
+
+// TestLineCrossing: the crossing time is measured, and the host's lines
+// name the CPUs, both crossings and the pauses.
+func TestLineCrossing(t *testing.T) {
+	cpus, err := twoCPUs()
+	if err != nil {
+		t.Skip(err)
+	}
+	d := lineCrossing(cpus)
+	if d <= 0 || d > time.Millisecond {
+		t.Fatalf("a cache line crosses in %v", d)
+	}
+	h := &host{cpus: cpus, before: 312 * time.Nanosecond, after: 95 * time.Nanosecond,
+		pauses: []cpuPauses{{cpu: cpus[0]}, {cpu: cpus[1]}}}
+	s := h.String()
+	for _, want := range []string{fmt.Sprintf("CPU %d to CPU %d", cpus[0], cpus[1]), "312 ns before", "95 ns after", fmt.Sprintf("CPU %d none", cpus[1])} {
+		if !strings.Contains(s, want) {
+			t.Errorf("host lines lack %q:\n%s", want, s)
+		}
+	}
+	if (*host)(nil).String() != "" {
+		t.Fatal("lines for no host")
+	}
+}

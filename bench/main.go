@@ -34,7 +34,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/tachyon-hpc/tachyon/launch"
 	"github.com/tachyon-hpc/tachyon/mpi"
@@ -139,16 +138,14 @@ func run(o options) (int, error) {
 		}
 		return 0, report(o, median(runs), medianByName(anchors), "")
 	}
-	// With -compare, how much the host takes from the two CPUs, before
-	// the runs and after them.
-	var cpus []int
-	var pauses []cpuPauses
+	// With -compare, the host's state before the runs and after them.
+	var h *host
 	if o.compare {
-		var err error
-		if cpus, err = twoCPUs(); err != nil {
+		cpus, err := twoCPUs()
+		if err != nil {
 			return 1, err
 		}
-		pauses = hostPauses(cpus, pauseProbe)
+		h = measureHost(cpus)
 	}
 	measure := func() ([]Result, int, error) { return spawn(o) }
 	if o.transport == "inproc" {
@@ -181,17 +178,11 @@ func run(o options) (int, error) {
 			anchors = append(anchors, a)
 		}
 	}
-	if pauses != nil {
-		for i, p := range hostPauses(cpus, pauseProbe) {
-			pauses[i] = pauses[i].add(p)
-		}
+	if h != nil {
+		h.finish()
 	}
-	return 0, report(o, median(runs), medianByName(anchors), pausesLine(pauses))
+	return 0, report(o, median(runs), medianByName(anchors), h.String())
 }
-
-// pauseProbe is how long -compare watches each CPU for the host's pauses,
-// before the runs and again after them.
-const pauseProbe = 100 * time.Millisecond
 
 // maxRuns bounds -runs: a whole run with the anchor takes about ten
 // seconds here.

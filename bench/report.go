@@ -152,7 +152,7 @@ func medianByName(runs []map[string][]Result) map[string][]Result {
 }
 
 // report prints the results as o asks, beside the anchors' if -compare,
-// with host, a line on the host's pauses, if not empty.
+// with host, lines on the host's state, if not empty.
 func report(o options, res []Result, anchors map[string][]Result, host string) error {
 	if o.plot != "" {
 		if err := writePlot(o.plot, res, anchors); err != nil {

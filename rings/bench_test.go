@@ -359,19 +359,8 @@ func cellThroughput(b *testing.B, cpuA, cpuB, size int) {
 // child, which writes them one by one or, if batch > 1, batch at a time
 // between Hold and Flush.
 func recordThroughput(b *testing.B, cpuA, cpuB, size, batch int) {
-	const capacity = 1 << 18
-	s := benchSegment(b, SegmentSize(RecordRingSize(capacity)))
-	i, r, err := s.NewRecordRing(capacity)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rd, err := r.Reader()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pinCurrent(b, cpuA)()
-	ch := startChild(b, "tput-record", s, "RING", itoa(i), "N", itoa(b.N),
-		"SIZE", itoa(size), "CPU", itoa(cpuB), "BATCH", itoa(batch))
+	rd, ch, unpin := recordStream(b, cpuA, cpuB, "SIZE", itoa(size), "BATCH", itoa(batch))
+	defer unpin()
 	next := make([]uint64, 1)
 	fn := seqChecker(b, next, size)
 	readRecords(b, rd, ch, b.N, fn, func() { b.ResetTimer() })
@@ -385,26 +374,11 @@ func recordThroughput(b *testing.B, cpuA, cpuB, size, batch int) {
 // TryWriteWords after work steps of its own, the reader takes them one at
 // a time with Next, each poll releasing the records the previous one read.
 func recordNextThroughput(b *testing.B, cpuA, cpuB, size, work int) {
-	const capacity = 1 << 18
-	s := benchSegment(b, SegmentSize(RecordRingSize(capacity)))
-	i, r, err := s.NewRecordRing(capacity)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rd, err := r.Reader()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pinCurrent(b, cpuA)()
-	ch := startChild(b, "tput-record", s, "RING", itoa(i), "N", itoa(b.N),
-		"SIZE", itoa(size), "CPU", itoa(cpuB), "BATCH", "0", "WORK", itoa(work))
-	sp := newSpinner()
-	for asm.LoadAcquire64(rd.tailp) == rd.head {
-		if sp.spin() && childExited(ch) && asm.LoadAcquire64(rd.tailp) == rd.head {
-			b.Fatalf("producer failed: %s", ch.exitStatus())
-		}
-	}
+	rd, ch, unpin := recordStream(b, cpuA, cpuB, "SIZE", itoa(size), "WORDS", "1", "WORK", itoa(work))
+	defer unpin()
+	awaitRecords(b, rd, ch)
 	b.ResetTimer()
+	sp := newSpinner()
 	seq, held := uint64(0), 0
 	for seq < uint64(b.N) {
 		rd.Release(held)
@@ -433,6 +407,37 @@ func recordNextThroughput(b *testing.B, cpuA, cpuB, size, work int) {
 	rate(b)
 }
 
+// recordStream makes a record ring, pins the calling goroutine to cpuA
+// (unpin undoes it) and starts a "tput-record" child on cpuB writing b.N
+// records into it, with env (keys and values) saying how.
+func recordStream(b *testing.B, cpuA, cpuB int, env ...string) (rd *RecordReader, ch *child, unpin func()) {
+	const capacity = 1 << 18
+	s := benchSegment(b, SegmentSize(RecordRingSize(capacity)))
+	i, r, err := s.NewRecordRing(capacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rd, err = r.Reader(); err != nil {
+		b.Fatal(err)
+	}
+	unpin = pinCurrent(b, cpuA)
+	ch = startChild(b, "tput-record", s, append([]string{"RING", itoa(i), "N", itoa(b.N), "CPU", itoa(cpuB)}, env...)...)
+	return rd, ch, unpin
+}
+
+// awaitRecords waits until a record has been published, and fails the
+// benchmark if the producer dies first.
+func awaitRecords(b *testing.B, rd *RecordReader, ch *child) {
+	sp := newSpinner()
+	for asm.LoadAcquire64(rd.tailp) == rd.head {
+		// The producer may have written everything and exited since
+		// the tail was loaded: look at the tail again before failing.
+		if sp.spin() && childExited(ch) && asm.LoadAcquire64(rd.tailp) == rd.head {
+			b.Fatalf("producer failed: %s", ch.exitStatus())
+		}
+	}
+}
+
 // seqChecker returns a handler that checks that the records of type id+1
 // carry the sequence numbers next[id], next[id]+1, ... and are size bytes.
 func seqChecker(b *testing.B, next []uint64, size int) Handler {
@@ -448,14 +453,7 @@ func seqChecker(b *testing.B, next []uint64, size int) Handler {
 // readRecords reads n records, calling start once the first has arrived
 // (before it is read), and fails the benchmark if a producer dies first.
 func readRecords(b *testing.B, rd *RecordReader, ch *child, n int, fn Handler, start func()) {
-	sp := newSpinner()
-	for asm.LoadAcquire64(rd.tailp) == rd.head {
-		// The producer may have written everything and exited since
-		// the tail was loaded: look at the tail again before failing.
-		if sp.spin() && childExited(ch) && asm.LoadAcquire64(rd.tailp) == rd.head {
-			b.Fatalf("producer failed: %s", ch.exitStatus())
-		}
-	}
+	awaitRecords(b, rd, ch)
 	start()
 	for got := 0; got < n; {
 		// Read returns an error only once the producer closed or died

@@ -240,7 +240,7 @@ func runChild(role string) error {
 			return err
 		}
 		return cellProduce(p, n, envInt("SIZE"), envInt("BATCH"))
-	case "tput-record": // n records of RINGS_TEST_SIZE bytes, of type ID+1
+	case "tput-record": // n records of RINGS_TEST_SIZE bytes, of type ID+1 (type 1 with RINGS_TEST_WORDS)
 		r, err := seg.RecordRing(ring)
 		if err != nil {
 			return err
@@ -249,7 +249,7 @@ func runChild(role string) error {
 		if err != nil {
 			return err
 		}
-		if batch := envInt("BATCH"); batch == 0 {
+		if batch := envInt("BATCH"); envInt("WORDS") != 0 {
 			if err := recordProduceWords(w, n, envInt("SIZE"), envInt("WORK")); err != nil {
 				return err
 			}

@@ -199,11 +199,7 @@ func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Resul
 	}
 	fmt.Fprintf(w, "Tachyon point-to-point, 2 ranks over %s, %s\n", map[string]string{"shm": "shared memory (processes)", "inproc": "in-process rings (goroutines)"}[o.transport], level)
 	if o.runs > 1 {
-		what := "each figure the median of %d runs\n"
-		if len(anchors) > 0 {
-			what = "each figure the median of %d runs, each of Tachyon's followed by one of the anchor's\n"
-		}
-		fmt.Fprintf(w, what, o.runs)
+		fmt.Fprintf(w, "each figure the median of %d runs of each implementation\n", o.runs)
 	}
 	if host != "" {
 		fmt.Fprintln(w, host)

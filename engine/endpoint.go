@@ -399,6 +399,12 @@ func (r *Request) Wait() (Status, error) {
 	if !r.Completion.Done() {
 		ep.prog.Wait(&r.Completion)
 	}
+	if ep.serial && !r.cancelling {
+		// Serial, nothing to take or to wake: the usual case, in line.
+		st, err := r.status, r.err
+		ep.reqs.put(r)
+		return st, err
+	}
 	ep.lock()
 	st, err := r.status, r.err
 	ep.releaseLocked(r)

@@ -65,9 +65,22 @@ const (
 // endpoint's pool: after Wait or Test reports it complete, or after Free,
 // the caller must not touch it again.
 type Request struct {
-	progress.Completion
+	reqSlot
+	reqOp
+}
+
+// reqSlot is what a request keeps across its reuse: its place in the
+// table and what the layer above stored there.
+type reqSlot struct {
 	ep    *Endpoint
 	id    uint64 // table index | generation<<32
+	owner any    // the layer above's object for this slot (Owner)
+}
+
+// reqOp is the state of one operation, zeroed when the request goes back
+// to the pool.
+type reqOp struct {
+	progress.Completion
 	kind  reqKind
 	mode  Mode
 	state reqState
@@ -109,6 +122,17 @@ func (r *Request) Status() Status { return r.status }
 
 // Err returns the error of a completed request, nil if it succeeded.
 func (r *Request) Err() error { return r.err }
+
+// Owner returns what SetOwner last stored in r's slot of the pool, nil if
+// nothing. Unlike every other field it survives the request's return to
+// the pool, so that the layer above can keep one object of its own per
+// slot, found again when the slot is reused, instead of a pool beside the
+// engine's. The engine never reads it.
+func (r *Request) Owner() any { return r.owner }
+
+// SetOwner stores v in r's slot of the pool (see Owner). Only the holder
+// of a request may call it, before the request is given back.
+func (r *Request) SetOwner(v any) { r.owner = v }
 
 // reqTable maps request ids to requests for packets that name them (fin,
 // cts, data, cancel). It grows by chunks that never move, so a transport
@@ -159,10 +183,11 @@ func (t *reqTable) grow(ep *Endpoint) (*Request, bool) {
 // put returns r to the pool with a new generation, so that packets naming
 // its old id no longer find it.
 func (t *reqTable) put(r *Request) {
-	gen := max(uint32(r.id>>32)+1, 1)
-	id := r.id&(1<<32-1) | uint64(gen)<<32
-	ep := r.ep
-	*r = Request{ep: ep, id: id}
+	r.id += 1 << 32
+	if r.id < 1<<32 { // the generation wrapped: never 0
+		r.id += 1 << 32
+	}
+	r.reqOp = reqOp{}
 	t.free = append(t.free, r)
 }
 

@@ -595,3 +595,66 @@ func TestPeerCheckLeavesPackets(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestOwner: what SetOwner stores in a request's slot outlives the
+// request: the slot's next request finds it (the pool is a stack), and a
+// request the pool has not handed out before has none. Status and error
+// do not leak from one use of a slot to the next, with a lock or in
+// serial mode (where Wait gives the request back in line).
+func TestRequestOwner(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprint("serial=", serial), func(t *testing.T) { testRequestOwner(t, serial) })
+	}
+}
+
+func testRequestOwner(t *testing.T, serial bool) {
+	w, err := NewWorld(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := w.Endpoint(0)
+	defer ep.Close()
+	if err := ep.SetSerial(serial); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	r, err := ep.Irecv(buf, 0, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Owner() != nil {
+		t.Fatalf("a fresh request has owner %v", r.Owner())
+	}
+	owner := new(int)
+	r.SetOwner(owner)
+	if err := ep.Send(buf[:3], 0, 1, 0, Standard); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Wait(); err != nil || st.Count != 3 {
+		t.Fatalf("Wait: %+v %v", st, err)
+	}
+	r2, err := ep.Irecv(buf, 0, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2 != r {
+		t.Fatal("the pool did not hand the slot out again")
+	}
+	if r2.Owner() != any(owner) {
+		t.Errorf("the slot's owner is %v, want %v", r2.Owner(), owner)
+	}
+	if r2.Done() || r2.Status() != (Status{}) || r2.Err() != nil {
+		t.Errorf("the slot's new request starts done %v, status %+v, error %v", r2.Done(), r2.Status(), r2.Err())
+	}
+	r3, err := ep.Irecv(buf, 0, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.Owner() != nil {
+		t.Errorf("another slot has owner %v", r3.Owner())
+	}
+	r2.Cancel()
+	r3.Cancel()
+	r2.Wait()
+	r3.Wait()
+}

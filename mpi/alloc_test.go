@@ -17,8 +17,23 @@ func TestRequestAllocs(t *testing.T) {
 	if n := unsafe.Sizeof(Request{}); n > 48 {
 		t.Errorf("Request is %d bytes; the message path allocates one per operation, keep it at 48", n)
 	}
+	for _, serialized := range []bool{false, true} {
+		t.Run(fmt.Sprint("serialized=", serialized), func(t *testing.T) { requestAllocs(t, serialized) })
+	}
+}
+
+// requestAllocs runs TestRequestAllocs on a rank of Run (ThreadMultiple)
+// or made to run as InitThread(ThreadSerialized) does, where the
+// requests of receives stay with their engine requests' slots.
+func requestAllocs(t *testing.T, serialized bool) {
 	const window = 16
 	err := Run(1, func(c *Comm) error {
+		if serialized {
+			if err := c.p.ep.SetSerial(true); err != nil {
+				return err
+			}
+			c.p.thread = ThreadSerialized
+		}
 		buf := make([]byte, 8)
 		reqs := make([]*Request, 2*window)
 		allocs := testing.AllocsPerRun(200, func() {
@@ -120,6 +135,66 @@ func TestWaitallIntoRecycles(t *testing.T) {
 			held = append(held, r)
 		}
 		if err := WaitallInto(held, nil); err != nil {
+			return err
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSlotRequests: below ThreadMultiple a request that WaitallInto
+// completed stays with its engine request's slot and comes back, clean,
+// from the slot's next operation; one waited otherwise is the caller's
+// and the slot's next operation gets another, leaving it as it was.
+func TestSlotRequests(t *testing.T) {
+	err := Run(1, func(c *Comm) error {
+		if err := c.p.ep.SetSerial(true); err != nil {
+			return err
+		}
+		c.p.thread = ThreadSerialized
+		buf := make([]byte, 8)
+		r1, err := c.Irecv(buf, 0, 1)
+		if err != nil {
+			return err
+		}
+		if err := c.Send(buf, 0, 1); err != nil {
+			return err
+		}
+		if err := WaitallInto([]*Request{r1}, nil); err != nil {
+			return err
+		}
+		r2, err := c.Irecv(buf, 0, 2)
+		if err != nil {
+			return err
+		}
+		if r2 != r1 {
+			t.Error("the slot's next receive did not take back the request WaitallInto completed")
+		}
+		if !r2.active() || r2.er == nil || r2.spare || r2.x != nil || r2.op != opIrecv {
+			t.Errorf("a request taken back is not clean: %+v", *r2)
+		}
+		if err := c.Send(buf[:3], 0, 2); err != nil {
+			return err
+		}
+		if st, err := r2.Wait(); err != nil || st.Count != 3 || st.Tag != 2 {
+			t.Errorf("Wait: %+v %v", st, err)
+		}
+		r3, err := c.Irecv(buf, 0, 3)
+		if err != nil {
+			return err
+		}
+		if r3 == r2 {
+			t.Fatal("a request the caller holds was handed out again")
+		}
+		if st, err := r2.Wait(); err != nil || st != emptyStatus {
+			t.Errorf("waiting again on a request waited once: %+v %v", st, err)
+		}
+		if err := c.Send(buf, 0, 3); err != nil {
+			return err
+		}
+		if err := WaitallInto([]*Request{r3}, nil); err != nil {
 			return err
 		}
 		return c.Finalize()

@@ -164,9 +164,13 @@ func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, 
 		return nil, err
 	case er == nil && !s.Valid():
 		return doneRequest(c, st), nil
+	case er != nil:
+		r := c.p.requestFor(er)
+		*r = Request{c: c, er: er, sent: s, op: op}
+		return r, nil
 	}
 	r := c.p.newRequest()
-	r.c, r.er, r.sent, r.op = c, er, s, op
+	*r = Request{c: c, sent: s, op: op}
 	return r, nil
 }
 
@@ -181,8 +185,13 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 				return nil, err
 			}
 		}
-		r := c.p.newRequest()
-		r.c, r.er, r.sent, r.op = c, er, s, opIsend
+		var r *Request
+		if er != nil {
+			r = c.p.requestFor(er)
+		} else {
+			r = c.p.newRequest()
+		}
+		*r = Request{c: c, er: er, sent: s, op: opIsend}
 		return r, nil
 	}
 	er, s, st, err := c.isend(opIsend, buf, dest, tag, engine.Standard)
@@ -217,8 +226,8 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 		if err != nil {
 			return nil, c.fail(c.engineErr("Irecv", err))
 		}
-		r := c.p.newRequest()
-		r.c, r.er, r.op = c, er, opIrecv
+		r := c.p.requestFor(er)
+		*r = Request{c: c, er: er, op: opIrecv}
 		return r, nil
 	}
 	er, st, err := c.irecv(buf, source, tag)

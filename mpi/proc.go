@@ -36,7 +36,9 @@ type proc struct {
 	_       [64]byte
 }
 
-// newRequest returns a zeroed request, recycled if one is at hand.
+// newRequest returns a request, recycled if one is at hand, for the
+// caller to set whole (*r = Request{...}: a recycled one may hold an
+// earlier operation's fields).
 func (p *proc) newRequest() *Request {
 	if p.thread < ThreadMultiple {
 		return p.popFree()
@@ -46,6 +48,27 @@ func (p *proc) newRequest() *Request {
 	}
 	r := p.popFree()
 	asm.StoreRelease32(&p.reqLock, 0)
+	return r
+}
+
+// requestFor returns a request for engine request er, for the caller to
+// set whole, as newRequest's. While one goroutine at a time calls MPI,
+// each slot of the engine's request pool keeps the request last made for
+// it (engine.Request.Owner): WaitallInto marks that request spare instead
+// of giving it back to reqFree, and the slot's next operation takes it
+// again, so that a window of operations in a loop moves no request
+// through a pool but the engine's. A request is handed out only while
+// spare, and that flag is set only once no one holds it, so a slot's
+// request never serves two operations at once.
+func (p *proc) requestFor(er *engine.Request) *Request {
+	if p.thread >= ThreadMultiple {
+		return p.newRequest()
+	}
+	if r, ok := er.Owner().(*Request); ok && r.spare {
+		return r
+	}
+	r := p.popFree()
+	er.SetOwner(r)
 	return r
 }
 
@@ -59,6 +82,19 @@ func (p *proc) popFree() *Request {
 	p.reqFree[n-1] = nil
 	p.reqFree = p.reqFree[:n-1]
 	return r
+}
+
+// giveBack takes back r, which WaitallInto completed, no one may use any
+// more, and no engine request's slot keeps (requestFor). Below
+// ThreadMultiple it goes straight back; at ThreadMultiple into done, which
+// gives its requests back in batches, one compare-and-swap each.
+func (p *proc) giveBack(r *Request, done *recycler) {
+	switch {
+	case p.thread >= ThreadMultiple:
+		done.add(r)
+	case len(p.reqFree) < maxFreeRequests:
+		p.reqFree = append(p.reqFree, r)
+	}
 }
 
 // recycle takes back requests no one may use any more (rs is left

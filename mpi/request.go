@@ -23,6 +23,7 @@ type Request struct {
 	op       opcode          // the routine that made it, for errors
 	inactive bool
 	freed    bool
+	spare    bool // given back by WaitallInto and kept by its engine request's slot (proc.requestFor)
 }
 
 // requestExtra holds what only some requests need, so that the request
@@ -330,8 +331,10 @@ func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 		}
 		var st Status
 		var err error
+		slot := false // r is kept by its engine request's slot
 		if r.plain() {
 			r.inactive = true
+			slot = r.er != nil
 			st, err = r.collect(statuses != nil)
 		} else {
 			st, err = r.Wait()
@@ -345,7 +348,11 @@ func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 		if !r.freed && !r.persistent() {
 			reqs[i] = nil
 			if recycle && r.c != nil && r.x == nil {
-				done.add(r)
+				if slot && r.c.p.thread < ThreadMultiple {
+					r.spare = true // its slot's next operation takes it back
+				} else {
+					r.c.p.giveBack(r, &done)
+				}
 			}
 		}
 	}

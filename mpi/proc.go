@@ -85,14 +85,11 @@ func (p *proc) popFree() *Request {
 }
 
 // giveBack takes back r, which WaitallInto completed, no one may use any
-// more, and no engine request's slot keeps (requestFor). Below
-// ThreadMultiple it goes straight back; at ThreadMultiple into done, which
-// gives its requests back in batches, one compare-and-swap each.
-func (p *proc) giveBack(r *Request, done *recycler) {
-	switch {
-	case p.thread >= ThreadMultiple:
-		done.add(r)
-	case len(p.reqFree) < maxFreeRequests:
+// more, and no engine request's slot keeps (requestFor), below
+// ThreadMultiple: straight onto the stack. (At ThreadMultiple WaitallInto
+// gathers its requests in a recycler, for one compare-and-swap a batch.)
+func (p *proc) giveBack(r *Request) {
+	if len(p.reqFree) < maxFreeRequests {
 		p.reqFree = append(p.reqFree, r)
 	}
 }

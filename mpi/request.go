@@ -348,10 +348,13 @@ func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 		if !r.freed && !r.persistent() {
 			reqs[i] = nil
 			if recycle && r.c != nil && r.x == nil {
-				if slot && r.c.p.thread < ThreadMultiple {
+				switch p := r.c.p; {
+				case p.thread >= ThreadMultiple:
+					done.add(r)
+				case slot:
 					r.spare = true // its slot's next operation takes it back
-				} else {
-					r.c.p.giveBack(r, &done)
+				default:
+					p.giveBack(r)
 				}
 			}
 		}

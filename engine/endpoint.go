@@ -351,7 +351,7 @@ func (ep *Endpoint) complete(r *Request, err error) {
 		// The usual case, in line: nothing to give back, no one to wake.
 		r.state = stDone
 		ep.inflight--
-		r.Completion.MarkDone()
+		r.Completion.MarkDoneLocal() // serial: no one else looks
 		return
 	}
 	ep.completeSlow(r, err)
@@ -410,6 +410,27 @@ func (r *Request) Wait() (Status, error) {
 	ep.releaseLocked(r)
 	ep.unlock()
 	return st, err
+}
+
+// WaitErr is Wait for a caller that does not want the status: it returns
+// the request's error alone, and r goes back to the pool. Returning one
+// word instead of a Status and an error spares the usual case of a
+// receive waited in a batch (mpi.WaitallInto) the status's copies.
+func (r *Request) WaitErr() error {
+	ep := r.ep
+	if !r.Completion.Done() {
+		ep.prog.Wait(&r.Completion)
+	}
+	if ep.serial && !r.cancelling {
+		err := r.err
+		ep.reqs.put(r)
+		return err
+	}
+	ep.lock()
+	err := r.err
+	ep.releaseLocked(r)
+	ep.unlock()
+	return err
 }
 
 // Test reports whether r has completed, driving progress once if not. If

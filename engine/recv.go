@@ -32,7 +32,9 @@ func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error
 		return nil, ErrClosed
 	}
 	r, err := ep.startRecv(buf, src, tag, ctx)
-	ep.unlock()
+	if !ep.serial || len(ep.woken) > 0 || ep.notify {
+		ep.wakeUnlock() // unlock, whose usual case (serial, nothing owed) is in line here
+	}
 	return r, err
 }
 
@@ -338,7 +340,7 @@ func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 		// complete's usual case, in line
 		r.state = stDone
 		ep.inflight--
-		r.Completion.MarkDone()
+		r.Completion.MarkDoneLocal() // serial: no one else looks
 		return true
 	}
 	ep.complete(r, nil)

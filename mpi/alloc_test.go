@@ -1,6 +1,8 @@
 package mpi
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 	"unsafe"
@@ -93,6 +95,72 @@ func TestWaitallIntoStatuses(t *testing.T) {
 		}
 		if sts[1] != emptyStatus {
 			t.Errorf("nil request's status %+v", sts[1])
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitallIntoErrors: without statuses, WaitallInto still reports a
+// receive's error (the first, as its class) after completing every
+// request, and the requests it collected, the failed one included, serve
+// the next window.
+func TestWaitallIntoErrors(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serial=%v", serial), func(t *testing.T) { testWaitallIntoErrors(t, serial) })
+	}
+}
+
+func testWaitallIntoErrors(t *testing.T, serial bool) {
+	err := Run(2, func(c *Comm) error {
+		if serial { // below ThreadMultiple: the requests' own fast path
+			if err := c.p.ep.SetSerial(true); err != nil {
+				return err
+			}
+			c.p.thread = ThreadSerialized
+		}
+		for round := range 3 {
+			if c.Rank() == 1 {
+				reqs := make([]*Request, 3)
+				for i := range reqs {
+					var err error
+					if reqs[i], err = c.Isend(pattern(8, round+i), 0, i); err != nil {
+						return err
+					}
+				}
+				if err := WaitallInto(reqs, nil); err != nil {
+					return err
+				}
+				if _, err := c.Recv(nil, 0, 99); err != nil {
+					return err
+				}
+				continue
+			}
+			bufs := [][]byte{make([]byte, 8), make([]byte, 4), make([]byte, 8)}
+			reqs := make([]*Request, 3)
+			for i := range reqs {
+				var err error
+				if reqs[i], err = c.Irecv(bufs[i], 1, i); err != nil {
+					return err
+				}
+			}
+			err := WaitallInto(reqs, nil)
+			if !errors.Is(err, ErrTruncate) {
+				return fmt.Errorf("round %d: WaitallInto with a truncated receive returned %v", round, err)
+			}
+			for i, r := range reqs {
+				if r != nil {
+					return fmt.Errorf("round %d: request %d not set to nil", round, i)
+				}
+			}
+			if !bytes.Equal(bufs[0], pattern(8, round)) || !bytes.Equal(bufs[1], pattern(8, round+1)[:4]) || !bytes.Equal(bufs[2], pattern(8, round+2)) {
+				return fmt.Errorf("round %d: received %x %x %x", round, bufs[0], bufs[1], bufs[2])
+			}
+			if err := c.Send(nil, 1, 99); err != nil {
+				return err
+			}
 		}
 		return c.Finalize()
 	})

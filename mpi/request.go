@@ -329,6 +329,25 @@ func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 			}
 			continue
 		}
+		if statuses == nil && recycle && r.plain() && r.c.p.thread < ThreadMultiple {
+			// The usual case of a window, what the general path below
+			// does for it without the status.
+			r.inactive = true
+			reqs[i] = nil
+			if er := r.er; er != nil {
+				r.er = nil
+				if eerr := er.WaitErr(); eerr != nil {
+					if err := r.c.fail(r.c.engineErr(r.op.String(), eerr)); first == nil {
+						first = err
+					}
+				}
+				r.spare = true // its slot's next operation takes it back
+			} else { // a send that left at once (engine.Sent)
+				r.sent = engine.Sent{}
+				r.c.p.giveBack(r)
+			}
+			continue
+		}
 		var st Status
 		var err error
 		slot := false // r is kept by its engine request's slot

@@ -23,6 +23,13 @@ func (c *Completion) Done() bool { return asm.LoadAcquire32(&c.state) == 1 }
 // (Engine.Complete does both for one operation).
 func (c *Completion) MarkDone() { asm.StoreRelease32(&c.state, 1) }
 
+// MarkDoneLocal is MarkDone for a caller that no other goroutine can be
+// waiting on or looking at c with meanwhile, such as an endpoint whose
+// caller promised serial use: a plain store, where MarkDone's release
+// store costs a call into assembly. Whatever later hands c to another
+// goroutine (a lock, a channel, a release store) publishes it.
+func (c *Completion) MarkDoneLocal() { asm.StoreRelaxed32(&c.state, 1) }
+
 // Rearm makes c pending again, for a request object that is reused (pooled
 // or persistent). No goroutine may be waiting on c, and whatever hands the
 // request to another goroutine afterwards (a lock, a release store)

@@ -422,3 +422,23 @@ func TestCoarse(t *testing.T) {
 		t.Fatalf("after a 5 ms nap the coarse reading moved %d counts, want at least %d", t2-t1, SecondsToCounts(0.005))
 	}
 }
+
+// TestMarkDoneLocal: a completion marked with a plain store is done for
+// Done, Test and Wait on the marking goroutine, and Rearm makes it
+// pending again.
+func TestMarkDoneLocal(t *testing.T) {
+	e := newEngine(t)
+	var c Completion
+	if c.Done() {
+		t.Fatal("a new completion is done")
+	}
+	c.MarkDoneLocal()
+	if !c.Done() || !e.Test(&c) {
+		t.Fatal("MarkDoneLocal did not complete it")
+	}
+	e.Wait(&c) // returns at once
+	c.Rearm()
+	if c.Done() {
+		t.Fatal("Rearm left it done")
+	}
+}

@@ -45,6 +45,7 @@ type Endpoint struct {
 	uqLevel *pvar.LevelShard
 	uqHWM   *pvar.WatermarkShard
 	posted  *pvar.LevelShard
+	warmed  *pvar.CounterShard
 	_       cachePad
 }
 
@@ -59,6 +60,7 @@ type peer struct {
 	out    Link
 	in     Inbox
 	recs   *rings.RecordReader // in's reader when in is a record ring, read without the interface
+	rout   *recordLink         // out when it is a record ring's writer
 	ctl    []ctlPacket         // control packets waiting for room, in order
 	sendq  reqQueue            // sends not yet fully pushed; only the head is under way
 	dataq  reqQueue            // rendezvous sends streaming data after cts
@@ -151,7 +153,8 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 		}
 	}
 	ep := &Endpoint{rank: rank, size: size, prog: prog, m: newMatcher(), reader: reader,
-		uqLevel: pvUnexpected.Shard(), uqHWM: pvUnexpectedHWM.Shard(), posted: pvPosted.Shard()}
+		uqLevel: pvUnexpected.Shard(), uqHWM: pvUnexpectedHWM.Shard(), posted: pvPosted.Shard(),
+		warmed: pvWarmed.Shard()}
 	ep.node, _ = os.Hostname()
 	// One spare peer on each side: a peer is more than a line, so the
 	// ones in use share no line with another rank's memory.
@@ -173,6 +176,7 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 		}
 		if l, ok := links[i].(*recordLink); ok {
 			l.polls = &ep.polls
+			ep.peers[i].rout = l
 		}
 	}
 	ep.onClose = append(ep.onClose, prog.Register(ep))
@@ -260,6 +264,8 @@ func (ep *Endpoint) pollLocked() int {
 		if k > 0 {
 			p.held = k
 			n += k
+		} else if p.rout != nil && p.rout.streamed {
+			ep.warmed.Add(uint64(p.rout.warm(ep.polls)))
 		}
 		if err != nil {
 			pvMalformed.Add(1)
@@ -489,6 +495,7 @@ func (ep *Endpoint) Close() error {
 	ep.uqLevel.Close()
 	ep.posted.Close()
 	ep.uqHWM.Close()
+	ep.warmed.Close()
 	return nil
 }
 

@@ -21,7 +21,7 @@ func TestOwnLines(t *testing.T) {
 		}
 	}
 	var ep Endpoint
-	own("Endpoint", unsafe.Sizeof(ep), unsafe.Offsetof(ep.lk), unsafe.Offsetof(ep.posted)+unsafe.Sizeof(ep.posted))
+	own("Endpoint", unsafe.Sizeof(ep), unsafe.Offsetof(ep.lk), unsafe.Offsetof(ep.warmed)+unsafe.Sizeof(ep.warmed))
 	var l recordLink
 	own("recordLink", unsafe.Sizeof(l), unsafe.Offsetof(l.w), unsafe.Offsetof(l.pad)+unsafe.Sizeof(l.pad))
 	// An endpoint's peers are allocated with a spare one on each side,

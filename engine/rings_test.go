@@ -84,3 +84,45 @@ func TestRecordLinkStreams(t *testing.T) {
 		send(true)
 	}
 }
+
+// TestRecordLinkWarm: each empty poll within engine_warm_polls of a stream
+// of sends warms engine_warm_lines lines of the link, counted in
+// engine_lines_warmed; a packet sent after a poll (a ping-pong's) leaves
+// the link cold, and so does engine_warm_lines=0.
+func TestRecordLinkWarm(t *testing.T) {
+	setVar(t, "engine_warm_lines", "4")
+	setVar(t, "engine_warm_polls", "3")
+	ep := rankZero(t)
+	if _, ok := ep.peers[1].out.(*recordLink); !ok {
+		t.Skipf("links are %T, not record rings", ep.peers[1].out)
+	}
+	buf := make([]byte, 8)
+	send := func(n int) {
+		t.Helper()
+		ep.Poll()
+		for range n {
+			if err := ep.Send(buf, 1, 1, 0, Standard); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	polls := func(want ...uint64) {
+		t.Helper()
+		for i, w := range want {
+			before := ep.warmed.Load()
+			ep.Poll()
+			if got := ep.warmed.Load() - before; got != w {
+				t.Fatalf("poll %d after the sends warmed %d lines, want %d", i+1, got, w)
+			}
+		}
+	}
+	send(1)
+	polls(0, 0, 0, 0)
+	send(3)
+	polls(4, 4, 4, 0, 0)
+	send(1) // the stream ended: a lone packet again
+	polls(0, 0)
+	setVar(t, "engine_warm_lines", "0")
+	send(3)
+	polls(0, 0)
+}

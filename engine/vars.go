@@ -48,6 +48,12 @@ var (
 	linePad = cvar.NewBool("engine_line_padding", true,
 		"Whether a packet sent after the endpoint polled (not in a stream of sends) pads the rest of its cache line when the next packet of its size would not fit there, so that the reader of a ping-pong fetches one line per packet.",
 		cvar.WithCategory("engine"))
+	warmLines = cvar.NewInt("engine_warm_lines", 16,
+		"Cache lines past its tail that a record ring's writer asks for write ownership of at each empty poll after a stream of sends (rings.RecordWriter.Warm), so that the next stream's first packets find their lines in the writer's cache rather than in the reader's. 0: never.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1024), cvar.WithUnit("lines"))
+	warmPolls = cvar.NewInt("engine_warm_polls", 256,
+		"Polls after a stream of sends to a rank during which the link to it is warmed (engine_warm_lines): long enough to cover the wait for an answer, short enough that an idle rank stops.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("polls"))
 	pollBatch = cvar.NewInt("engine_poll_batch", 32,
 		"Packets taken from one ring in one poll before the next ring is looked at.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1024), cvar.WithUnit("packets"))
@@ -74,6 +80,8 @@ var (
 		"Packets from peers dropped because their type, length or request id was invalid.", pvar.WithUnit("packets"))
 	pvPeerDeaths = pvar.NewCounter("engine_peer_deaths",
 		"Peers found dead or gone while operations with them were pending.", pvar.WithUnit("peers"))
+	pvWarmed = pvar.NewCounter("engine_lines_warmed",
+		"Cache lines of the record rings to other ranks that this rank asked to own before writing to them, at empty polls after a stream of sends (engine_warm_lines).", pvar.WithUnit("lines"))
 	pvCancelled = pvar.NewCounter("engine_cancelled",
 		"Requests cancelled successfully.", pvar.WithUnit("requests"))
 )

@@ -343,6 +343,29 @@ func (w *RecordWriter) prefetch(t uint64) {
 	asm.PrefetchW(unsafe.Add(w.data, at&w.mask&^(CacheLine-1)))
 }
 
+// Warm asks for write ownership of the lines lines ahead of the tail,
+// the tail's own line first, as far as the reader is known to have
+// released them: the lines the next records will be written to. Between
+// two streams of records the reader's cache takes those lines back: it
+// zeroed them a lap before, its hardware prefetcher reads ahead of its
+// head as it catches up, and it polls the tail's line at its head. A
+// writer that calls Warm while it waits (the engine does so at each empty
+// poll after a stream) finds them in its own cache when the next stream
+// starts, instead of waiting a line transfer for the first records and
+// queuing the stores after them. It returns the number of lines asked
+// for; a many-to-one producer, or a closed one, asks for none.
+func (w *RecordWriter) Warm(lines int) int {
+	if w.multi || w.closed {
+		return 0
+	}
+	at, n := w.tail&^(CacheLine-1), 0
+	for ; n < lines && at+CacheLine-w.headCache <= w.capacity; n++ {
+		asm.PrefetchW(unsafe.Add(w.data, at&w.mask))
+		at += CacheLine
+	}
+	return n
+}
+
 // claimShared reserves need bytes among many producers and marks them
 // claimed with a negative length tagged with this writer's slot. It
 // returns ErrCorrupt if the shared head is beyond the shared tail, which

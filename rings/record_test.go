@@ -264,6 +264,48 @@ func TestRecordNext(t *testing.T) {
 	}
 }
 
+// TestRecordWarm: Warm asks for the lines from the tail's on, never past
+// what the reader is known to have released, writes nothing, and asks for
+// none on a many-to-one ring or once closed.
+func TestRecordWarm(t *testing.T) {
+	_, w, rd := newRecordPair(t, false, 1024) // 16 lines
+	if n := w.Warm(4); n != 4 {
+		t.Fatalf("fresh ring: Warm(4) asked for %d lines", n)
+	}
+	if n := w.Warm(100); n != 16 {
+		t.Fatalf("fresh ring: Warm(100) asked for %d lines, want the 16 of the ring", n)
+	}
+	msg := make([]byte, 32) // 40-byte records
+	for i := 0; i < 13; i++ { // tail 520, in the line at 512
+		pattern(msg, uint64(i))
+		if err := w.TryWrite(1, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nothing released: the lines at 512 to 960 are free or the tail's.
+	if n := w.Warm(100); n != 8 {
+		t.Fatalf("half-full ring: Warm(100) asked for %d lines, want 8", n)
+	}
+	for i := 0; i < 13; i++ {
+		p, err := rd.Next(64)
+		if err != nil || !checkPattern(p, uint64(i)) {
+			t.Fatalf("record %d after Warm: %v %v", i, p, err)
+		}
+	}
+	rd.Release(13)
+	if p, err := rd.Next(64); p != nil || err != nil {
+		t.Fatalf("Warm published something: %v %v", p, err)
+	}
+	w.Close()
+	if n := w.Warm(4); n != 0 {
+		t.Fatalf("closed writer: Warm asked for %d lines", n)
+	}
+	_, mw, _ := newRecordPair(t, true, 1024)
+	if n := mw.Warm(4); n != 0 {
+		t.Fatalf("many-to-one writer: Warm asked for %d lines", n)
+	}
+}
+
 // TestRecordNextMalformed: a malformed record after others ends what Next
 // hands out; once they are released it is dropped, with everything after
 // it, counted and reported, and padding before it is consumed with it.

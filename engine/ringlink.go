@@ -132,11 +132,14 @@ func (l *recordLink) setStream() {
 // warm readies the lines the next packets will be written to, at an empty
 // poll (polls is the endpoint's count) within engine_warm_polls of the
 // last packet of a stream (rings.RecordWriter.Warm), and returns how many
-// it asked for. A window of sends
-// waits for its answer there, and its next window then starts without
-// waiting for lines: the sender's 64 sends of 8 B took 2.2 against 2.6 us
-// with the vCPUs far apart. A ping-pong's packets are no stream and never
-// warm: the prefetches made its one-way latency 70-90 ns longer.
+// it asked for. A window of sends waits for its answer there, and the next
+// window starts without waiting for lines: with the vCPUs far apart the
+// sender's 64 sends of 8 B took 2.2 against 2.6 us, and bench's rates
+// rose by a fifth at 8 B and by a third to a half at 16-128 B (64 lines:
+// the whole window of those sizes; docs/engine.md). Every poll asks
+// again, since the reader's cache takes lines back until it is done. A
+// ping-pong's packets are no stream and never warm: the prefetches made
+// its one-way latency 70-90 ns longer.
 func (l *recordLink) warm(polls uint64) int {
 	if l.streamed && polls-l.last <= uint64(warmPolls.Get()) {
 		return l.w.Warm(int(warmLines.Get()))

@@ -48,7 +48,7 @@ var (
 	linePad = cvar.NewBool("engine_line_padding", true,
 		"Whether a packet sent after the endpoint polled (not in a stream of sends) pads the rest of its cache line when the next packet of its size would not fit there, so that the reader of a ping-pong fetches one line per packet.",
 		cvar.WithCategory("engine"))
-	warmLines = cvar.NewInt("engine_warm_lines", 16,
+	warmLines = cvar.NewInt("engine_warm_lines", 64,
 		"Cache lines past its tail that a record ring's writer asks for write ownership of at each empty poll after a stream of sends (rings.RecordWriter.Warm), so that the next stream's first packets find their lines in the writer's cache rather than in the reader's. 0: never.",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1024), cvar.WithUnit("lines"))
 	warmPolls = cvar.NewInt("engine_warm_polls", 256,

@@ -358,12 +358,16 @@ func (w *RecordWriter) Warm(lines int) int {
 	if w.multi || w.closed {
 		return 0
 	}
-	at, n := w.tail&^(CacheLine-1), 0
-	for ; n < lines && at+CacheLine-w.headCache <= w.capacity; n++ {
-		asm.PrefetchW(unsafe.Add(w.data, at&w.mask))
-		at += CacheLine
+	at := w.tail &^ (CacheLine - 1)
+	// Up to a lap past the cached head: the reader has released that.
+	n := min(lines, int((w.headCache+w.capacity-at)/CacheLine))
+	// A call per line spaces the requests out: the same 64 lines asked
+	// for one instruction apart left the engine's 16 B message rate at
+	// 10 M/s, against 17-19 with a call per line.
+	for i := 0; i < n; i++ {
+		asm.PrefetchW(unsafe.Add(w.data, (at+uint64(i)*CacheLine)&w.mask))
 	}
-	return n
+	return max(n, 0)
 }
 
 // claimShared reserves need bytes among many producers and marks them

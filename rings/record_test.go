@@ -275,7 +275,7 @@ func TestRecordWarm(t *testing.T) {
 	if n := w.Warm(100); n != 16 {
 		t.Fatalf("fresh ring: Warm(100) asked for %d lines, want the 16 of the ring", n)
 	}
-	msg := make([]byte, 32) // 40-byte records
+	msg := make([]byte, 32)   // 40-byte records
 	for i := 0; i < 13; i++ { // tail 520, in the line at 512
 		pattern(msg, uint64(i))
 		if err := w.TryWrite(1, msg); err != nil {

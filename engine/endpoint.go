@@ -29,6 +29,7 @@ type Endpoint struct {
 
 	reader   remoteReader // nil: rendezvous always streams
 	polls    uint64       // calls of pollLocked: a record link prefetches within a stream of sends only
+	warmAt   int          // the peer whose link warmNext looks at first
 	node     string
 	closed   bool
 	inflight int           // requests started and not yet complete
@@ -264,12 +265,13 @@ func (ep *Endpoint) pollLocked() int {
 		if k > 0 {
 			p.held = k
 			n += k
-		} else if p.rout != nil && p.rout.streamed {
-			ep.warmed.Add(uint64(p.rout.warm(ep.polls)))
 		}
 		if err != nil {
 			pvMalformed.Add(1)
 		}
+	}
+	if n == 0 {
+		ep.warmNext()
 	}
 	if ep.outq > 0 {
 		n += ep.flushAll()
@@ -290,6 +292,29 @@ func (ep *Endpoint) pollLocked() int {
 		ep.checkPeers()
 	}
 	return 0
+}
+
+// warmNext warms one record link that streamed recently, the next after
+// the one it warmed last (recordLink.warm): one a poll, so that a rank
+// that streamed to many peers does not make every poll of its wait that
+// many times longer.
+func (ep *Endpoint) warmNext() {
+	for k := range ep.peers {
+		i := ep.warmAt + k
+		if i >= len(ep.peers) {
+			i -= len(ep.peers)
+		}
+		if l := ep.peers[i].rout; l != nil && l.streamed {
+			if c := l.warm(ep.polls); c > 0 {
+				ep.warmed.Add(uint64(c))
+				ep.warmAt = i + 1
+				if ep.warmAt == len(ep.peers) {
+					ep.warmAt = 0
+				}
+				return
+			}
+		}
+	}
 }
 
 // checkCounts returns engine_check_interval in clock counts, converted

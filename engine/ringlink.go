@@ -141,10 +141,14 @@ func (l *recordLink) setStream() {
 // ping-pong's packets are no stream and never warm: the prefetches made
 // its one-way latency 70-90 ns longer.
 func (l *recordLink) warm(polls uint64) int {
-	if l.streamed && polls-l.last <= uint64(warmPolls.Get()) {
-		return l.w.Warm(int(warmLines.Get()))
+	if !l.streamed {
+		return 0
 	}
-	return 0
+	if polls-l.last > uint64(warmPolls.Get()) {
+		l.streamed = false // long enough: the next packet decides again
+		return 0
+	}
+	return l.w.Warm(int(warmLines.Get()))
 }
 
 func (l *recordLink) Commit(n int) { l.w.CommitLen(recordType, n) }

@@ -126,3 +126,53 @@ func TestRecordLinkWarm(t *testing.T) {
 	send(3)
 	polls(0, 0)
 }
+
+// TestRecordLinkWarmTurns: with streams to two ranks, each empty poll
+// warms one of the two links, in turn.
+func TestRecordLinkWarmTurns(t *testing.T) {
+	setVar(t, "engine_ring_bytes", "4096") // 64 lines
+	setVar(t, "engine_warm_lines", "8")
+	setVar(t, "engine_warm_polls", "100")
+	w, err := NewWorld(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := range 3 {
+			w.Endpoint(i).Close()
+		}
+	})
+	ep := w.Endpoint(0)
+	l1, ok1 := ep.peers[1].out.(*recordLink)
+	l2, ok2 := ep.peers[2].out.(*recordLink)
+	if !ok1 || !ok2 {
+		t.Skipf("links are %T, not record rings", ep.peers[1].out)
+	}
+	buf := make([]byte, 8)
+	ep.Poll()
+	// Nearly fill the ring to rank 1, which never reads: its writer has
+	// fewer lines to warm than the one to rank 2.
+	for range 124 {
+		if err := ep.Send(buf, 1, 1, 0, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if err := ep.Send(buf, 2, 1, 0, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n1, n2 := uint64(l1.w.Warm(8)), uint64(l2.w.Warm(8))
+	if n1 == n2 || n1 == 0 {
+		t.Fatalf("the links would warm %d and %d lines: the test needs two different counts", n1, n2)
+	}
+	var got []uint64
+	for range 4 {
+		before := ep.warmed.Load()
+		ep.Poll()
+		got = append(got, ep.warmed.Load()-before)
+	}
+	if !(got[0] == n1 && got[1] == n2 || got[0] == n2 && got[1] == n1) || got[2] != got[0] || got[3] != got[1] {
+		t.Fatalf("lines warmed at four polls: %v, want %d and %d in turn", got, n1, n2)
+	}
+}

@@ -135,7 +135,7 @@ func (l *recordLink) setStream() {
 // it asked for. A window of sends waits for its answer there, and the next
 // window starts without waiting for lines: with the vCPUs far apart the
 // sender's 64 sends of 8 B took 2.2 against 2.6 us, and bench's rates
-// rose by a fifth at 8 B and by a third to a half at 16-128 B (64 lines:
+// rose in alternating runs, at 16-128 B by a third or more (64 lines:
 // the whole window of those sizes; docs/engine.md). Every poll asks
 // again, since the reader's cache takes lines back until it is done. A
 // ping-pong's packets are no stream and never warm: the prefetches made

@@ -343,9 +343,9 @@ func (w *RecordWriter) prefetch(t uint64) {
 	asm.PrefetchW(unsafe.Add(w.data, at&w.mask&^(CacheLine-1)))
 }
 
-// Warm asks for write ownership of the lines lines ahead of the tail,
-// the tail's own line first, as far as the reader is known to have
-// released them: the lines the next records will be written to. Between
+// Warm asks for write ownership of up to lines cache lines from the
+// tail's own on, as far as the reader is known to have released them:
+// the lines the next records will be written to. Between
 // two streams of records the reader's cache takes those lines back: it
 // zeroed them a lap before, its hardware prefetcher reads ahead of its
 // head as it catches up, and it polls the tail's line at its head. A

@@ -154,6 +154,7 @@ func (r *RecordRing) Reader() (*RecordReader, error) {
 		maxPayload: uint64(r.h.maxPayload), data: r.h.data(), multi: r.h.kind == KindMPSCRing,
 		headp: word64(r.h.base, offHead), tailp: word64(r.h.base, offTail)}
 	rd.head = asm.LoadAcquire64(rd.headp)
+	rd.nextOff = rd.multi
 	if rd.multi {
 		rd.reclaimed = atomic.LoadUint64(word64(r.h.base, offReclaimed))
 	}
@@ -686,6 +687,7 @@ type RecordReader struct {
 	closed     bool
 	dead       bool
 	broken     bool
+	nextOff    bool   // multi, closed or broken: Next's one test of all three
 	reclaimed  uint64 // many-to-one: slots producers took over from dead ones, as last seen
 	stuckAt    uint64 // many-to-one: head where polls found nothing
 	stuckPolls int64
@@ -695,8 +697,10 @@ type RecordReader struct {
 	reapTail   uint64    // ... when the tail was here: its claims lie below
 	reapPID    int
 	pending    error     // a death reaped but not yet reported
-	peeked     int       // records handed out by Peek and not yet released
-	recs       []peekRec // where they are
+	peeked     int       // records handed out by Peek and Next and not yet released
+	filled     int       // the first of them, those Peek found, have entries in recs
+	next       uint64    // while peeked > 0: the position after the last of them
+	recs       []peekRec // where Peek's are
 	r          *RecordRing
 	_          pad
 }
@@ -804,7 +808,7 @@ func (rd *RecordReader) corrupt(head uint64) (uint64, error) {
 	pvMalformed.Add(1)
 	tail := asm.LoadAcquire64(rd.tailp)
 	if tail < head || tail-head > rd.capacity || tail%recordAlign != 0 {
-		rd.broken = true
+		rd.broken, rd.nextOff = true, true
 		return head, ErrCorrupt
 	}
 	for head < tail {
@@ -947,7 +951,7 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 	case rd.closed || rd.broken:
 		return 0, rd.pollErr()
 	}
-	rd.peeked = 0
+	rd.peeked, rd.filled = 0, 0
 	if asm.LoadAcquire64(rd.hdr(rd.head&rd.mask)) == 0 {
 		return 0, nil // nothing ready: the usual answer to a waiter's poll
 	}
@@ -985,7 +989,10 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 		// will, and the writer may be waiting for that space.
 		rd.consume(head)
 	}
-	rd.peeked = k
+	rd.peeked, rd.filled = k, k
+	if k > 0 {
+		rd.next = rd.recs[k-1].end
+	}
 	return k, nil
 }
 
@@ -1002,55 +1009,79 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 // and the first Next after their Release reports it. Only single-producer
 // rings support it (ErrInvalid otherwise).
 func (rd *RecordReader) Next(max int) ([]byte, error) {
-	switch {
-	case rd.multi:
-		return nil, ErrInvalid
-	case rd.closed || rd.broken:
+	if rd.nextOff {
+		if rd.multi {
+			return nil, ErrInvalid
+		}
 		return nil, rd.pollErr()
 	}
-	max = min(max, maxBatch)
 	if rd.peeked >= max {
 		return nil, nil
 	}
-	if len(rd.recs) < max {
-		recs := make([]peekRec, max)
-		copy(recs, rd.recs[:rd.peeked])
-		rd.recs = recs
-	}
 	head := rd.head
 	if rd.peeked > 0 {
-		head = rd.recs[rd.peeked-1].end
+		head = rd.next
 	}
 	for head-rd.head < rd.capacity { // never a whole lap: see Peek
 		idx := head & rd.mask
 		w := asm.LoadAcquire64(rd.hdr(idx))
-		length := int32(uint32(w))
+		length := uint64(uint32(w))
 		if length == 0 {
 			return nil, nil
 		}
-		typ := uint32(w >> 32)
-		step := align(uint64(length), recordAlign)
-		if !rd.wellFormed(idx, length, typ, step) {
+		step := align(length, recordAlign)
+		// A record, well formed (a length below the header's wraps n
+		// past maxPayload): wellFormed's checks for that case alone.
+		if n := length - recordHeader; uint32(w>>32) != typePadding && n <= rd.maxPayload && step <= rd.capacity-idx {
+			// No entry in recs: Record and Release find a record Next
+			// handed out by walking the headers (locate), which only a
+			// partial Release or a Record call needs; the engine's poll
+			// releases whole batches and never asks.
+			head += step
+			rd.next = head
+			rd.peeked++
+			return rd.bytes(idx+recordHeader, n), nil
+		}
+		if !rd.wellFormed(idx, int32(length), uint32(w>>32), step) {
 			if rd.peeked > 0 {
 				return nil, nil
 			}
 			return nil, rd.dropCorrupt(head)
 		}
-		head += step
-		if typ == typePadding {
-			if rd.peeked == 0 {
-				rd.consume(head) // no Release would: the writer may be waiting for it
-			} else {
-				rd.recs[rd.peeked-1].end = head // released with the record before it
-			}
-			continue
+		head += step // padding
+		if rd.peeked == 0 {
+			rd.consume(head) // no Release would: the writer may be waiting for it
+		} else {
+			rd.next = head // released with the record before it
 		}
-		n := uint64(length) - recordHeader
-		rd.recs[rd.peeked] = peekRec{idx: idx + recordHeader, n: n, end: head}
-		rd.peeked++
-		return rd.bytes(idx+recordHeader, n), nil
 	}
 	return nil, nil
+}
+
+// locate returns the i-th record out (i < peeked): from recs if Peek found
+// it, else by walking the headers from the last record Peek found, or from
+// the head. Every header on the way was checked when its record was
+// handed out.
+func (rd *RecordReader) locate(i int) peekRec {
+	if i < rd.filled {
+		return rd.recs[i]
+	}
+	head, j := rd.head, rd.filled
+	if j > 0 {
+		head = rd.recs[j-1].end
+	}
+	for {
+		idx := head & rd.mask
+		w := asm.LoadAcquire64(rd.hdr(idx))
+		head += align(uint64(uint32(w)), recordAlign)
+		if uint32(w>>32) == typePadding {
+			continue
+		}
+		if j == i {
+			return peekRec{idx: idx + recordHeader, n: uint64(uint32(w)) - recordHeader, end: head}
+		}
+		j++
+	}
 }
 
 // wellFormed reports whether the header of the record at idx, of length
@@ -1094,20 +1125,23 @@ func (rd *RecordReader) Record(i int) []byte {
 	if uint(i) >= uint(rd.peeked) {
 		return nil
 	}
-	r := rd.recs[i]
+	r := rd.locate(i)
 	return rd.bytes(r.idx, r.n)
 }
 
-// Release consumes the first k records found by Peek (and the padding
-// before them): their space is zeroed and given back to the writer. It
+// Release consumes the first k records Peek found or Next handed out (and
+// the padding before them): their space is zeroed and given back to the writer. It
 // ends the peek.
 func (rd *RecordReader) Release(k int) {
 	k = max(0, min(k, rd.peeked))
-	rd.peeked = 0
-	if k == 0 {
-		return
+	end := rd.next
+	if k < rd.peeked && k > 0 {
+		end = rd.locate(k - 1).end
 	}
-	rd.consume(rd.recs[k-1].end)
+	rd.peeked, rd.filled = 0, 0
+	if k > 0 {
+		rd.consume(end)
+	}
 }
 
 // Read is Poll that waits until at least one record is handed to fn.
@@ -1163,7 +1197,7 @@ func (rd *RecordReader) Close() error {
 	if rd.closed {
 		return ErrClosed
 	}
-	rd.closed = true
+	rd.closed, rd.nextOff = true, true
 	rd.r.h.setFlag(flagConsumerClosed)
 	return nil
 }

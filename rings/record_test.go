@@ -264,6 +264,72 @@ func TestRecordNext(t *testing.T) {
 	}
 }
 
+// TestRecordNextPartial mixes Peek and Next in one batch and releases part
+// of what is out: Record finds every record out, Peek's and Next's, a
+// partial Release gives back exactly the records it names (and the padding
+// before them), and the rest are handed out again, in order, by the next
+// batch. Records of every size through a small ring put padding at every
+// offset.
+func TestRecordNextPartial(t *testing.T) {
+	r, w, rd := newRecordPair(t, false, 1024)
+	max := r.MaxPayload()
+	buf := make([]byte, max)
+	size := func(seq uint64) int { return int(seq * 7 % uint64(max/2+1)) }
+	var sent, got uint64
+	for round := 0; got < 4000; round++ {
+		for {
+			m := buf[:size(sent)]
+			pattern(m, sent)
+			if err := w.TryWrite(1, m); err == ErrFull {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		}
+		var out [][]byte
+		if peek := round % 3; peek > 0 {
+			k, err := rd.Peek(peek)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < k; i++ {
+				out = append(out, rd.Record(i))
+			}
+		}
+		for limit := round%5 + len(out) + 1; ; {
+			p, err := rd.Next(limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p == nil {
+				break
+			}
+			out = append(out, p)
+		}
+		for i, p := range out {
+			if len(p) != size(got+uint64(i)) || !checkPattern(p, got+uint64(i)) {
+				t.Fatalf("round %d: record %d: %d bytes %v", round, got+uint64(i), len(p), p)
+			}
+			if q := rd.Record(i); len(q) != len(p) || len(p) > 0 && &q[0] != &p[0] {
+				t.Fatalf("round %d: Record(%d) is not the record handed out", round, i)
+			}
+		}
+		if rd.Record(len(out)) != nil {
+			t.Fatalf("round %d: Record(%d) past the %d out", round, len(out), len(out))
+		}
+		k := len(out) - round%4
+		if k < 0 {
+			k = len(out)
+		}
+		rd.Release(k)
+		got += uint64(k)
+	}
+	if got > sent {
+		t.Fatalf("read %d of %d records", got, sent)
+	}
+}
+
 // TestRecordWarm: Warm asks for the lines from the tail's on, never past
 // what the reader is known to have released, writes nothing, and asks for
 // none on a many-to-one ring or once closed.

@@ -658,3 +658,79 @@ func testRequestOwner(t *testing.T, serial bool) {
 	r2.Wait()
 	r3.Wait()
 }
+
+// TestIrecvUsualBailsOut: Irecv posts in line only in the usual case (a
+// serial endpoint, the key's list the one last looked up); each thing
+// that makes a case unusual, with that list cached, still gets the general
+// path's answer: an unexpected message is taken at once, a tag beyond
+// int32 or a bad rank is an error (not the cached key's alias), a dead
+// peer fails the receive at once, a closed endpoint refuses it.
+func TestIrecvUsualBailsOut(t *testing.T) {
+	w, err := NewWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, peer := w.Endpoint(0), w.Endpoint(1)
+	defer ep.Close()
+	setSerial(t, ep, true)
+	const tag = 7
+	post := func() *Request {
+		t.Helper()
+		r, err := ep.Irecv(make([]byte, 8), 1, tag, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// The key's list made and cached; a second receive behind the first.
+	r1, r2 := post(), post()
+	for i := 0; i < 3; i++ {
+		if err := peer.Send([]byte{byte(i), 0, 0, 0, 0, 0, 0, 0}, 0, tag, 0, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []*Request{r1, r2} {
+		if _, err := r.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The third message is unexpected by now (the waits polled it in):
+	// a receive takes it at once, not posted behind nothing.
+	r3 := post()
+	if !r3.Done() {
+		t.Fatal("a receive with its message waiting in the unexpected queue was posted")
+	}
+	if st, err := r3.Wait(); err != nil || st.Count != 8 {
+		t.Fatalf("receive of the unexpected message: %+v, %v", st, err)
+	}
+	// Arguments the cached key would alias when cut to 32 bits.
+	if _, err := ep.Irecv(make([]byte, 8), 1, tag+1<<32, 0); !errors.Is(err, ErrTag) {
+		t.Fatalf("tag %d: %v, want ErrTag", tag+1<<32, err)
+	}
+	if _, err := ep.Irecv(make([]byte, 8), 1+1<<32, tag, 0); !errors.Is(err, ErrRank) {
+		t.Fatalf("rank %d: %v, want ErrRank", 1+1<<32, err)
+	}
+	// The peer gone: a blocking receive finds it, and the next receive of
+	// the cached key fails at once.
+	peer.Close()
+	if _, err := ep.Recv(make([]byte, 8), 1, tag, 0); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("receive from a closed peer: %v", err)
+	}
+	r4 := post()
+	if _, done, err := r4.Test(); !done || !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("receive of the cached key from a dead peer: done %v, %v", done, err)
+	}
+	// A closed endpoint whose peer lives.
+	w2, err := NewWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Endpoint(1).Close()
+	ep = w2.Endpoint(0)
+	setSerial(t, ep, true)
+	post()
+	ep.Close()
+	if _, err := ep.Irecv(make([]byte, 8), 1, tag, 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("receive on a closed endpoint: %v", err)
+	}
+}

@@ -178,24 +178,35 @@ func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, 
 // completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if c.usual(dest, tag) { // checked in line
-		var er *engine.Request
-		s, ok, err := c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard)
-		if !ok {
-			if er, s, err = c.startSend(opIsend, buf, dest, tag, engine.Standard); err != nil {
-				return nil, err
-			}
+		// Sent at once (a window's small sends): apart from the rest below.
+		if s, ok, _ := c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard); ok {
+			r := c.p.newRequest()
+			*r = Request{} // set whole, as below, without building it aside
+			r.c, r.sent, r.op = c, s, opIsend
+			return r, nil
 		}
-		var r *Request
-		if er != nil {
-			r = c.p.requestFor(er)
-		} else {
-			r = c.p.newRequest()
-		}
-		*r = Request{c: c, er: er, sent: s, op: opIsend}
-		return r, nil
+		return c.isendStarted(buf, dest, tag)
 	}
 	er, s, st, err := c.isend(opIsend, buf, dest, tag, engine.Standard)
 	return c.request(opIsend, er, s, st, err)
+}
+
+// isendStarted is Isend's usual case when SendNow could not send at once:
+// the engine starts a request (or reports why not: SendNow's checks are
+// made again there).
+func (c *Comm) isendStarted(buf []byte, dest, tag int) (*Request, error) {
+	er, s, err := c.startSend(opIsend, buf, dest, tag, engine.Standard)
+	if err != nil {
+		return nil, err
+	}
+	var r *Request
+	if er != nil {
+		r = c.p.requestFor(er)
+	} else {
+		r = c.p.newRequest()
+	}
+	*r = Request{c: c, er: er, sent: s, op: opIsend}
+	return r, nil
 }
 
 // Issend starts a synchronous send (MPI_ISSEND): the request completes

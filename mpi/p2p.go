@@ -238,7 +238,8 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 			return nil, c.fail(c.engineErr("Irecv", err))
 		}
 		r := c.p.requestFor(er)
-		*r = Request{c: c, er: er, op: opIrecv}
+		*r = Request{} // set whole, without building it aside
+		r.c, r.er, r.op = c, er, opIrecv
 		return r, nil
 	}
 	er, st, err := c.irecv(buf, source, tag)

@@ -228,7 +228,7 @@ func (ep *Endpoint) allPeersGone() bool {
 
 // handle processes one packet from peer src.
 func (ep *Endpoint) handle(src int, pkt []byte) {
-	if len(pkt) >= shortHeader && pkt[0] == pktShort && ep.shortToPosted(src, pkt) {
+	if ep.shortToPosted(src, pkt) {
 		return
 	}
 	ep.handleAny(src, pkt)
@@ -343,7 +343,7 @@ func (ep *Endpoint) onShort(src int, p *peer, pkt []byte) {
 // message-rate loop every instruction of the packet's way counts.
 func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 	m := &ep.m
-	if m.nposted == 0 || m.nwild != 0 {
+	if len(pkt) < shortHeader || pkt[0] != pktShort || m.nposted == 0 || m.nwild != 0 {
 		return false
 	}
 	p := &ep.peers[src]
@@ -351,7 +351,11 @@ func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 		return false
 	}
 	tag := int32(u32(pkt, 8))
-	l := m.pcache.get(m.posted, key{u32(pkt, 4), int32(src), tag})
+	k := key{u32(pkt, 4), int32(src), tag}
+	l := m.pcache.last.l // the list last looked up, in line: a window's packets share one key
+	if l == nil || m.pcache.last.k != k {
+		l = m.pcache.get(m.posted, k)
+	}
 	if l == nil || l.head == nil {
 		return false
 	}

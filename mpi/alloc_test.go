@@ -396,3 +396,89 @@ func TestProcOwnLines(t *testing.T) {
 		t.Errorf("proc: %d bytes, fields at [%d, %d): want a line of padding before and after", unsafe.Sizeof(p), first, end)
 	}
 }
+
+// TestWaitallIntoMixed: without statuses, a window that mixes the usual
+// requests with others (a receive from ProcNull, a persistent receive, an
+// Isend to ProcNull, nil entries) and a failing receive completes every
+// one: each completed entry but the persistent one is set to nil, the
+// persistent one stays and can start again, every buffer holds its
+// message, and the error returned is the first, the truncation.
+func TestWaitallIntoMixed(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serial=%v", serial), func(t *testing.T) {
+			err := Run(2, func(c *Comm) error {
+				if serial {
+					if err := c.p.ep.SetSerial(true); err != nil {
+						return err
+					}
+					c.p.thread = ThreadSerialized
+				}
+				for round := range 3 {
+					if c.Rank() == 1 {
+						for i := range 4 {
+							if err := c.Send(pattern(8, round+i), 0, i); err != nil {
+								return err
+							}
+						}
+						if _, err := c.Recv(nil, 0, 99); err != nil {
+							return err
+						}
+						continue
+					}
+					bufs := [][]byte{make([]byte, 8), make([]byte, 4), make([]byte, 8), make([]byte, 8)}
+					pers, err := c.RecvInit(bufs[2], 1, 2)
+					if err != nil {
+						return err
+					}
+					if err := pers.Start(); err != nil {
+						return err
+					}
+					r0, err := c.Irecv(bufs[0], 1, 0)
+					if err != nil {
+						return err
+					}
+					null, err := c.Irecv(make([]byte, 8), ProcNull, 0)
+					if err != nil {
+						return err
+					}
+					r1, err := c.Irecv(bufs[1], 1, 1) // truncated
+					if err != nil {
+						return err
+					}
+					nullSend, err := c.Isend(nil, ProcNull, 0)
+					if err != nil {
+						return err
+					}
+					r3, err := c.Irecv(bufs[3], 1, 3)
+					if err != nil {
+						return err
+					}
+					reqs := []*Request{r0, nil, null, r1, pers, nullSend, r3, nil}
+					if err := WaitallInto(reqs, nil); !errors.Is(err, ErrTruncate) {
+						return fmt.Errorf("round %d: WaitallInto returned %v, want the truncation", round, err)
+					}
+					for i, r := range reqs {
+						if (r != nil) != (i == 4) {
+							return fmt.Errorf("round %d: entry %d is %v after WaitallInto", round, i, r)
+						}
+					}
+					for i, b := range bufs {
+						if !bytes.Equal(b, pattern(8, round+i)[:len(b)]) {
+							return fmt.Errorf("round %d: buffer %d holds %x", round, i, b)
+						}
+					}
+					if err := pers.Free(); err != nil {
+						return err
+					}
+					if err := c.Send(nil, 1, 99); err != nil {
+						return err
+					}
+				}
+				return c.Finalize()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

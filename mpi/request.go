@@ -311,7 +311,46 @@ func Waitall(reqs []*Request) ([]Status, error) {
 // handles to MPI_REQUEST_NULL, other copies of those *Request values must
 // not be used afterwards (with Waitall they stay valid and inactive).
 func WaitallInto(reqs []*Request, statuses []Status) error {
-	return waitall(reqs, statuses, true)
+	if statuses != nil {
+		return waitall(reqs, statuses, true)
+	}
+	// Without statuses, the usual case of a window (a plain request below
+	// ThreadMultiple) in its own loop, the general one's work for it
+	// without the status; any other request goes through the general
+	// loop alone, and at ThreadMultiple all the rest do.
+	var first error
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if !r.plain() {
+			if err := waitall(reqs[i:i+1], nil, true); err != nil && first == nil {
+				first = err
+			}
+			continue
+		}
+		if r.c.p.thread >= ThreadMultiple {
+			if err := waitall(reqs[i:], nil, true); err != nil && first == nil {
+				first = err
+			}
+			return first
+		}
+		r.inactive = true
+		reqs[i] = nil
+		if er := r.er; er != nil {
+			r.er = nil
+			if eerr := er.WaitErr(); eerr != nil {
+				if err := r.c.fail(r.c.engineErr(r.op.String(), eerr)); first == nil {
+					first = err
+				}
+			}
+			r.spare = true // its slot's next operation takes it back
+		} else { // a send that left at once (engine.Sent)
+			r.sent = engine.Sent{}
+			r.c.p.giveBack(r)
+		}
+	}
+	return first
 }
 
 // waitall is Waitall and WaitallInto; recycle gives completed requests
@@ -326,25 +365,6 @@ func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 		if r == nil {
 			if statuses != nil {
 				statuses[i] = emptyStatus
-			}
-			continue
-		}
-		if statuses == nil && recycle && r.plain() && r.c.p.thread < ThreadMultiple {
-			// The usual case of a window, what the general path below
-			// does for it without the status.
-			r.inactive = true
-			reqs[i] = nil
-			if er := r.er; er != nil {
-				r.er = nil
-				if eerr := er.WaitErr(); eerr != nil {
-					if err := r.c.fail(r.c.engineErr(r.op.String(), eerr)); first == nil {
-						first = err
-					}
-				}
-				r.spare = true // its slot's next operation takes it back
-			} else { // a send that left at once (engine.Sent)
-				r.sent = engine.Sent{}
-				r.c.p.giveBack(r)
 			}
 			continue
 		}

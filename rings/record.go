@@ -1130,8 +1130,8 @@ func (rd *RecordReader) Record(i int) []byte {
 }
 
 // Release consumes the first k records Peek found or Next handed out (and
-// the padding before them): their space is zeroed and given back to the writer. It
-// ends the peek.
+// the padding before them): their space is zeroed and given back to the
+// writer. It ends the peek.
 func (rd *RecordReader) Release(k int) {
 	k = max(0, min(k, rd.peeked))
 	end := rd.next

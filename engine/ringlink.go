@@ -123,6 +123,9 @@ func (l *recordLink) setStream() {
 	if l.polls != nil {
 		p := *l.polls
 		stream := p == l.last
+		if stream && l.streamed {
+			return // a stream going on: all is set as below already
+		}
 		l.w.SetPrefetch(stream)
 		l.w.SetLinePadding(l.pad && !stream)
 		l.last, l.streamed = p, stream

@@ -136,7 +136,13 @@ func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s
 		// The one wake-up this call owes, sent at once: what unlock would
 		// do for it, without the list.
 		progress.WakeFence()
-		p.out.Wake()
+		if l := p.rout; l != nil {
+			if l.bell != nil && !l.bell.Quiet() {
+				l.bell.RingFenced() // Wake, its usual case in line
+			}
+		} else {
+			p.out.Wake()
+		}
 	} else {
 		ep.wakeLater(dest)
 		ep.unlock()

@@ -54,6 +54,9 @@ var (
 	warmPolls = cvar.NewInt("engine_warm_polls", 256,
 		"Polls after a stream of sends to a rank during which the link to it is warmed (engine_warm_lines): long enough to cover the wait for an answer, short enough that an idle rank stops.",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("polls"))
+	recvDirectPolls = cvar.NewInt("engine_recv_direct_polls", 256,
+		"Looks a blocking receive of a serial endpoint, with nothing posted or unexpected, takes at its source's inbox for its message before it posts a request and polls every peer (0: it always posts). Other peers' packets wait that long.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<20), cvar.WithUnit("polls"))
 	pollBatch = cvar.NewInt("engine_poll_batch", 32,
 		"Packets taken from one ring in one poll before the next ring is looked at.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1024), cvar.WithUnit("packets"))

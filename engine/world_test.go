@@ -734,3 +734,110 @@ func TestIrecvUsualBailsOut(t *testing.T) {
 		t.Fatalf("receive on a closed endpoint: %v", err)
 	}
 }
+
+// TestRecvDirect checks a serial endpoint's blocking receive that takes
+// its message from the source's inbox itself (recvDirect): that it does
+// so in the usual case, and that every case it must leave to the general
+// way gets there with the message it should.
+func TestRecvDirect(t *testing.T) {
+	w, err := NewWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, peer := w.Endpoint(0), w.Endpoint(1)
+	defer ep.Close()
+	defer peer.Close()
+	setSerial(t, ep, true)
+	sendCtx := func(b byte, n, tag int, ctx uint32) {
+		t.Helper()
+		msg := make([]byte, n)
+		msg[0] = b
+		if err := peer.Send(msg, 0, tag, ctx, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(b byte, n, tag int) { t.Helper(); sendCtx(b, n, tag, 0) }
+	recv := func(n, src, tag int) (byte, Status, error) {
+		t.Helper()
+		buf := make([]byte, n)
+		st, err := ep.Recv(buf, src, tag, 0)
+		return buf[0], st, err
+	}
+	want := func(what string, b, wb byte, st Status, err error, tag, count int) {
+		t.Helper()
+		if err != nil || b != wb || st.Source != 1 || st.Tag != tag || st.Count != count {
+			t.Fatalf("%s: byte %d, %+v, %v; want byte %d, tag %d, count %d", what, b, st, err, wb, tag, count)
+		}
+	}
+
+	// The usual case: taken without posting a request.
+	seq := ep.m.postSeq
+	send(1, 8, 5)
+	b, st, err := recv(8, 1, 5)
+	want("usual", b, 1, st, err, 5, 8)
+	if ep.m.postSeq != seq {
+		t.Fatal("a receive of the usual case posted a request")
+	}
+
+	// Another tag's message first: it goes unexpected, and a later
+	// receive of its tag finds it.
+	send(2, 8, 6)
+	send(3, 8, 5)
+	b, st, err = recv(8, 1, 5)
+	want("behind another tag", b, 3, st, err, 5, 8)
+	b, st, err = recv(8, 1, 6)
+	want("the other tag's", b, 2, st, err, 6, 8)
+
+	// Another context's message of the same tag first.
+	sendCtx(10, 8, 5, 2)
+	send(11, 8, 5)
+	b, st, err = recv(8, 1, 5)
+	want("behind another context", b, 11, st, err, 5, 8)
+	buf := make([]byte, 8)
+	if st, err := ep.Recv(buf, 1, 5, 2); err != nil || buf[0] != 10 || st.Count != 8 {
+		t.Fatalf("the other context's: %+v, %v, byte %d", st, err, buf[0])
+	}
+
+	// A message longer than the buffer: truncated the general way.
+	send(4, 16, 5)
+	if _, st, err = recv(8, 1, 5); !errors.Is(err, ErrTruncate) || st.Count != 8 {
+		t.Fatalf("truncation: %+v, %v", st, err)
+	}
+
+	// A receive posted before, a wildcard's, takes the first message.
+	wbuf := make([]byte, 8)
+	r, err := ep.Irecv(wbuf, AnySource, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(5, 8, 5)
+	send(6, 8, 5)
+	b, st, err = recv(8, 1, 5)
+	want("behind a posted wildcard", b, 6, st, err, 5, 8)
+	if st, err := r.Wait(); err != nil || st.Count != 8 || wbuf[0] != 5 {
+		t.Fatalf("the wildcard receive: %+v, %v, byte %d; want byte 5", st, err, wbuf[0])
+	}
+
+	// An unexpected message of the same key: it goes first.
+	send(7, 8, 5)
+	if _, err := ep.Probe(1, 5, 0); err != nil { // polls it in
+		t.Fatal(err)
+	}
+	send(8, 8, 5)
+	b, st, err = recv(8, 1, 5)
+	want("behind an unexpected one", b, 7, st, err, 5, 8)
+	b, st, err = recv(8, 1, 5)
+	want("the one after", b, 8, st, err, 5, 8)
+
+	// A message that comes after the direct looks are spent, and with
+	// none at all.
+	for _, polls := range []string{"1", "0"} {
+		setVar(t, "engine_recv_direct_polls", polls)
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			send(9, 8, 5)
+		}()
+		b, st, err = recv(8, 1, 5)
+		want("polls "+polls, b, 9, st, err, 5, 8)
+	}
+}

@@ -121,6 +121,10 @@ func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bo
 	batch := int(pollBatch.Get())
 	for range recvDirectPolls.Get() {
 		ep.polls++ // a poll: a stream of sends to src ends here
+		if !rd.Ready() {
+			ep.warmNext() // as an empty poll does
+			continue
+		}
 		if p.held >= batch {
 			ep.releaseHeld(p) // Next would hand out no more
 		}

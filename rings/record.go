@@ -1058,6 +1058,18 @@ func (rd *RecordReader) Next(max int) ([]byte, error) {
 	return nil, nil
 }
 
+// Ready reports whether the writer has published something at the place
+// Next reads from next: a record, padding, or a malformed header that
+// Next will report. It reads one header and is small enough to go in
+// line, for a reader that spins on one ring waiting for a record.
+func (rd *RecordReader) Ready() bool {
+	head := rd.head
+	if rd.peeked > 0 {
+		head = rd.next
+	}
+	return asm.LoadAcquire64(rd.hdr(head&rd.mask)) != 0
+}
+
 // locate returns the i-th record out (i < peeked): from recs if Peek found
 // it, else by walking the headers from the last record Peek found, or from
 // the head. Every header on the way was checked when its record was

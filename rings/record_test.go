@@ -961,3 +961,54 @@ func TestRecordWriteWordsLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordReady checks that Ready says whether Next has something to
+// read, at the head and after records Next or Peek handed out, padding
+// included.
+func TestRecordReady(t *testing.T) {
+	_, w, rd := newRecordPair(t, false, 1024)
+	if rd.Ready() {
+		t.Fatal("ready on an empty ring")
+	}
+	for _, n := range []int{8, 100} {
+		if err := w.TryWrite(1, make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !rd.Ready() {
+		t.Fatal("not ready with two records published")
+	}
+	if p, err := rd.Next(8); err != nil || len(p) != 8 {
+		t.Fatalf("first record: %d bytes, %v", len(p), err)
+	}
+	if !rd.Ready() {
+		t.Fatal("not ready with the second record after the one handed out")
+	}
+	if p, err := rd.Next(8); err != nil || len(p) != 100 {
+		t.Fatalf("second record: %d bytes, %v", len(p), err)
+	}
+	if rd.Ready() {
+		t.Fatal("ready after every record was handed out")
+	}
+	rd.Release(2)
+	if rd.Ready() {
+		t.Fatal("ready after the release of every record")
+	}
+	// Three laps of records that do not divide the ring: the padding
+	// before one that wraps counts as something to read.
+	for i := 0; i < 30; i++ {
+		if err := w.TryWrite(1, make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if !rd.Ready() {
+			t.Fatalf("record %d: not ready", i)
+		}
+		if p, err := rd.Next(8); err != nil || len(p) != 100 {
+			t.Fatalf("record %d: %d bytes, %v", i, len(p), err)
+		}
+		rd.Release(1)
+		if rd.Ready() {
+			t.Fatalf("record %d: ready after its release", i)
+		}
+	}
+}

@@ -77,8 +77,8 @@ func (ep *Endpoint) irecv(buf []byte, src, tag int, ctx uint32) (*Request, error
 // returns ErrTruncate with the status of what was stored.
 func (ep *Endpoint) Recv(buf []byte, src, tag int, ctx uint32) (Status, error) {
 	if ep.serial { // else the endpoint's state may be read only under its lock
-		if st, ok := ep.recvDirect(buf, src, tag, ctx); ok {
-			return st, nil
+		if st, ok, err := ep.recvDirect(buf, src, tag, ctx); ok {
+			return st, err
 		}
 	}
 	if err := ep.checkSource(src, tag); err != nil {
@@ -102,21 +102,25 @@ func (ep *Endpoint) Recv(buf []byte, src, tag int, ctx uint32) (Status, error) {
 // recvDirect is Recv's usual case for a serial endpoint (a ping-pong's
 // receive): nothing posted or unexpected, and a source and tag given. It
 // takes the source's packets from its inbox itself, as a poll would, for
-// up to engine_recv_direct_polls looks, and if the first is this receive's
-// message in one short packet it copies it out and reports true: no
-// request is posted, matched, completed and collected, which was most of
-// the way from the packet's arrival to the answer a ping-pong sends.
-// Otherwise, the packet handled, or the looks spent, it reports false and
-// Recv goes the general way; the other peers' packets wait that long.
-func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bool) {
+// up to engine_recv_direct_polls looks. If the first packet is this
+// receive's message in one short packet it copies it out: no request is
+// posted, matched, completed and collected, which was most of the way from
+// the packet's arrival to the answer a ping-pong sends. If it is another
+// packet, the receive is posted before the packet is handled, so that its
+// own message in another form (a rendezvous, a truncated message) is
+// matched as it comes instead of queued unexpected, and then waited for.
+// It reports whether it received; if not (the looks spent, or a case it
+// does not take), Recv goes the general way. The other peers' packets wait
+// while it looks.
+func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bool, error) {
 	m := &ep.m
 	if m.nposted != 0 || m.nuq != 0 || ep.closed || ep.outq != 0 || uint(src) >= uint(ep.size) || uint(tag) > math.MaxInt32 {
-		return Status{}, false
+		return Status{}, false, nil
 	}
 	p := &ep.peers[src]
 	rd := p.recs
 	if rd == nil || p.dead != nil || p.rx.req != nil || p.rx.uq != nil {
-		return Status{}, false
+		return Status{}, false, nil
 	}
 	batch := int(pollBatch.Get())
 	for range recvDirectPolls.Get() {
@@ -134,7 +138,7 @@ func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bo
 				if !errors.Is(err, rings.ErrClosed) {
 					pvMalformed.Add(1)
 				}
-				return Status{}, false
+				return Status{}, false, nil
 			}
 			ep.warmNext() // as an empty poll does
 			continue
@@ -143,12 +147,18 @@ func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bo
 		if len(pkt) >= shortHeader && pkt[0] == pktShort && u32(pkt, 4) == ctx && u32(pkt, 8) == uint32(tag) &&
 			len(pkt)-shortHeader <= len(buf) {
 			n := copyShort(buf, pkt[shortHeader:])
-			return Status{Source: src, Tag: tag, Count: n}, true
+			return Status{Source: src, Tag: tag, Count: n}, true, nil
 		}
+		r, err := ep.startRecv(buf, src, tag, ctx) // nothing unexpected: posted
 		ep.handle(src, pkt)
-		return Status{}, false
+		if err != nil {
+			return Status{}, true, err
+		}
+		r.internal = true
+		st, err := r.Wait()
+		return st, true, err
 	}
-	return Status{}, false
+	return Status{}, false, nil
 }
 
 func (ep *Endpoint) startRecv(buf []byte, src, tag int, ctx uint32) (*Request, error) {

@@ -829,6 +829,31 @@ func TestRecvDirect(t *testing.T) {
 	b, st, err = recv(8, 1, 5)
 	want("the one after", b, 8, st, err, 5, 8)
 
+	// The receive's own message in packets other than a short one: a
+	// synchronous send's and a rendezvous (posted, then matched as its
+	// packet is handled).
+	big := make([]byte, 4*int(eagerLimit.Get()))
+	for i := range big {
+		big[i] = byte(i % 251)
+	}
+	for _, c := range []struct {
+		name string
+		msg  []byte
+		mode Mode
+	}{{"synchronous", big[:8], Synchronous}, {"rendezvous", big, Standard}} {
+		r, err := peer.Isend(c.msg, 0, 5, 0, c.mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(c.msg))
+		if st, err := ep.Recv(got, 1, 5, 0); err != nil || st.Count != len(c.msg) || !bytes.Equal(got, c.msg) {
+			t.Fatalf("%s: %+v, %v, data equal %v", c.name, st, err, bytes.Equal(got, c.msg))
+		}
+		if _, err := r.Wait(); err != nil {
+			t.Fatalf("%s: the send: %v", c.name, err)
+		}
+	}
+
 	// A message that comes after the direct looks are spent, and with
 	// none at all.
 	for _, polls := range []string{"1", "0"} {

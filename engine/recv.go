@@ -122,17 +122,16 @@ func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bo
 	if rd == nil || p.dead != nil || p.rx.req != nil || p.rx.uq != nil {
 		return Status{}, false, nil
 	}
-	batch := int(pollBatch.Get())
+	// What the last poll or look took is released first, as a poll does:
+	// the room may be what the source waits for.
+	ep.releaseHeld(p)
 	for range recvDirectPolls.Get() {
 		ep.polls++ // a poll: a stream of sends to src ends here
 		if !rd.Ready() {
 			ep.warmNext() // as an empty poll does
 			continue
 		}
-		if p.held >= batch {
-			ep.releaseHeld(p) // Next would hand out no more
-		}
-		pkt, err := rd.Next(batch)
+		pkt, err := rd.Next(1)
 		if pkt == nil {
 			if err != nil {
 				if !errors.Is(err, rings.ErrClosed) {

@@ -854,6 +854,36 @@ func TestRecvDirect(t *testing.T) {
 		}
 	}
 
+	// Eager messages of the largest size in turn: each receive gives
+	// back the room the one before took, taking its message directly.
+	seq = ep.m.postSeq
+	done := make(chan error, 1)
+	go func() {
+		msg, got := big[:eagerLimit.Get()], make([]byte, eagerLimit.Get())
+		for i := 0; i < 64; i++ {
+			if err := peer.Send(msg, 0, 5, 0, Standard); err != nil {
+				done <- err
+				return
+			}
+			if _, err := ep.Recv(got, 1, 5, 0); err != nil || !bytes.Equal(got, msg) {
+				done <- fmt.Errorf("message %d: %v, data equal %v", i, err, bytes.Equal(got, msg))
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("eager messages in turn: stuck (the receives keep their room)")
+	}
+	if ep.m.postSeq != seq {
+		t.Fatalf("eager messages in turn: %d of 64 receives posted a request", ep.m.postSeq-seq)
+	}
+
 	// A message that comes after the direct looks are spent, and with
 	// none at all.
 	for _, polls := range []string{"1", "0"} {

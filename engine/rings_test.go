@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -174,5 +175,90 @@ func TestRecordLinkWarmTurns(t *testing.T) {
 	}
 	if !(got[0] == n1 && got[1] == n2 || got[0] == n2 && got[1] == n1) || got[2] != got[0] || got[3] != got[1] {
 		t.Fatalf("lines warmed at four polls: %v, want %d and %d in turn", got, n1, n2)
+	}
+}
+
+// TestPollReleasesLargePackets: a poll that handles a packet of
+// engine_poll_release_bytes or more and finds another ready behind it
+// gives the ring space of the packets it handled so far back to the
+// writer at once, so that the writer finds room again before the
+// reader's next poll; the last packet it handled waits for that poll.
+// Smaller packets, and 0, leave it all to that poll. No packet is handled
+// twice.
+func TestPollReleasesLargePackets(t *testing.T) {
+	setVar(t, "engine_ring_bytes", "65536") // packets up to 8 KiB: eight of 8000 B fill it
+	const n, size = 8, 8000
+	for _, c := range []struct {
+		release, batch string
+		room           int // packets that find room before the next poll
+	}{
+		{"8000", "32", n - 1}, // all but the last packet's space
+		{"8000", "5", n - 1},  // releasing does not lift the bound
+		{"9000", "32", 0},
+		{"0", "32", 0},
+	} {
+		t.Run("release="+c.release+"/batch="+c.batch, func(t *testing.T) {
+			setVar(t, "engine_poll_release_bytes", c.release)
+			setVar(t, "engine_poll_batch", c.batch)
+			w, err := NewWorld(2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep0, ep1 := w.Endpoint(0), w.Endpoint(1)
+			t.Cleanup(func() { ep0.Close(); ep1.Close() })
+			if _, ok := ep1.peers[0].out.(*recordLink); !ok {
+				t.Skipf("links are %T, not record rings", ep1.peers[0].out)
+			}
+			sendNow := func(tag int) bool {
+				t.Helper()
+				_, ok, err := ep1.SendNow(msg(size, tag), 0, tag, 0, Standard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ok
+			}
+			for tag := range n {
+				if !sendNow(tag) {
+					t.Fatalf("message %d found no room in an empty ring", tag)
+				}
+			}
+			if sendNow(n) {
+				t.Fatalf("message %d found room in a ring already full", n)
+			}
+			bufs := make([][]byte, n)
+			reqs := make([]*Request, n)
+			for tag := range n {
+				bufs[tag] = make([]byte, size)
+				if reqs[tag], err = ep0.Irecv(bufs[tag], 1, tag, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for left := n; left > 0; {
+				want := min(left, int(pollBatch.Get()))
+				if got := ep0.Poll(); got != want {
+					t.Fatalf("a poll handled %d packets, want %d", got, want)
+				}
+				left -= want
+			}
+			for tag, r := range reqs {
+				if !r.Done() || r.Err() != nil || !bytes.Equal(bufs[tag], msg(size, tag)) {
+					t.Fatalf("receive %d: done %v, err %v, data intact %v", tag, r.Done(), r.Err(), bytes.Equal(bufs[tag], msg(size, tag)))
+				}
+				r.Free()
+			}
+			room := 0
+			for room <= n && sendNow(n+room) {
+				room++
+			}
+			if room != c.room {
+				t.Fatalf("after the poll, before the next: room for %d messages, want %d", room, c.room)
+			}
+			if room == 0 {
+				ep0.Poll()
+				if !sendNow(n) {
+					t.Fatal("no room after the next poll")
+				}
+			}
+		})
 	}
 }

@@ -60,6 +60,9 @@ var (
 	pollBatch = cvar.NewInt("engine_poll_batch", 32,
 		"Packets taken from one ring in one poll before the next ring is looked at.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1024), cvar.WithUnit("packets"))
+	pollRelease = cvar.NewInt("engine_poll_release_bytes", 8192,
+		"Smallest packet after which a poll that finds another packet ready in the same record ring gives the space of those it handled back to the writer at once, rather than at its next poll: the writer refills it while the reader copies the next out, instead of waiting for the whole batch. 0: only at the next poll.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("bytes"))
 )
 
 // Performance variables. Per-transport counters are registered by

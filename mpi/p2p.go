@@ -247,7 +247,10 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 		if err != nil {
 			return nil, c.fail(c.engineErr("Irecv", err))
 		}
-		r := c.p.requestFor(er)
+		r := spareOf(er)
+		if r == nil {
+			r = c.p.requestFor(er)
+		}
 		*r = Request{} // set whole, without building it aside
 		r.c, r.er, r.op = c, er, opIrecv
 		return r, nil

@@ -311,9 +311,9 @@ const maxWholePrefetch = 16 << 10
 // (three of four runs at 3.96 or more) and 1 KiB latency from 0.90-1.27
 // to 0.80-0.89 µs (go run ./bench -format anchor -max 16384, alternating
 // TACHYON_RINGS_PREFETCH_WHOLE_RECORD_BYTES=0|1024); 256 and 512 B
-// records gained nothing measurable. It is off by default since the
-// eighteenth session, when it made 1-8 KiB latency 10-25% longer with
-// the two vCPUs near (docs/rings.md).
+// records gained nothing measurable. With the two vCPUs near it makes
+// 1-8 KiB latency 10-25% longer, but far apart 2-4 KiB latency 5-8%
+// shorter, where MPICH's is close (docs/rings.md): it stays on.
 func (w *RecordWriter) prefetchRecord(idx, n uint64) {
 	for off := idx &^ (CacheLine - 1); off < idx+n; off += CacheLine {
 		asm.PrefetchW(unsafe.Add(w.data, off))

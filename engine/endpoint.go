@@ -252,7 +252,7 @@ func (ep *Endpoint) pollLocked() int {
 		if rd := p.recs; rd != nil {
 			// One record at a time: handled while the writer still
 			// writes the next (rings.RecordReader.Next).
-			for k < batch {
+			for { // Next stops at batch: nothing is released here
 				pkt, e := rd.Next(batch)
 				if pkt == nil {
 					if e != nil && !errors.Is(e, rings.ErrClosed) {

@@ -188,6 +188,8 @@ type RecordWriter struct {
 	padLines   bool   // SetLinePadding(true)
 	holding    bool   // Hold: commits wait for Flush
 	fastMax    uint64 // largest payload TryWriteWords writes in line (setFast)
+	fastStream uint64 // fastMax with the prefetch on (in a stream)
+	fastAlone  uint64 // fastMax with it off: records prefetched whole go the long way
 	held       bool   // a committed record's header waits in heldHdr
 	heldIdx    uint64
 	heldHdr    uint64
@@ -201,15 +203,19 @@ func (w *RecordWriter) hdr(idx uint64) *uint64 { return (*uint64)(unsafe.Add(w.d
 // goes the long way) on a many-to-one ring, while a claim is open, while
 // holding and once closed; otherwise the largest payload whose record is
 // not prefetched whole, so that TryWriteWords tells all of that apart
-// with one comparison.
+// with one comparison. Whole records are prefetched only outside a stream
+// (SetPrefetch(false)), so it keeps the bound for either case at hand.
 func (w *RecordWriter) setFast() {
-	w.fastMax = 0
-	if w.multi || w.claiming || w.holding || w.closed {
-		return
+	w.fastStream, w.fastAlone = 0, 0
+	if !w.multi && !w.claiming && !w.holding && !w.closed {
+		w.fastStream, w.fastAlone = uint64(w.maxPayload), uint64(w.maxPayload)
+		if w.whole != 0 {
+			w.fastAlone = min(w.fastAlone, max(w.whole, 2*recordHeader)-2*recordHeader)
+		}
 	}
-	w.fastMax = uint64(w.maxPayload)
-	if w.whole != 0 {
-		w.fastMax = min(w.fastMax, max(w.whole, 2*recordHeader)-2*recordHeader)
+	w.fastMax = w.fastStream
+	if w.noPrefetch {
+		w.fastMax = w.fastAlone
 	}
 }
 
@@ -265,9 +271,11 @@ func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if w.whole != 0 && need >= w.whole && need <= maxWholePrefetch {
-		w.prefetchRecord(idx, need)
-	} else if w.ahead != 0 && !w.noPrefetch {
+	if w.noPrefetch {
+		if w.whole != 0 && need >= w.whole && need <= maxWholePrefetch {
+			w.prefetchRecord(idx, need) // a record waited for alone
+		}
+	} else if w.ahead != 0 {
 		w.prefetch(t)
 	}
 	return idx, nil
@@ -303,17 +311,15 @@ func (w *RecordWriter) reserveOwn(need uint64) (uint64, error) {
 const maxWholePrefetch = 16 << 10
 
 // prefetchRecord asks for write ownership of every line of the n bytes
-// claimed at idx (rings_prefetch_whole_record_bytes): the lines were last
-// read and zeroed on the reader's core, and with all of them requested at
-// once the copy into the record waits for one round of transfers instead
-// of a line at a time as the store buffer fills. Between two engine
-// ranks it took the 1 KiB message rate from 3.03-3.22 to 3.23-4.12 M/s
-// (three of four runs at 3.96 or more) and 1 KiB latency from 0.90-1.27
-// to 0.80-0.89 µs (go run ./bench -format anchor -max 16384, alternating
-// TACHYON_RINGS_PREFETCH_WHOLE_RECORD_BYTES=0|1024); 256 and 512 B
-// records gained nothing measurable. With the two vCPUs near it makes
-// 1-8 KiB latency 10-25% longer, but far apart 2-4 KiB latency 5-8%
-// shorter, where MPICH's is close (docs/rings.md): it stays on.
+// claimed at idx (rings_prefetch_whole_record_bytes), for a record
+// written outside a stream (SetPrefetch(false)): the lines were last read
+// and zeroed on the reader's core, and with all of them requested at once
+// the copy into the record waits for one round of transfers instead of a
+// line at a time as the store buffer fills. Far apart, it makes 2-4 KiB
+// latency 5-8% shorter; near, 1-8 KiB latency 10-25% longer
+// (docs/rings.md). In a stream it cost the message rate a third or more,
+// and at 1 KiB it cost latency too: hence streams and records below
+// 2 KiB go without.
 func (w *RecordWriter) prefetchRecord(idx, n uint64) {
 	for off := idx &^ (CacheLine - 1); off < idx+n; off += CacheLine {
 		asm.PrefetchW(unsafe.Add(w.data, off))
@@ -326,7 +332,15 @@ func (w *RecordWriter) prefetchRecord(idx, n uint64) {
 // record that the reader waits for before the writer writes the next (a
 // ping-pong): then the request for the next line reaches the reader's core
 // just before the one for the line being committed, and delays the record.
-func (w *RecordWriter) SetPrefetch(on bool) { w.noPrefetch = !on }
+// Off, a record of rings_prefetch_whole_record_bytes or more is prefetched
+// whole instead; on, TryWriteWords writes records of any size in line.
+func (w *RecordWriter) SetPrefetch(on bool) {
+	w.noPrefetch = !on
+	w.fastMax = w.fastStream
+	if !on {
+		w.fastMax = w.fastAlone
+	}
+}
 
 // Prefetching reports whether the next claims prefetch: SetPrefetch left
 // it on and the writer has a prefetch distance (a single producer with a

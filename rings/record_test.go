@@ -962,6 +962,81 @@ func TestRecordWriteWordsLayout(t *testing.T) {
 	}
 }
 
+// TestRecordWholePrefetchOutsideStreams checks that a record long enough to
+// be prefetched whole (rings_prefetch_whole_record_bytes) is, through
+// TryWriteWords, only while the stream prefetch is off: in a stream it is
+// written in line like a short one. Records of every length up to 2 KiB,
+// with the prefetch switched every few records, lie exactly where
+// TryWrite puts them.
+func TestRecordWholePrefetchOutsideStreams(t *testing.T) {
+	defer setCvar(t, "rings_prefetch_whole_record_bytes", "1024")()
+	_, a, ra := newRecordPair(t, false, 1<<16)
+	_, b, rb := newRecordPair(t, false, 1<<16)
+	if a.whole != 1024 {
+		t.Fatalf("whole-record prefetch from %d bytes, want 1024", a.whole)
+	}
+	const big = 2000
+	a.SetPrefetch(false)
+	if a.fastMax >= big {
+		t.Fatalf("outside a stream a %d-byte payload goes in line (fastMax %d): it would not be prefetched whole", big, a.fastMax)
+	}
+	a.SetPrefetch(true)
+	if a.fastMax < big {
+		t.Fatalf("in a stream a %d-byte payload goes the long way (fastMax %d)", big, a.fastMax)
+	}
+	rec := make([]byte, 16+big)
+	var got uint64
+	drain := func() { // both rings the same, and a's records intact
+		t.Helper()
+		if !bytes.Equal(unsafe.Slice((*byte)(a.data), a.capacity), unsafe.Slice((*byte)(b.data), b.capacity)) {
+			t.Fatal("the rings' bytes differ")
+		}
+		k := 0
+		for ; ; k++ {
+			p, err := ra.Next(64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p == nil {
+				break
+			}
+			n := int(got*197) % (big + 1)
+			if len(p) != 16+n || binary.LittleEndian.Uint64(p) != got || !checkPattern(p[16:], got) {
+				t.Fatalf("record %d: %d bytes, want %d", got, len(p), 16+n)
+			}
+			if q, err := rb.Next(64); err != nil || !bytes.Equal(p, q) {
+				t.Fatalf("record %d differs from TryWrite's (%v)", got, err)
+			}
+			got++
+		}
+		ra.Release(k)
+		rb.Release(k)
+	}
+	for i := uint64(0); i < 300; i++ {
+		a.SetPrefetch(i/3%2 == 0)
+		n := int(i*197) % (big + 1)
+		binary.LittleEndian.PutUint64(rec, i)
+		binary.LittleEndian.PutUint64(rec[8:], ^i)
+		pattern(rec[16:16+n], i)
+		if err := a.TryWriteWords(1, i, ^i, rec[16:16+n]); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if err := b.TryWrite(1, rec[:16+n]); err != nil {
+			t.Fatal(err)
+		}
+		if a.tail != b.tail {
+			t.Fatalf("record %d of %d bytes ends at %d, TryWrite's at %d", i, 16+n, a.tail, b.tail)
+		}
+		if i%8 == 7 { // before the ring fills
+			drain()
+		}
+	}
+	drain()
+	if got != 300 {
+		t.Fatalf("%d records read, want 300", got)
+	}
+}
+
 // TestRecordReady checks that Ready says whether Next has something to
 // read, at the head and after records Next or Peek handed out, padding
 // included.

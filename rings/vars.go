@@ -30,8 +30,8 @@ var (
 	prefetchRecord = cvar.NewInt("rings_prefetch_record_bytes", 64,
 		"How far ahead of its tail a single-producer record writer asks the CPU to fetch a line for writing, each time its tail enters a new cache line. The line was last read (and zeroed) on the reader's core; fetching it while the current line fills lets the stores into it complete without waiting for a cross-core transfer. 0 turns it off. Read when a writer attaches.",
 		cvar.WithCategory("rings"), cvar.WithRange(0, 4096), cvar.WithUnit("bytes"))
-	prefetchWhole = cvar.NewInt("rings_prefetch_whole_record_bytes", 1024,
-		"Smallest record whose every line a single-producer record writer asks the CPU to fetch for writing when it claims the record, so that the copy into it waits for one round of cross-core transfers rather than one after another as the store buffer fills. 0 turns it off. Read when a writer attaches.",
+	prefetchWhole = cvar.NewInt("rings_prefetch_whole_record_bytes", 2048,
+		"Smallest record whose every line a single-producer record writer asks the CPU to fetch for writing when it claims the record outside a stream (SetPrefetch(false): a record the reader waits for alone), so that the copy into it waits for one round of cross-core transfers rather than one after another as the store buffer fills; records in a stream go with the line-ahead prefetch. 0 turns it off. Read when a writer attaches.",
 		cvar.WithCategory("rings"), cvar.WithRange(0, 1<<30), cvar.WithUnit("bytes"))
 	maxSegment = cvar.NewInt("rings_max_segment_size", 1<<34,
 		"Largest shared-memory segment CreateSegment makes or OpenSegment accepts.",

@@ -317,9 +317,9 @@ const maxWholePrefetch = 16 << 10
 // the copy into the record waits for one round of transfers instead of a
 // line at a time as the store buffer fills. Far apart, it makes 2-4 KiB
 // latency 5-8% shorter; near, 1-8 KiB latency 10-25% longer
-// (docs/rings.md). In a stream it cost the message rate a third or more,
-// and at 1 KiB it cost latency too: hence streams and records below
-// 2 KiB go without.
+// (docs/rings.md). In a stream it cost near placements about half the 2-4
+// KiB message rate, and a 1 KiB record waited for alone goes faster
+// written in line: hence streams and records below 2 KiB go without.
 func (w *RecordWriter) prefetchRecord(idx, n uint64) {
 	for off := idx &^ (CacheLine - 1); off < idx+n; off += CacheLine {
 		asm.PrefetchW(unsafe.Add(w.data, off))

@@ -54,6 +54,8 @@ func (l *ringLink) Wake() {
 	}
 }
 
+func (l *ringLink) WantRoom() { l.p.WantRoom() }
+
 // ringInbox is an Inbox over the consumer side of a cell ring.
 type ringInbox struct {
 	c *rings.CellConsumer
@@ -70,6 +72,7 @@ func (in *ringInbox) Peek(max int) (int, error) {
 func (in *ringInbox) Packet(i int) []byte { return in.c.Message(i) }
 func (in *ringInbox) Release(k int)       { in.c.Release(k) }
 func (in *ringInbox) Check() error        { return in.c.Check() }
+func (in *ringInbox) RoomWanted() bool    { return in.c.RoomWanted() }
 
 // recordLink is a Link over the writer side of a single-producer record
 // ring: packets of any size up to a record's largest payload, packed one
@@ -171,6 +174,8 @@ func (l *recordLink) Wake() {
 	}
 }
 
+func (l *recordLink) WantRoom() { l.w.WantRoom() }
+
 func (l *recordLink) close() { l.w.Close() }
 
 // recordInbox is an Inbox over the reader side of a record ring.
@@ -189,6 +194,7 @@ func (in *recordInbox) Peek(max int) (int, error) {
 func (in *recordInbox) Packet(i int) []byte { return in.r.Record(i) }
 func (in *recordInbox) Release(k int)       { in.r.Release(k) }
 func (in *recordInbox) Check() error        { return in.r.Check() }
+func (in *recordInbox) RoomWanted() bool    { return in.r.RoomWanted() }
 func (in *recordInbox) close()              { in.r.Close() }
 
 func (l *ringLink) close()   { l.p.Close() }

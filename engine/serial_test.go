@@ -151,6 +151,66 @@ func TestParkedReceiverWoken(t *testing.T) {
 	}
 }
 
+// TestParkedSenderWokenByRoom: a sender whose packets wait for room on a
+// full ring, and that has parked (no spinning, no pause phase, a 30-second
+// nap), is woken by the receiver freeing the ring: nothing else would ring
+// its doorbell, since the receiver sends it nothing. For both ring kinds,
+// locked and serial. Before BeforePark and roomFreed the window below took
+// the whole nap.
+func TestParkedSenderWokenByRoom(t *testing.T) {
+	parks := parkAtOnce(t)
+	for _, kind := range []string{ringsRecords, ringsCells} {
+		for _, serial := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/serial=%v", kind, serial), func(t *testing.T) {
+				setVar(t, "engine_rings", kind)
+				setVar(t, "engine_ring_bytes", "16384") // records: 64 KiB a window
+				setVar(t, "engine_cells", "16")         // cells: a quarter of a window
+				before, woken := parks.Read(), pvRoomWakes.Value()
+				start := time.Now()
+				run(t, 2, func(ep *Endpoint) error {
+					if err := ep.SetSerial(serial); err != nil {
+						return err
+					}
+					reqs := make([]*Request, 64)
+					bufs := make([][]byte, len(reqs))
+					var err error
+					for round := range 2 {
+						if ep.Rank() == 1 {
+							time.Sleep(50 * time.Millisecond) // the sender fills the ring and parks
+						}
+						for i := range reqs {
+							if ep.Rank() == 0 {
+								reqs[i], err = ep.Isend(msg(1000, round*len(reqs)+i), 1, i, 0, Standard)
+							} else {
+								bufs[i] = make([]byte, 1000)
+								reqs[i], err = ep.Irecv(bufs[i], 0, i, 0)
+							}
+							if err != nil {
+								return err
+							}
+						}
+						for i, r := range reqs {
+							if _, err := r.Wait(); err != nil {
+								return err
+							}
+							if ep.Rank() == 1 && !bytes.Equal(bufs[i], msg(1000, round*len(reqs)+i)) {
+								return fmt.Errorf("round %d, message %d: wrong bytes", round, i)
+							}
+						}
+					}
+					return nil
+				})
+				if el := time.Since(start); el > 10*time.Second {
+					t.Fatalf("two windows took %v: a sender parked waiting for room was not woken", el)
+				}
+				if parks.Read() == before || pvRoomWakes.Value() == woken {
+					t.Fatal("no sender parked waiting for room: the test did not test waking")
+				}
+			})
+		}
+	}
+}
+
 // TestParkedWaiterWokenByCancel: a goroutine parked waiting on a receive
 // is woken when another goroutine of the same rank cancels it: the
 // completion rings the rank's own doorbell, with no packet involved.

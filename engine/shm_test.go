@@ -104,6 +104,9 @@ func runChild(role string) error {
 		}
 	case "sink": // windows of receives, each acknowledged, until tag 999
 		pinEnv()
+		if d, err := time.ParseDuration(os.Getenv("ENGINE_TEST_DELAY")); err == nil {
+			time.Sleep(d) // before the first receive: the sender's ring fills meanwhile
+		}
 		size, _ := strconv.Atoi(os.Getenv("ENGINE_TEST_SIZE"))
 		buf := make([]byte, max(size, 8))
 		reqs := make([]*Request, window)
@@ -237,6 +240,48 @@ func TestShmEcho(t *testing.T) {
 			t.Logf("rendezvous by cma %d, pipelined %d, split %d", cma, piped, split)
 		})
 	}
+}
+
+// TestShmParkedSenderWokenByRoom: a sender parked (no spinning, no pause
+// phase, a 30-second nap) with packets waiting for room on its full ring
+// is woken by the receiving process freeing the ring (Link.WantRoom).
+func TestShmParkedSenderWokenByRoom(t *testing.T) {
+	parks := parkAtOnce(t)
+	setVar(t, "engine_ring_bytes", "16384")
+	ep, kids := startJob(t, 2, "sink", "TACHYON_ENGINE_RING_BYTES=16384",
+		"ENGINE_TEST_SIZE=1000", "ENGINE_TEST_DELAY=100ms")
+	before, waits := parks.Read(), pvRoomWaits.Value()
+	start := time.Now()
+	reqs := make([]*Request, window)
+	for round := range 2 {
+		for i := range reqs {
+			var err error
+			if reqs[i], err = ep.Isend(msg(1000, i), 1, i, 0, Standard); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, r := range reqs {
+			if _, err := r.Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := ep.Recv(make([]byte, 8), 1, 2, 0); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	if err := ep.Send(nil, 1, 999, 0, Standard); err != nil {
+		t.Fatal(err)
+	}
+	if err := kids[0].Wait(); err != nil {
+		t.Fatal("sink rank:", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("two windows took %v: the sender parked for room was not woken", el)
+	}
+	if parks.Read() == before || pvRoomWaits.Value() == waits {
+		t.Fatal("the sender never parked for room: the test did not test waking")
+	}
+	t.Logf("two windows in %v", time.Since(start))
 }
 
 func TestShmManyRanks(t *testing.T) {

@@ -25,6 +25,12 @@ type Link interface {
 	// progress.WakeFence, which orders those commits before Wake's check
 	// for a sleeping peer.
 	Wake()
+	// WantRoom tells the peer that this rank is about to park with packets
+	// waiting for room on the link: the peer's Inbox reports RoomWanted
+	// once it has freed space, and the peer then wakes this rank. The
+	// endpoint calls it before it parks (progress.Parker), for the links
+	// that have packets waiting.
+	WantRoom()
 }
 
 // Inbox delivers the packets one peer sent to this endpoint, in order.
@@ -38,6 +44,11 @@ type Inbox interface {
 	// Check reports whether the peer can still send: nil, or an error
 	// (it died or closed). Packets it sent before stay readable.
 	Check() error
+	// RoomWanted reports whether the peer asked for room (Link.WantRoom)
+	// since the last call. The endpoint calls it after each Release,
+	// after progress.WakeFence (which orders the Release before its
+	// check), and wakes the peer if it reports true.
+	RoomWanted() bool
 }
 
 // remoteReader copies a rendezvous message straight from the sender's

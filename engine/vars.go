@@ -88,6 +88,10 @@ var (
 		"Peers found dead or gone while operations with them were pending.", pvar.WithUnit("peers"))
 	pvWarmed = pvar.NewCounter("engine_lines_warmed",
 		"Cache lines of the record rings to other ranks that this rank asked to own before writing to them, at empty polls after a stream of sends (engine_warm_lines).", pvar.WithUnit("lines"))
+	pvRoomWaits = pvar.NewCounter("engine_room_waits",
+		"Links full with packets waiting, for which this rank, about to park, asked the peer to wake it once it freed room (Link.WantRoom).", pvar.WithUnit("requests"))
+	pvRoomWakes = pvar.NewCounter("engine_room_wakes",
+		"Times this rank, having freed room in a peer's ring, found that the peer had asked for it and woke it.", pvar.WithUnit("wake-ups"))
 	pvCancelled = pvar.NewCounter("engine_cancelled",
 		"Requests cancelled successfully.", pvar.WithUnit("requests"))
 )

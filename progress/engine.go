@@ -75,6 +75,18 @@ type Poller interface {
 	Poll() int
 }
 
+// Parker is implemented by a Poller whose pending work can wait on
+// something that rings no doorbell by itself, such as room on a link to
+// another process that the reader frees. A goroutine about to park on the
+// engine's doorbell calls BeforePark first, before it announces itself as
+// a sleeper, so that the poller can ask to be rung when that comes (as the
+// rings' WantRoom does); the poll that follows the announcement closes the
+// race with a ring that came in between. BeforePark may run while another
+// goroutine polls.
+type Parker interface {
+	BeforePark()
+}
+
 // ErrClosed reports use of an engine after Close.
 var ErrClosed = errors.New("progress: engine closed")
 

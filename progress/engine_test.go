@@ -159,6 +159,55 @@ func TestDoorbellWakesParked(t *testing.T) {
 	}
 }
 
+// roomPoller's work waits on room that another goroutine frees without
+// ringing the doorbell, unless a BeforePark asked it to.
+type roomPoller struct {
+	room, asked, done atomic.Bool
+	before            atomic.Int64
+}
+
+func (p *roomPoller) Poll() int {
+	if p.room.Load() && !p.done.Load() {
+		p.done.Store(true)
+		return 1
+	}
+	return 0
+}
+
+func (p *roomPoller) BeforePark() {
+	p.before.Add(1)
+	p.asked.Store(true)
+}
+
+// TestParkerBeforePark: a goroutine about to park calls the pollers'
+// BeforePark, which here asks for the ring that wakes it: without the
+// call the waiter would sleep its whole minute.
+func TestParkerBeforePark(t *testing.T) {
+	e := newEngine(t, WithIdle(0, 0, time.Minute))
+	p := &roomPoller{}
+	defer e.Register(p)()
+	parks := pvParks.Value()
+	done := make(chan struct{})
+	go func() {
+		e.WaitUntil(p.done.Load)
+		close(done)
+	}()
+	time.Sleep(50 * time.Millisecond) // long enough to park
+	p.room.Store(true)
+	WakeFence()
+	if p.asked.Load() {
+		e.Doorbell().RingFenced()
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parked waiter was not woken: BeforePark not called before the nap")
+	}
+	if p.before.Load() == 0 || pvParks.Value() == parks {
+		t.Fatalf("BeforePark calls %d, parks %d: the waiter never parked", p.before.Load(), pvParks.Value()-parks)
+	}
+}
+
 // TestWaitUntil: WaitUntil returns once its condition holds, whether a
 // poll makes it true (the poller does) or another goroutine does and
 // rings the doorbell while the waiter is parked.

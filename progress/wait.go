@@ -117,10 +117,20 @@ func (w *idler) park(c condition) {
 			timeout = d
 		}
 	}
+	e.beforePark()
 	if e.bell.nap(timeout, c) {
 		pvParks.Add(1)
 	}
 	e.refreshCoarse() // the next poll may come a nap later than the last reading
+}
+
+// beforePark lets the pollers that need it prepare for a nap (Parker).
+func (e *Engine) beforePark() {
+	for _, p := range *e.pollers.Load() {
+		if pk, ok := p.(Parker); ok {
+			pk.BeforePark()
+		}
+	}
 }
 
 // waitOne is the condition of Wait: c is done, or a poll found work.

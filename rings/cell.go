@@ -1,6 +1,7 @@
 package rings
 
 import (
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
@@ -113,6 +114,7 @@ func (r *CellRing) Consumer() (*CellConsumer, error) {
 		cells: r.h.data(), headp: word64(r.h.base, offHead)}
 	c.shift = log2(uint64(r.h.cellSize))
 	c.head = asm.LoadAcquire64(c.headp)
+	c.wantp = r.h.roomWanted() // seen 0: requests made before the consumer came count
 	return c, nil
 }
 
@@ -285,6 +287,10 @@ func (p *CellProducer) Publish(k int) {
 	}
 }
 
+// WantRoom tells the consumer that the producer found the ring full and
+// is about to wait for room, asleep: RecordWriter.WantRoom, for cells.
+func (p *CellProducer) WantRoom() { atomic.AddUint64(p.r.h.roomWanted(), 1) }
+
 // Check reports the consumer's state: ErrClosed if it closed, ErrPeerDead
 // if its process died, nil otherwise (also before it attaches).
 func (p *CellProducer) Check() error {
@@ -321,6 +327,8 @@ type CellConsumer struct {
 	peeked  int
 	closed  bool
 	dead    bool
+	wantp   *uint64 // the producer's requests for room (WantRoom) ...
+	seen    uint64  // ... and their count as RoomWanted last saw it
 	r       *CellRing
 	_       pad
 }
@@ -453,6 +461,16 @@ func (c *CellConsumer) Release(k int) {
 		c.head += uint64(k)
 		asm.StoreRelease64(c.headp, c.head)
 	}
+}
+
+// RoomWanted reports whether the producer asked for room (WantRoom) since
+// the last call: RecordReader.RoomWanted, for cells.
+func (c *CellConsumer) RoomWanted() bool {
+	if n := asm.LoadAcquire64(c.wantp); n != c.seen {
+		c.seen = n
+		return true
+	}
+	return false
 }
 
 // Check reports the producer's state: ErrClosed if it closed, ErrPeerDead

@@ -316,3 +316,23 @@ func TestCellGoroutines(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestCellRoomWanted: RoomWanted of cells reports each WantRoom once.
+func TestCellRoomWanted(t *testing.T) {
+	_, p, c := newCellPair(t, 4, 64)
+	for range 4 {
+		if err := p.TrySend([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.RoomWanted() {
+		t.Fatal("RoomWanted before WantRoom")
+	}
+	p.WantRoom()
+	if _, err := c.TryRecv(make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.RoomWanted() || c.RoomWanted() {
+		t.Fatal("one WantRoom: want true, then false")
+	}
+}

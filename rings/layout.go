@@ -19,7 +19,8 @@ const CacheLine = 64
 //	         0 magic u32, 4 kind u32, 8 version u32, 12 cell size u32,
 //	         16 capacity u64 (cells or bytes), 24 max payload u32,
 //	         28 header size u32 (offset of the data area)
-//	line 1   peers: 0 flags u32 (closed bits), 16 consumer slot,
+//	line 1   peers: 0 flags u32 (closed bits), 8 requests for room u64
+//	         (raised by a producer about to wait for room), 16 consumer slot,
 //	         32 producer slot (cell and one-to-one record rings),
 //	         48 slots taken over from dead producers u64 and 56 the pid
 //	         of the last of them u64 (many-to-one rings)
@@ -43,6 +44,7 @@ const (
 	offHdrSize    = 28
 
 	offFlags        = 1 * CacheLine
+	offRoomWanted   = 1*CacheLine + 8
 	offConsumerSlot = 1*CacheLine + 16
 	offProducerSlot = 1*CacheLine + 32
 	offReclaimed    = 1*CacheLine + 48

@@ -154,6 +154,7 @@ func (r *RecordRing) Reader() (*RecordReader, error) {
 		maxPayload: uint64(r.h.maxPayload), data: r.h.data(), multi: r.h.kind == KindMPSCRing,
 		headp: word64(r.h.base, offHead), tailp: word64(r.h.base, offTail)}
 	rd.head = asm.LoadAcquire64(rd.headp)
+	rd.wantp = r.h.roomWanted() // wantSeen 0: requests made before the reader came count
 	rd.nextOff = rd.multi
 	if rd.multi {
 		rd.reclaimed = atomic.LoadUint64(word64(r.h.base, offReclaimed))
@@ -658,6 +659,13 @@ func (w *RecordWriter) Write(typ uint32, p []byte) error {
 	}
 }
 
+// WantRoom tells the reader that this writer found the ring full and is
+// about to wait for room, asleep: its RoomWanted reports true after it
+// next frees space, and whoever reads then wakes the writer. It is an
+// atomic add to a line the reader only reads, for a writer about to sleep,
+// not for every claim that finds the ring full.
+func (w *RecordWriter) WantRoom() { atomic.AddUint64(w.r.h.roomWanted(), 1) }
+
 // Check reports the reader's state: ErrClosed if it closed, ErrPeerDead if
 // its process died, nil otherwise (also before it attaches).
 func (w *RecordWriter) Check() error {
@@ -717,6 +725,8 @@ type RecordReader struct {
 	filled     int       // the first of them, those Peek found, have entries in recs
 	next       uint64    // while peeked > 0: the position after the last of them
 	recs       []peekRec // where Peek's are
+	wantp      *uint64   // the writers' requests for room (WantRoom) ...
+	wantSeen   uint64    // ... and their count as RoomWanted last saw it
 	r          *RecordRing
 	_          pad
 }
@@ -1170,6 +1180,22 @@ func (rd *RecordReader) Release(k int) {
 	if k > 0 {
 		rd.consume(end)
 	}
+}
+
+// RoomWanted reports whether a writer asked for room (WantRoom) since the
+// last call. A reader calls it after Release and wakes the writers if it
+// reports true: they may be asleep waiting for the space just freed. It is
+// one load of a line that changes only when a writer asks. The writer
+// rechecks for room after WantRoom and before it sleeps, so the reader's
+// Release must be visible before this load: a store-load fence between
+// them, or a barrier forced on the reader from the writer's side (as
+// progress.WakeFence and the progress engine's asymmetric wake-ups do).
+func (rd *RecordReader) RoomWanted() bool {
+	if n := asm.LoadAcquire64(rd.wantp); n != rd.wantSeen {
+		rd.wantSeen = n
+		return true
+	}
+	return false
 }
 
 // Read is Poll that waits until at least one record is handed to fn.

@@ -1087,3 +1087,63 @@ func TestRecordReady(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomWanted: a writer's WantRoom is reported once by the reader's
+// next RoomWanted, whatever happened in between, also to a reader that
+// attached after it; with many writers each request counts. The word
+// lies apart from the hot head and tail lines.
+func TestRoomWanted(t *testing.T) {
+	if offRoomWanted/CacheLine == offTail/CacheLine || offRoomWanted/CacheLine == offHead/CacheLine {
+		t.Fatal("requests for room share a line with the head or the tail")
+	}
+	forKinds(t, func(t *testing.T, multi bool) {
+		r, w, rd := newRecordPair(t, multi, 1024)
+		if rd.RoomWanted() {
+			t.Fatal("RoomWanted on a new ring")
+		}
+		n := 0
+		for ; w.TryWrite(1, make([]byte, 100)) == nil; n++ {
+		}
+		w.WantRoom()
+		if k, err := rd.Poll(func(uint32, []byte) {}, n); k != n || err != nil {
+			t.Fatalf("Poll: %d, %v; want %d", k, err, n)
+		}
+		if !rd.RoomWanted() {
+			t.Fatal("WantRoom not reported after a Release")
+		}
+		if rd.RoomWanted() {
+			t.Fatal("one WantRoom reported twice")
+		}
+		w.WantRoom()
+		w.WantRoom()
+		if !rd.RoomWanted() || rd.RoomWanted() {
+			t.Fatal("two requests since the last call: want one true, then false")
+		}
+		if multi {
+			w2, err := r.Writer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			w2.WantRoom()
+			if !rd.RoomWanted() {
+				t.Fatal("a second writer's WantRoom not reported")
+			}
+		}
+	})
+	r, err := NewRecordRing(AlignedBytes(RecordRingSize(1024)), 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := r.Writer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WantRoom()
+	rd, err := r.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rd.RoomWanted() || rd.RoomWanted() {
+		t.Fatal("a reader attached after WantRoom: want true once, then false")
+	}
+}

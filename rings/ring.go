@@ -196,6 +196,9 @@ func (h *header) slotDead(off uintptr) (pid int, dead bool) {
 	return pid, !peerAlive(pid, atomic.LoadUint64(word64(h.base, off+8)))
 }
 
+// roomWanted is the ring's count of requests for room (WantRoom).
+func (h *header) roomWanted() *uint64 { return word64(h.base, offRoomWanted) }
+
 func (h *header) flags() uint32 { return asm.LoadAcquire32(word32(h.base, offFlags)) }
 
 func (h *header) setFlag(f uint32) { atomic.OrUint32(word32(h.base, offFlags), f) }

@@ -420,12 +420,13 @@ func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 		return false
 	}
 	tag := int32(u32(pkt, 8))
-	k := key{u32(pkt, 4), int32(src), tag}
 	l := m.pcache.last.l // the list last looked up, in line: a window's packets share one key
-	if l == nil || m.pcache.last.k != k {
-		l = m.pcache.get(m.posted, k)
+	if l == nil || m.pcache.last.k != (key{u32(pkt, 4), int32(src), tag}) {
+		if l = ep.postedFor(src, pkt); l == nil {
+			return false
+		}
 	}
-	if l == nil || l.head == nil {
+	if l.head == nil {
 		return false
 	}
 	r := l.head
@@ -457,6 +458,15 @@ func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 	}
 	ep.complete(r, nil)
 	return true
+}
+
+// postedFor returns the list of receives posted for the key of src's
+// packet pkt, nil if none: shortToPosted's lookup past the list last
+// looked up, out of line so that the key is not kept across it.
+//
+//go:noinline
+func (ep *Endpoint) postedFor(src int, pkt []byte) *reqList {
+	return ep.m.pcache.get(ep.m.posted, key{u32(pkt, 4), int32(src), int32(u32(pkt, 8))})
 }
 
 // copyShort copies src to dst, which has room for it, and returns its

@@ -554,6 +554,21 @@ func (r *Request) WaitErr() error {
 	return err
 }
 
+// Collect gives r back to the pool and reports true if r has completed
+// without error and nothing else is owed for it (the endpoint is serial
+// and no cancel is out): WaitErr's usual case. Otherwise it reports false
+// and leaves r as it was, for Wait or WaitErr. It makes no call, so that
+// a loop collecting a window of requests (mpi.WaitallInto) keeps its
+// values in registers.
+func (r *Request) Collect() bool {
+	ep := r.ep
+	if !r.Completion.Done() || !ep.serial || r.cancelling || r.err != nil {
+		return false
+	}
+	ep.reqs.put(r)
+	return true
+}
+
 // Test reports whether r has completed, driving progress once if not. If
 // it has, r goes back to the pool as after Wait.
 func (r *Request) Test() (Status, bool, error) {

@@ -72,3 +72,39 @@ func TestReqOpZeroedInLine(t *testing.T) {
 		t.Errorf("after put, id %#x: want generation 2", r.id)
 	}
 }
+
+// TestRequestIDNeverZero: packets use id 0 for no request, so the table
+// never hands out its index 0, and a request's generation may wrap to 0
+// without its id becoming 0.
+func TestRequestIDNeverZero(t *testing.T) {
+	var tab reqTable
+	taken := make(map[*Request]bool)
+	for range chunkSize - 1 {
+		r, ok := tab.get(nil)
+		if !ok {
+			t.Fatal("the table refused a request")
+		}
+		if taken[r] {
+			t.Fatalf("request %#x handed out twice", r.id)
+		}
+		taken[r] = true
+		if r.id&(1<<32-1) == 0 {
+			t.Fatalf("index 0 handed out (id %#x)", r.id)
+		}
+	}
+	if tab.n != 1 {
+		t.Fatalf("%d chunks for %d requests", tab.n, chunkSize-1)
+	}
+	r, _ := tab.get(nil)
+	if tab.n != 2 || r.id>>chunkBits&(1<<(32-chunkBits)-1) != 1 {
+		t.Fatalf("the %dth request has id %#x from %d chunks: want the second chunk's", chunkSize, r.id, tab.n)
+	}
+	r.id = r.id&(1<<32-1) | (1<<32-1)<<32 // the last generation
+	tab.put(r)
+	if r.id == 0 || r.id>>32 != 0 {
+		t.Fatalf("after the last generation, id %#x: want generation 0 and a nonzero id", r.id)
+	}
+	if again, _ := tab.get(nil); again != r {
+		t.Fatal("the pool does not hand out the request given back last first")
+	}
+}

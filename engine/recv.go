@@ -36,11 +36,11 @@ func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error
 	if ep.serial { // else the endpoint's state may be read only under its lock
 		m := &ep.m
 		l := m.pcache.last.l
-		if n := len(ep.reqs.free) - 1; l != nil && n >= 0 && m.nuq == 0 && !ep.closed &&
+		if r := ep.reqs.free; l != nil && r != nil && m.nuq == 0 && !ep.closed &&
 			uint(src) < uint(ep.size) && uint(tag) <= math.MaxInt32 &&
 			m.pcache.last.k == (key{ctx, int32(src), int32(tag)}) && ep.peers[src].dead == nil {
-			r := ep.reqs.free[n]
-			ep.reqs.free = ep.reqs.free[:n]
+			// Taken off the pool, as reqTable.get does.
+			ep.reqs.free = r.nextFree
 			r.kind, r.buf, r.peer, r.tag, r.ctx = kindRecv, buf, src, tag, ctx
 			r.Completion.Rearm()
 			ep.inflight++

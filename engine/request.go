@@ -72,9 +72,10 @@ type Request struct {
 // reqSlot is what a request keeps across its reuse: its place in the
 // table and what the layer above stored there.
 type reqSlot struct {
-	ep    *Endpoint
-	id    uint64 // table index | generation<<32
-	owner any    // the layer above's object for this slot (Owner)
+	ep       *Endpoint
+	id       uint64   // table index | generation<<32
+	owner    any      // the layer above's object for this slot (Owner)
+	nextFree *Request // in the pool: the next free request
 }
 
 // reqOp is the state of one operation, zeroed when the request goes back
@@ -154,8 +155,8 @@ func (r *Request) SetOwner(v any) { r.owner = v }
 // in the same process may look a request up while the table grows.
 type reqTable struct {
 	chunks [tableChunks]atomic.Pointer[[chunkSize]Request]
-	n      int // chunks in use
-	free   []*Request
+	n      int      // chunks in use
+	free   *Request // the pool, linked through nextFree: taking and giving back never allocate
 }
 
 const (
@@ -166,12 +167,11 @@ const (
 
 // get takes a request from the pool, growing the table if needed.
 func (t *reqTable) get(ep *Endpoint) (*Request, bool) {
-	n := len(t.free) - 1
-	if n < 0 {
+	r := t.free
+	if r == nil {
 		return t.grow(ep)
 	}
-	r := t.free[n]
-	t.free = t.free[:n]
+	t.free = r.nextFree
 	return r, true
 }
 
@@ -184,27 +184,31 @@ func (t *reqTable) grow(ep *Endpoint) (*Request, bool) {
 	c := new([chunkSize]Request)
 	base := uint64(t.n) << chunkBits
 	for i := range c {
-		c[i].id = base + uint64(i) | 1<<32 // generation 1: no id is 0
+		c[i].id = base + uint64(i) | 1<<32 // generation 1
 		c[i].ep = ep
 	}
 	t.chunks[t.n].Store(c)
 	t.n++
-	for i := chunkSize - 1; i >= 0; i-- {
-		t.free = append(t.free, &c[i])
+	first := 0
+	if base == 0 {
+		first = 1 // index 0 unused: no id is 0, whatever the generation
+	}
+	for i := chunkSize - 1; i >= first; i-- {
+		c[i].nextFree = t.free
+		t.free = &c[i]
 	}
 	return t.get(ep)
 }
 
 // put returns r to the pool with a new generation, so that packets naming
-// its old id no longer find it.
+// its old id no longer find it. The generation may wrap to 0; an id stays
+// nonzero because the table's index 0 is never used (grow).
 func (t *reqTable) put(r *Request) {
 	r.id += 1 << 32
-	if r.id < 1<<32 { // the generation wrapped: never 0
-		r.id += 1 << 32
-	}
 	r.reqMatch = reqMatch{} // in two parts: see reqOp
 	r.reqProto = reqProto{}
-	t.free = append(t.free, r)
+	r.nextFree = t.free
+	t.free = r
 }
 
 // lookup returns the live request with id, or nil.

@@ -358,3 +358,83 @@ func TestShmParkedWoken(t *testing.T) {
 		})
 	}
 }
+
+// TestCollect: Collect gives back, as WaitErr would, only a request that
+// completed without error on a serial endpoint, and leaves any other as
+// it was for WaitErr.
+func TestCollect(t *testing.T) {
+	run(t, 2, func(ep *Endpoint) error {
+		peer := 1 - ep.Rank()
+		if ep.Rank() == 1 { // not serial: Collect never takes its requests
+			if _, err := ep.Recv(nil, peer, 98, 0); err != nil {
+				return err
+			}
+			for tag := 1; tag <= 2; tag++ {
+				r, err := ep.Isend(msg(8, tag), peer, tag, 0, Standard)
+				if err != nil {
+					return err
+				}
+				for !r.Done() {
+					ep.Progress().Progress()
+				}
+				if r.Collect() {
+					return errors.New("Collect took a request of an endpoint that is not serial")
+				}
+				if err := r.WaitErr(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := ep.SetSerial(true); err != nil {
+			return err
+		}
+		whole, short := make([]byte, 8), make([]byte, 4)
+		r1, err := ep.Irecv(whole, peer, 1, 0)
+		if err != nil {
+			return err
+		}
+		r2, err := ep.Irecv(short, peer, 2, 0) // truncated
+		if err != nil {
+			return err
+		}
+		if r1.Collect() || r2.Collect() {
+			return errors.New("Collect took a receive before its message was sent")
+		}
+		if err := ep.Send(nil, peer, 98, 0, Standard); err != nil {
+			return err
+		}
+		id := r1.id
+		deadline := time.Now().Add(10 * time.Second)
+		for !r1.Collect() {
+			if time.Now().After(deadline) {
+				return errors.New("Collect never took the completed receive")
+			}
+			ep.Progress().Progress()
+		}
+		if !bytes.Equal(whole, msg(8, 1)) {
+			return fmt.Errorf("received %x", whole)
+		}
+		if r1.state != stFree || r1.id != id+1<<32 || r1.buf != nil {
+			return fmt.Errorf("after Collect: state %d, id %#x (was %#x), buf %v: not back in the pool", r1.state, r1.id, id, r1.buf)
+		}
+		for !r2.Done() {
+			ep.Progress().Progress()
+		}
+		if r2.Collect() {
+			return errors.New("Collect took a receive that failed")
+		}
+		if err := r2.WaitErr(); !errors.Is(err, ErrTruncate) {
+			return fmt.Errorf("the truncated receive's WaitErr: %v, want ErrTruncate", err)
+		}
+		r3, err := ep.Irecv(whole, peer, 3, 0)
+		if err != nil {
+			return err
+		}
+		if r3 != r2 {
+			return errors.New("the request given back last is not the next taken")
+		}
+		r3.Free()
+		return nil
+	})
+}

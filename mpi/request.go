@@ -315,14 +315,13 @@ func WaitallInto(reqs []*Request, statuses []Status) error {
 		return waitall(reqs, statuses, true)
 	}
 	// Without statuses, the usual case of a window (a plain request below
-	// ThreadMultiple) in its own loop, the general one's work for it
-	// without the status; any other request goes through the general
-	// loop alone, and at ThreadMultiple all the rest do.
+	// ThreadMultiple, complete without error) in a loop of its own that
+	// makes no call (collectPlain); any other request the general loop's
+	// work for it without the status, or the general loop itself: alone
+	// for a request that is not plain, for all the rest at ThreadMultiple.
 	var first error
-	for i, r := range reqs {
-		if r == nil {
-			continue
-		}
+	for i := collectPlain(reqs, 0); i < len(reqs); i = collectPlain(reqs, i+1) {
+		r := reqs[i]
 		if !r.plain() {
 			if err := waitall(reqs[i:i+1], nil, true); err != nil && first == nil {
 				first = err
@@ -351,6 +350,47 @@ func WaitallInto(reqs []*Request, statuses []Status) error {
 		}
 	}
 	return first
+}
+
+// collectPlain is WaitallInto's usual case: from reqs[i] on, it collects
+// each plain request below ThreadMultiple that completed without error,
+// as the general loop would, and skips nil entries, up to the first
+// request it cannot collect so; it returns that request's index, or
+// len(reqs). It makes no call, so that the values of its loop stay in
+// registers: with the calls of the other cases in the same loop the
+// compiler kept three of them on the stack, stored on every request.
+func collectPlain(reqs []*Request, i int) int {
+	for ; i < len(reqs); i++ {
+		r := reqs[i]
+		if r == nil {
+			continue
+		}
+		if !r.plain() {
+			return i
+		}
+		p := r.c.p
+		if p.thread >= ThreadMultiple {
+			return i
+		}
+		if er := r.er; er != nil {
+			if !er.Collect() {
+				return i
+			}
+			r.er = nil
+			r.spare = true // its slot's next operation takes it back
+		} else { // a send that left at once (engine.Sent)
+			n := len(p.reqFree)
+			if n == cap(p.reqFree) || n >= maxFreeRequests {
+				return i // giveBack may have to grow the stack, or drop r
+			}
+			r.sent = engine.Sent{}
+			p.reqFree = p.reqFree[:n+1]
+			p.reqFree[n] = r
+		}
+		r.inactive = true
+		reqs[i] = nil
+	}
+	return i
 }
 
 // waitall is Waitall and WaitallInto; recycle gives completed requests

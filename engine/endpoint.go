@@ -253,12 +253,18 @@ func (ep *Endpoint) pollLocked() int {
 			// One record at a time: handled while the writer still
 			// writes the next (rings.RecordReader.Next).
 			for { // Next stops at batch: nothing is released here
-				pkt, e := rd.Next(batch)
+				var pkt []byte
+				if ep.serial {
+					k, pkt = ep.pollShort(i, rd, k, batch)
+				}
 				if pkt == nil {
-					if e != nil && !errors.Is(e, rings.ErrClosed) {
-						err = e // ErrClosed: this rank closed the inbox; nothing malformed
+					var e error
+					if pkt, e = rd.Next(batch); pkt == nil {
+						if e != nil && !errors.Is(e, rings.ErrClosed) {
+							err = e // ErrClosed: this rank closed the inbox; nothing malformed
+						}
+						break
 					}
-					break
 				}
 				if len(pkt) >= large {
 					k, base, err = ep.pollLarge(i, rd, pkt, k, batch, large)

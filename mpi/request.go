@@ -358,7 +358,11 @@ func WaitallInto(reqs []*Request, statuses []Status) error {
 // request it cannot collect so; it returns that request's index, or
 // len(reqs). It makes no call, so that the values of its loop stay in
 // registers: with the calls of the other cases in the same loop the
-// compiler kept three of them on the stack, stored on every request.
+// compiler kept three of them on the stack, stored on every request. Out
+// of line for the same reason: inlined in WaitallInto (as a profile may
+// have it), its loop would be among those calls again.
+//
+//go:noinline
 func collectPlain(reqs []*Request, i int) int {
 	for ; i < len(reqs); i++ {
 		r := reqs[i]

@@ -490,3 +490,91 @@ func TestFreedReceiveCompletes(t *testing.T) {
 		return nil
 	})
 }
+
+// TestParkedWaiterWokenByProgressGoroutine: on an endpoint a dedicated
+// progress goroutine polls (so not serial), a goroutine parked on one of
+// the receives of a window (no spinning, no pause phase, a 30-second nap)
+// is woken when that goroutine completes it. The serial endpoint's
+// short-packet loop (pollShort) completes requests without a wake-up,
+// which only a serial endpoint may: run here, the waiter would sleep until
+// some later ring, and the sender sends the next message only once the
+// waiter has its own. A second poller keeps the progress goroutine busy 2
+// ms a poll, so that the waiter, woken by the sender's ring, has looked at
+// its request and parked again before the poll that completes it.
+func TestParkedWaiterWokenByProgressGoroutine(t *testing.T) {
+	parks := parkAtOnce(t)
+	before := parks.Read()
+	start := time.Now()
+	const n = 4
+	run(t, 2, func(ep *Endpoint) error {
+		peer := 1 - ep.Rank()
+		if ep.Rank() == 0 {
+			if _, err := ep.Recv(nil, peer, 98, 0); err != nil {
+				return err
+			}
+			for i := range n {
+				time.Sleep(5 * time.Millisecond) // the receiver's waiters park meanwhile
+				if err := ep.Send(msg(8, i), peer, 1, 0, Standard); err != nil {
+					return err
+				}
+				if _, err := ep.Recv(nil, peer, 99, 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		defer ep.Progress().Register(busyPoller{})()
+		if err := ep.Progress().Start(-1); err != nil {
+			return err
+		}
+		defer ep.Progress().Stop()
+		bufs := make([][]byte, n)
+		reqs := make([]*Request, n)
+		for i := range reqs {
+			bufs[i] = make([]byte, 8)
+			var err error
+			if reqs[i], err = ep.Irecv(bufs[i], peer, 1, 0); err != nil {
+				return err
+			}
+		}
+		// Each request has a goroutine of its own parked on it.
+		errs := make(chan error, n)
+		for i, r := range reqs {
+			go func() {
+				if _, err := r.Wait(); err != nil {
+					errs <- err
+				} else if !bytes.Equal(bufs[i], msg(8, i)) {
+					errs <- fmt.Errorf("receive %d holds %x", i, bufs[i])
+				} else {
+					errs <- nil
+				}
+			}()
+		}
+		if err := ep.Send(nil, peer, 98, 0, Standard); err != nil {
+			return err
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				return err
+			}
+			if err := ep.Send(nil, peer, 99, 0, Standard); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("a window of %d receives took %v: a parked waiter was not woken", n, el)
+	}
+	if parks.Read() == before {
+		t.Fatal("no goroutine parked: the test did not test waking")
+	}
+}
+
+// busyPoller is a progress.Poller that always finds work, 2 ms of it.
+type busyPoller struct{}
+
+func (busyPoller) Poll() int {
+	time.Sleep(2 * time.Millisecond)
+	return 1
+}

@@ -1035,47 +1035,6 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 // and the first Next after their Release reports it. Only single-producer
 // rings support it (ErrInvalid otherwise).
 func (rd *RecordReader) Next(max int) ([]byte, error) {
-	if rec := rd.NextReady(max); rec != nil {
-		return rec, nil
-	}
-	return rd.nextSlow(max)
-}
-
-// NextReady is Next's usual case alone: the next record if it is ready
-// and well formed at the place Next reads from next, and fewer than max
-// are out; nil otherwise, where Next says what is there (nothing,
-// padding, a malformed record, an error). It makes no call, for a reader
-// whose loop over records keeps its values in registers and turns to
-// Next only when this returns nil.
-func (rd *RecordReader) NextReady(max int) []byte {
-	head := rd.head
-	if rd.peeked > 0 {
-		head = rd.next
-	}
-	if rd.nextOff || rd.peeked >= max || head-rd.head >= rd.capacity { // never a whole lap: see Peek
-		return nil
-	}
-	idx := head & rd.mask
-	w := asm.LoadAcquire64(rd.hdr(idx))
-	length := uint64(uint32(w))
-	step := align(length, recordAlign)
-	// A record, well formed (a length below the header's wraps n past
-	// maxPayload): wellFormed's checks for that case alone. A header of
-	// length 0 (nothing yet) fails the length check.
-	if n := length - recordHeader; uint32(w>>32) == typePadding || n > rd.maxPayload || step > rd.capacity-idx {
-		return nil
-	}
-	// No entry in recs: Record and Release find a record Next handed out
-	// by walking the headers (locate), which only a partial Release or a
-	// Record call needs; the engine's poll releases whole batches and
-	// never asks.
-	rd.next = head + step
-	rd.peeked++
-	return rd.bytes(idx+recordHeader, length-recordHeader)
-}
-
-// nextSlow is Next past its usual case (NextReady).
-func (rd *RecordReader) nextSlow(max int) ([]byte, error) {
 	if rd.nextOff {
 		if rd.multi {
 			return nil, ErrInvalid
@@ -1123,6 +1082,36 @@ func (rd *RecordReader) nextSlow(max int) ([]byte, error) {
 		}
 	}
 	return nil, nil
+}
+
+// NextReady is Next's usual case alone: the next record if it is ready
+// and well formed at the place Next reads from next, and fewer than max
+// are out; nil otherwise, where Next says what is there (nothing,
+// padding, a malformed record, an error). It makes no call, for a reader
+// whose loop over records keeps its values in registers and turns to
+// Next only when this returns nil.
+func (rd *RecordReader) NextReady(max int) []byte {
+	head := rd.head
+	if rd.peeked > 0 {
+		head = rd.next
+	}
+	if rd.nextOff || rd.peeked >= max || head-rd.head >= rd.capacity { // never a whole lap: see Peek
+		return nil
+	}
+	idx := head & rd.mask
+	w := asm.LoadAcquire64(rd.hdr(idx))
+	length := uint64(uint32(w))
+	step := align(length, recordAlign)
+	// A record, well formed (a length below the header's wraps n past
+	// maxPayload): wellFormed's checks for that case alone. A header of
+	// length 0 (nothing yet) fails the length check.
+	if n := length - recordHeader; uint32(w>>32) == typePadding || n > rd.maxPayload || step > rd.capacity-idx {
+		return nil
+	}
+	// No entry in recs, as for Next's records.
+	rd.next = head + step
+	rd.peeked++
+	return rd.bytes(idx+recordHeader, length-recordHeader)
 }
 
 // Ready reports whether the writer has published something at the place

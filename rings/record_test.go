@@ -264,6 +264,104 @@ func TestRecordNext(t *testing.T) {
 	}
 }
 
+// TestRecordNextReady: NextReady hands out the records Next would, in
+// order, and nil where Next has more to say (nothing ready, the batch's
+// max out, padding at the wrap, a malformed header), leaving those for
+// Next: a reader that falls back on Next when it returns nil reads the
+// whole stream, padding at every offset included.
+func TestRecordNextReady(t *testing.T) {
+	r, w, rd := newRecordPair(t, false, 1024)
+	if p := rd.NextReady(10); p != nil {
+		t.Fatalf("empty ring: NextReady = %v", p)
+	}
+	max := r.MaxPayload()
+	buf := make([]byte, max)
+	size := func(seq uint64) int { return int(seq * 7 % uint64(max/2+1)) }
+	var sent, got, ready, fallback uint64
+	for got < 4000 {
+		for {
+			m := buf[:size(sent)]
+			pattern(m, sent)
+			if err := w.TryWrite(1, m); err == ErrFull {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		}
+		limit := int(got%7) + 1
+		out := 0
+		for {
+			p := rd.NextReady(limit)
+			if p != nil {
+				ready++
+			} else {
+				var err error
+				if p, err = rd.Next(limit); err != nil {
+					t.Fatal(err)
+				}
+				if p == nil {
+					break
+				}
+				fallback++
+			}
+			if len(p) != size(got) || !checkPattern(p, got) {
+				t.Fatalf("record %d: %d bytes %v", got, len(p), p)
+			}
+			got++
+			out++
+		}
+		if out != limit && got < sent {
+			t.Fatalf("%d records out of a batch of %d with %d ready", out, limit, sent-got)
+		}
+		if p := rd.NextReady(limit); p != nil {
+			t.Fatalf("NextReady past the batch's max: %d bytes", len(p))
+		}
+		rd.Release(out)
+	}
+	if ready == 0 || fallback == 0 {
+		t.Fatalf("%d records from NextReady, %d from Next: want both", ready, fallback)
+	}
+
+	// Malformed headers: a length past the largest payload, and one
+	// within it that runs past the ring's end (writers pad there).
+	// NextReady leaves them to Next, which reports them.
+	for n := 0; ; n++ { // the stream's rest
+		if p, err := rd.Next(1 << 20); err != nil || p == nil {
+			rd.Release(n)
+			break
+		}
+	}
+	capacity := uint64(1024)
+	for _, overrun := range []bool{false, true} {
+		for {
+			if err := w.TryWrite(1, make([]byte, 16)); err != nil {
+				t.Fatal(err)
+			}
+			idx := rd.head & rd.mask
+			if !overrun || idx >= capacity-64 {
+				hp := rd.hdr(idx)
+				length := uint64(max) + recordHeader + 8
+				if overrun {
+					length = capacity - idx + 64
+				}
+				*hp = *hp&^0xffffffff | length
+				break
+			}
+			if p, err := rd.Next(1); len(p) != 16 || err != nil {
+				t.Fatalf("filler record: %v, %v", p, err)
+			}
+			rd.Release(1)
+		}
+		if p := rd.NextReady(10); p != nil {
+			t.Fatalf("malformed header (overrun %v): NextReady = %q", overrun, p)
+		}
+		if p, err := rd.Next(10); p != nil || err != ErrCorrupt {
+			t.Fatalf("Next at the malformed header (overrun %v) = %q, %v", overrun, p, err)
+		}
+	}
+}
+
 // TestRecordNextPartial mixes Peek and Next in one batch and releases part
 // of what is out: Record finds every record out, Peek's and Next's, a
 // partial Release gives back exactly the records it names (and the padding

@@ -578,3 +578,187 @@ func (busyPoller) Poll() int {
 	time.Sleep(2 * time.Millisecond)
 	return 1
 }
+
+// shortRecv and shortSend describe one receive posted and one message
+// sent in a TestShortPathCases case.
+type shortRecv struct {
+	src, tag int
+	ctx      uint32
+	size     int
+}
+
+type shortSend struct {
+	from, tag int
+	ctx       uint32
+	size      int
+	mode      Mode
+}
+
+// TestShortPathCases: a serial receiver with its receives posted, whose
+// first poll finds each sender's messages all in its ring, delivers them
+// as matching says, whichever path takes them. The cases are those where
+// a window's short-packet loop (pollShort) must leave a packet to the
+// general path: payloads outside 8 to 16 bytes, a buffer too small, keys
+// (tag, context, source) other than the one last looked up, a wildcard
+// receive posted between, packets other than short ones (synchronous
+// sends), a receive list down to its last receive and past it. Messages
+// no receive was posted for are received afterwards, in order.
+func TestShortPathCases(t *testing.T) {
+	cases := []struct {
+		name  string
+		ranks int
+		recvs []shortRecv
+		sends []shortSend
+	}{
+		{name: "sizes", ranks: 2},
+		{name: "truncated", ranks: 2},
+		{name: "tags", ranks: 2},
+		{name: "contexts", ranks: 2},
+		{name: "wildcard", ranks: 2},
+		{name: "synchronous", ranks: 2},
+		{name: "exhausted", ranks: 2},
+		{name: "sources", ranks: 3},
+	}
+	for i := range cases {
+		c := &cases[i]
+		switch c.name {
+		case "sizes": // 0 to 20 bytes, the same key
+			for n := 0; n <= 20; n++ {
+				c.recvs = append(c.recvs, shortRecv{1, 1, 0, 20})
+				c.sends = append(c.sends, shortSend{1, 1, 0, n, Standard})
+			}
+		case "truncated": // 12 bytes into 8, 16 into 12
+			for n := 0; n < 6; n++ {
+				c.recvs = append(c.recvs, shortRecv{1, 1, 0, 8 + 4*(n%2)})
+				c.sends = append(c.sends, shortSend{1, 1, 0, 12 + 4*(n%2), Standard})
+			}
+		case "tags", "contexts": // two keys interleaved
+			for n := 0; n < 12; n++ {
+				tag, ctx := 1, uint32(0)
+				if c.name == "tags" {
+					tag += n % 2
+				} else {
+					ctx += uint32(n % 2)
+				}
+				c.recvs = append(c.recvs, shortRecv{1, tag, ctx, 16})
+				c.sends = append(c.sends, shortSend{1, tag, ctx, 8, Standard})
+			}
+		case "wildcard": // an AnyTag receive posted between those of tag 1
+			c.recvs = []shortRecv{{1, 1, 0, 16}, {1, AnyTag, 0, 16}, {1, 1, 0, 16}, {1, 1, 0, 16}, {AnySource, 1, 0, 16}, {1, 1, 0, 16}, {1, 1, 0, 16}}
+			for range c.recvs {
+				c.sends = append(c.sends, shortSend{1, 1, 0, 8, Standard})
+			}
+		case "synchronous": // short and synchronous sends interleaved (eager packets, the same key at the same offsets)
+			for n := 0; n < 9; n++ {
+				mode := Standard
+				if n%3 == 1 {
+					mode = Synchronous
+				}
+				c.recvs = append(c.recvs, shortRecv{1, 1, 0, 16})
+				c.sends = append(c.sends, shortSend{1, 1, 0, 8, mode})
+			}
+		case "exhausted": // more messages than receives: the key's list empties
+			c.recvs = []shortRecv{{1, 1, 0, 16}, {1, 1, 0, 16}}
+			for range 5 {
+				c.sends = append(c.sends, shortSend{1, 1, 0, 8, Standard})
+			}
+		case "sources": // the same tag from two senders
+			for n := 0; n < 12; n++ {
+				src := 1 + n%2
+				c.recvs = append(c.recvs, shortRecv{src, 1, 0, 16})
+			}
+			for n := 0; n < 12; n++ {
+				c.sends = append(c.sends, shortSend{1 + n/6, 1, 0, 8 + n%6, Standard})
+			}
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// What matching says: each sender's messages in order, each
+			// to the receive posted first that it matches.
+			want := make([]int, len(c.recvs)) // the message each receive gets
+			taken := make([]bool, len(c.recvs))
+			var late []int // messages that find no receive
+			for m, s := range c.sends {
+				matched := false
+				for i, r := range c.recvs {
+					if !taken[i] && (r.src == s.from || r.src == AnySource) && (r.tag == s.tag || r.tag == AnyTag) && r.ctx == s.ctx {
+						taken[i], want[i], matched = true, m, true
+						break
+					}
+				}
+				if !matched {
+					late = append(late, m)
+				}
+			}
+			run(t, c.ranks, func(ep *Endpoint) error {
+				if err := ep.SetSerial(true); err != nil {
+					return err
+				}
+				if ep.Rank() != 0 {
+					if _, err := ep.Recv(nil, 0, 900, 0); err != nil {
+						return err
+					}
+					var reqs []*Request
+					for m, s := range c.sends {
+						if s.from == ep.Rank() {
+							r, err := ep.Isend(msg(s.size, m), 0, s.tag, s.ctx, s.mode)
+							if err != nil {
+								return err
+							}
+							reqs = append(reqs, r)
+						}
+					}
+					for _, r := range reqs {
+						if _, err := r.Wait(); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				bufs := make([][]byte, len(c.recvs))
+				reqs := make([]*Request, len(c.recvs))
+				for i, r := range c.recvs {
+					bufs[i] = make([]byte, r.size)
+					var err error
+					if reqs[i], err = ep.Irecv(bufs[i], r.src, r.tag, r.ctx); err != nil {
+						return err
+					}
+				}
+				for s := 1; s < c.ranks; s++ {
+					if err := ep.Send(nil, s, 900, 0, Standard); err != nil {
+						return err
+					}
+				}
+				time.Sleep(20 * time.Millisecond) // every message in the rings before the first poll
+				for i, r := range reqs {
+					st, err := r.Wait()
+					s := c.sends[want[i]]
+					n := min(s.size, c.recvs[i].size)
+					if s.size > c.recvs[i].size {
+						if !errors.Is(err, ErrTruncate) {
+							return fmt.Errorf("receive %d: %v, want ErrTruncate", i, err)
+						}
+					} else if err != nil {
+						return fmt.Errorf("receive %d: %v", i, err)
+					}
+					if st.Source != s.from || st.Tag != s.tag || st.Count != n {
+						return fmt.Errorf("receive %d: status %+v, want message %d (source %d, tag %d, %d bytes)", i, st, want[i], s.from, s.tag, n)
+					}
+					if !bytes.Equal(bufs[i][:n], msg(s.size, want[i])[:n]) {
+						return fmt.Errorf("receive %d holds %x, want message %d's %x", i, bufs[i][:n], want[i], msg(s.size, want[i])[:n])
+					}
+				}
+				for _, m := range late {
+					s := c.sends[m]
+					buf := make([]byte, s.size)
+					st, err := ep.Recv(buf, s.from, s.tag, s.ctx)
+					if err != nil || st.Count != s.size || !bytes.Equal(buf, msg(s.size, m)) {
+						return fmt.Errorf("message %d, received late: %v, %+v, %x", m, err, st, buf)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}

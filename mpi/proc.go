@@ -82,14 +82,16 @@ func spareOf(er *engine.Request) *Request {
 	return nil
 }
 
-// popFree takes a request off the free stack, or makes one.
+// popFree takes a request off the free stack, or makes one. The slot it
+// leaves keeps its pointer until the stack grows over it (no store, and
+// no write barrier, a request): at most maxFreeRequests requests that
+// the program dropped without a Wait stay reachable that way.
 func (p *proc) popFree() *Request {
 	n := len(p.reqFree)
 	if n == 0 {
 		return new(Request)
 	}
 	r := p.reqFree[n-1]
-	p.reqFree[n-1] = nil
 	p.reqFree = p.reqFree[:n-1]
 	return r
 }

@@ -190,7 +190,10 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if c.usual(dest, tag) { // checked in line
 		// Sent at once (a window's small sends): apart from the rest below.
 		if s, ok, _ := c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard); ok {
-			r := c.p.newRequest()
+			r := c.p.takeFree()
+			if r == nil {
+				r = c.p.newRequest()
+			}
 			*r = Request{} // set whole, as below, without building it aside
 			r.c, r.sent, r.op = c, s, opIsend
 			return r, nil

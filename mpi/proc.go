@@ -53,12 +53,16 @@ func (p *proc) newRequest() *Request {
 
 // takeFree is newRequest's usual case, small enough to go in line
 // without a profile (a window's sends): a request off the free stack
-// below ThreadMultiple, or nil, where the caller calls newRequest.
+// below ThreadMultiple, or nil, where the caller calls newRequest. The
+// level is checked first: at ThreadMultiple the stack is read only under
+// reqLock.
 func (p *proc) takeFree() *Request {
-	if n := len(p.reqFree); n > 0 && p.thread < ThreadMultiple {
-		r := p.reqFree[n-1]
-		p.reqFree = p.reqFree[:n-1]
-		return r
+	if p.thread < ThreadMultiple {
+		if n := len(p.reqFree); n > 0 {
+			r := p.reqFree[n-1]
+			p.reqFree = p.reqFree[:n-1]
+			return r
+		}
 	}
 	return nil
 }

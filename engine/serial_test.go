@@ -63,10 +63,8 @@ func TestSerialSendRecv(t *testing.T) {
 			}
 			reqs = append(reqs, r)
 		}
-		for _, r := range reqs {
-			if _, err := r.Wait(); err != nil {
-				return err
-			}
+		if err := waitAll(reqs); err != nil {
+			return err
 		}
 		for i := range w {
 			if !bytes.Equal(bufs[i], msg(16, i)) {
@@ -579,6 +577,16 @@ func (busyPoller) Poll() int {
 	return 1
 }
 
+// waitAll waits for each of reqs in turn.
+func waitAll(reqs []*Request) error {
+	for _, r := range reqs {
+		if _, err := r.Wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // shortRecv and shortSend describe one receive posted and one message
 // sent in a TestShortPathCases case.
 type shortRecv struct {
@@ -709,12 +717,7 @@ func TestShortPathCases(t *testing.T) {
 							reqs = append(reqs, r)
 						}
 					}
-					for _, r := range reqs {
-						if _, err := r.Wait(); err != nil {
-							return err
-						}
-					}
-					return nil
+					return waitAll(reqs)
 				}
 				bufs := make([][]byte, len(c.recvs))
 				reqs := make([]*Request, len(c.recvs))

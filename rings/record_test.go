@@ -264,6 +264,23 @@ func TestRecordNext(t *testing.T) {
 	}
 }
 
+// fillRecords writes records of type 1 numbered from seq on, each of
+// size(seq) bytes of pattern, until the ring is full, and returns the
+// next number. buf holds the largest.
+func fillRecords(t *testing.T, w *RecordWriter, buf []byte, size func(uint64) int, seq uint64) uint64 {
+	t.Helper()
+	for {
+		m := buf[:size(seq)]
+		pattern(m, seq)
+		if err := w.TryWrite(1, m); err == ErrFull {
+			return seq
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+	}
+}
+
 // TestRecordNextReady: NextReady hands out the records Next would, in
 // order, and nil where Next has more to say (nothing ready, the batch's
 // max out, padding at the wrap, a malformed header), leaving those for
@@ -279,16 +296,7 @@ func TestRecordNextReady(t *testing.T) {
 	size := func(seq uint64) int { return int(seq * 7 % uint64(max/2+1)) }
 	var sent, got, ready, fallback uint64
 	for got < 4000 {
-		for {
-			m := buf[:size(sent)]
-			pattern(m, sent)
-			if err := w.TryWrite(1, m); err == ErrFull {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			sent++
-		}
+		sent = fillRecords(t, w, buf, size, sent)
 		limit := int(got%7) + 1
 		out := 0
 		for {
@@ -375,16 +383,7 @@ func TestRecordNextPartial(t *testing.T) {
 	size := func(seq uint64) int { return int(seq * 7 % uint64(max/2+1)) }
 	var sent, got uint64
 	for round := 0; got < 4000; round++ {
-		for {
-			m := buf[:size(sent)]
-			pattern(m, sent)
-			if err := w.TryWrite(1, m); err == ErrFull {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			sent++
-		}
+		sent = fillRecords(t, w, buf, size, sent)
 		var out [][]byte
 		if peek := round % 3; peek > 0 {
 			k, err := rd.Peek(peek)

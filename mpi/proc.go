@@ -57,12 +57,8 @@ func (p *proc) newRequest() *Request {
 // level is checked first: at ThreadMultiple the stack is read only under
 // reqLock.
 func (p *proc) takeFree() *Request {
-	if p.thread < ThreadMultiple {
-		if n := len(p.reqFree); n > 0 {
-			r := p.reqFree[n-1]
-			p.reqFree = p.reqFree[:n-1]
-			return r
-		}
+	if p.thread < ThreadMultiple && len(p.reqFree) > 0 {
+		return p.popFree()
 	}
 	return nil
 }

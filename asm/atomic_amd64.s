@@ -30,6 +30,22 @@ TEXT ·StoreRelease64Pair(SB), NOSPLIT|NOFRAME, $0-32
 	MOVQ DX, (CX)
 	RET
 
+// func StoreRelease64PairPrefetchW(a *uint64, va uint64, b *uint64, vb uint64, next unsafe.Pointer)
+TEXT ·StoreRelease64PairPrefetchW(SB), NOSPLIT|NOFRAME, $0-40
+	MOVQ a+0(FP), AX
+	MOVQ va+8(FP), BX
+	MOVQ b+16(FP), CX
+	MOVQ vb+24(FP), DX
+	MOVQ BX, (AX)
+	MOVQ DX, (CX)
+	MOVQ next+32(FP), AX
+	TESTQ AX, AX
+	JZ   done
+	// PREFETCHW (AX), as in PrefetchW.
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x08
+done:
+	RET
+
 // func Fence()
 TEXT ·Fence(SB), NOSPLIT|NOFRAME, $0-0
 	LOCK

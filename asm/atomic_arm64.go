@@ -2,6 +2,8 @@
 
 package asm
 
+import "unsafe"
+
 // StoreRelease32 stores v into *addr with release semantics: every load and
 // store before it in program order is visible to another CPU before v is.
 //
@@ -19,6 +21,14 @@ func StoreRelease64(addr *uint64, v uint64)
 //
 //go:noescape
 func StoreRelease64Pair(a *uint64, va uint64, b *uint64, vb uint64)
+
+// StoreRelease64PairPrefetchW is StoreRelease64Pair followed, if next is
+// not nil, by PrefetchW(next): a producer's record, its position, and the
+// request for the line it writes next, in the one call that ends its
+// write path, so that nothing of the caller is live across a call.
+//
+//go:noescape
+func StoreRelease64PairPrefetchW(a *uint64, va uint64, b *uint64, vb uint64, next unsafe.Pointer)
 
 // Fence orders every earlier load and store before every later one (DMB
 // ISH). Use it where two threads each store then check the other's flag,

@@ -2,7 +2,10 @@
 
 package asm
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // StoreRelease32 stores v into *addr with release semantics: every load and
 // store before it in program order is visible to another CPU before v is.
@@ -17,6 +20,15 @@ func StoreRelease64(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
 func StoreRelease64Pair(a *uint64, va uint64, b *uint64, vb uint64) {
 	atomic.StoreUint64(a, va)
 	atomic.StoreUint64(b, vb)
+}
+
+// StoreRelease64PairPrefetchW is StoreRelease64Pair followed, if next is
+// not nil, by PrefetchW(next).
+func StoreRelease64PairPrefetchW(a *uint64, va uint64, b *uint64, vb uint64, next unsafe.Pointer) {
+	StoreRelease64Pair(a, va, b, vb)
+	if next != nil {
+		PrefetchW(next)
+	}
 }
 
 var fenceWord atomic.Uint32

@@ -286,6 +286,19 @@ func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
 // end of the data area first if they would not fit before it, and
 // returns where they start.
 func (w *RecordWriter) reserveOwn(need uint64) (uint64, error) {
+	if err := w.makeRoom(need); err != nil {
+		return 0, err
+	}
+	idx := w.tail & w.mask
+	w.tail += need
+	return idx, nil
+}
+
+// makeRoom makes need bytes at the tail free for a single producer: it
+// rereads the reader's head if the cached one leaves too little room, and
+// pads to the end of the data area if they would not fit before it
+// (moving the tail to the start), or returns ErrFull.
+func (w *RecordWriter) makeRoom(need uint64) error {
 	t := w.tail
 	idx := t & w.mask
 	var padding uint64
@@ -295,15 +308,14 @@ func (w *RecordWriter) reserveOwn(need uint64) (uint64, error) {
 	if t+padding+need-w.headCache > w.capacity {
 		w.headCache = asm.LoadAcquire64(w.headp)
 		if t+padding+need-w.headCache > w.capacity {
-			return 0, ErrFull
+			return ErrFull
 		}
 	}
 	if padding != 0 {
 		asm.StoreRelease64(w.hdr(idx), padding|uint64(typePadding)<<32)
-		idx = 0
+		w.tail = t + padding
 	}
-	w.tail = t + padding + need
-	return idx, nil
+	return nil
 }
 
 // maxWholePrefetch bounds the records prefetched whole: far more lines
@@ -354,11 +366,18 @@ func (w *RecordWriter) Prefetching() bool { return w.ahead != 0 && !w.noPrefetch
 // cached head says so): fetching a line it has yet to read would steal it
 // from the reader.
 func (w *RecordWriter) prefetch(t uint64) {
+	if next := w.prefetchLine(t); next != nil {
+		asm.PrefetchW(next)
+	}
+}
+
+// prefetchLine returns the line prefetch asks for, or nil.
+func (w *RecordWriter) prefetchLine(t uint64) unsafe.Pointer {
 	at := w.tail + w.ahead
 	if (t+w.ahead)/CacheLine == at/CacheLine || at+CacheLine-w.headCache > w.capacity {
-		return
+		return nil
 	}
-	asm.PrefetchW(unsafe.Add(w.data, at&w.mask&^(CacheLine-1)))
+	return unsafe.Add(w.data, at&w.mask&^(CacheLine-1))
 }
 
 // Warm asks for write ownership of up to lines cache lines from the
@@ -581,21 +600,16 @@ func (w *RecordWriter) TryWrite(typ uint32, p []byte) error {
 // TryWrite's.
 func (w *RecordWriter) TryWriteWords(typ uint32, h0, h1 uint64, p []byte) error {
 	n := 16 + len(p)
-	if uint64(n) > w.fastMax || typ > MaxRecordType {
-		return w.writeWords(typ, h0, h1, p)
-	}
 	length := uint64(recordHeader + n)
 	need := align(length, recordAlign)
 	t := w.tail
 	idx := t & w.mask
-	if need <= w.capacity-idx && t+need-w.headCache <= w.capacity {
-		w.tail = t + need // reserveOwn's usual case, in line
-	} else {
-		var err error
-		if idx, err = w.reserveOwn(need); err != nil {
-			return err // not holding, so nothing held to publish (Claim)
-		}
+	if uint64(n) > w.fastMax || typ > MaxRecordType || need > w.capacity-idx || t+need-w.headCache > w.capacity {
+		// Everything else out of line, with nothing of this call live
+		// across a call in its usual case.
+		return w.writeWordsSlow(typ, h0, h1, p)
 	}
+	w.tail = t + need
 	b := (*[16]byte)(unsafe.Add(w.data, idx+recordHeader))
 	binary.LittleEndian.PutUint64(b[:8], h0)
 	binary.LittleEndian.PutUint64(b[8:], h1)
@@ -604,14 +618,29 @@ func (w *RecordWriter) TryWriteWords(typ uint32, h0, h1 uint64, p []byte) error 
 		w.claimLen = length
 		w.padLine()
 	}
-	// Publish, then prefetch for what comes next: no store waits on the
-	// prefetch, and the call into assembly that publishes comes where
-	// little is live.
-	asm.StoreRelease64Pair(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail)
-	if w.ahead != 0 && !w.noPrefetch && (t+w.ahead)/CacheLine != (w.tail+w.ahead)/CacheLine {
-		w.prefetch(t) // only a claim that enters a new line prefetches
+	var next unsafe.Pointer
+	if w.ahead != 0 && !w.noPrefetch {
+		next = w.prefetchLine(t) // only a claim that enters a new line prefetches
 	}
+	// Publish, then prefetch for what comes next (no store waits on the
+	// prefetch), in the call into assembly that ends the write.
+	asm.StoreRelease64PairPrefetchW(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail, next)
 	return nil
+}
+
+// writeWordsSlow is TryWriteWords for a record it does not write in line:
+// by way of Claim and Commit for a writer not in its fast state (setFast)
+// or a type out of range; after rereading the reader's head, or padding
+// to the end of the data area, for a record that did not fit as things
+// stood, which then goes in line.
+func (w *RecordWriter) writeWordsSlow(typ uint32, h0, h1 uint64, p []byte) error {
+	if uint64(16+len(p)) > w.fastMax || typ > MaxRecordType {
+		return w.writeWords(typ, h0, h1, p)
+	}
+	if err := w.makeRoom(align(uint64(recordHeader+16+len(p)), recordAlign)); err != nil {
+		return err // not holding, so nothing held to publish (Claim)
+	}
+	return w.TryWriteWords(typ, h0, h1, p) // fits at the tail now
 }
 
 // copySmall copies p to dst: a payload of 8 to 16 bytes (a short

@@ -67,13 +67,13 @@ type peer struct {
 	dataq  reqQueue            // rendezvous sends streaming data after cts
 	rx     rxState             // the eager message this peer is in the middle of
 	dead   error               // non-nil once the peer is gone
-	count  *transportShards
-	short  int    // the largest payload of a short packet on out
-	sid    uint32 // the last short id given to a send to this peer
-	held   int    // packets handled but not yet released
-	rndv   uint64 // the last rendezvous receive started from this peer
-	queued bool   // counted in outq
-	wake   bool   // in ep.woken
+	count  transportShards     // its transport's counter shards
+	short  int                 // the largest payload of a short packet on out
+	sid    uint32              // the last short id given to a send to this peer
+	held   int                 // packets handled but not yet released
+	rndv   uint64              // the last rendezvous receive started from this peer
+	queued bool                // counted in outq
+	wake   bool                // in ep.woken
 }
 
 // rxState tracks an eager message whose fragments are still arriving.
@@ -168,7 +168,7 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 			s = &transportShards{msgs: counts[i].msgs.Shard(), bytes: counts[i].bytes.Shard()}
 			shards[counts[i]] = s
 		}
-		ep.peers[i] = peer{out: links[i], in: inboxes[i], count: s}
+		ep.peers[i] = peer{out: links[i], in: inboxes[i], count: *s}
 		if links[i] != nil {
 			ep.peers[i].short = links[i].MaxPacket() - shortHeader
 		}

@@ -16,18 +16,31 @@ import (
 //
 // A doorbell may live in memory shared between processes (see DoorbellAt),
 // so that a rank in another process can wake this one. Its layout is three
-// little-endian 32-bit words, the futex sequence, the sleeper count and
-// flags, followed by padding to DoorbellSize.
+// little-endian 32-bit words, the sleeper count, flags and the futex
+// sequence, followed by padding to DoorbellSize. The first two share one
+// aligned 64-bit word, which Quiet reads with one load.
 //
 // Ringing costs a load when nobody sleeps, which is the case while the
 // engine is busy, and a fence before it where asymmetric wake-ups are off
 // (see WakeFence).
 type Doorbell struct {
-	seq      uint32 // futex word: bumped by every ring that finds sleepers
-	sleepers uint32 // goroutines between announcing a nap and leaving it
-	flags    uint32 // flagFence: a sleeper does not issue the heavy barrier
+	_        [0]uint64 // sleepers and flags: one aligned 64-bit word
+	sleepers uint32    // goroutines between announcing a nap and leaving it
+	flags    uint32    // flagFence: a sleeper does not issue the heavy barrier
+	seq      uint32    // futex word: bumped by every ring that finds sleepers
 	_        [52]byte
 }
+
+// quietMask selects, in the word of a doorbell's sleeper count and flags
+// (little-endian: the count below, the flags above), what keeps RingFenced
+// from doing nothing: any sleeper, and where this process skips its fence
+// (asymmetric), a sleeper's demand that wakers fence.
+var quietMask = func() uint64 {
+	if asymmetric {
+		return 1<<32 - 1 | flagFence<<32
+	}
+	return 1<<32 - 1
+}()
 
 // flagFence in Doorbell.flags tells wakers to fence: some goroutine that
 // sleeps on the doorbell cannot make the barrier for them.
@@ -92,7 +105,7 @@ func (d *Doorbell) RingFenced() {
 // and no fence owed for one. It goes in line where RingFenced does not, so
 // that a sender that rings after every message pays only its two loads.
 func (d *Doorbell) Quiet() bool {
-	return (!asymmetric || asm.LoadAcquire32(&d.flags)&flagFence == 0) && asm.LoadAcquire32(&d.sleepers) == 0
+	return asm.LoadAcquire64((*uint64)(unsafe.Pointer(&d.sleepers)))&quietMask == 0
 }
 
 // nap parks the caller until the doorbell rings or d elapses (forever if

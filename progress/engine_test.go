@@ -273,6 +273,38 @@ func TestDoorbellAt(t *testing.T) {
 	}
 }
 
+// TestDoorbellQuiet: Quiet is true exactly when RingFenced would do
+// nothing: no sleeper, and no fence demanded of a waker that skips its
+// own (asymmetric). Each part of the word it reads is checked alone.
+func TestDoorbellQuiet(t *testing.T) {
+	var d Doorbell
+	if !d.Quiet() {
+		t.Fatal("a zeroed doorbell is not quiet")
+	}
+	for _, sleepers := range []uint32{1, 2, 1 << 31} {
+		d.sleepers = sleepers
+		if d.Quiet() {
+			t.Errorf("quiet with %d sleepers", sleepers)
+		}
+	}
+	d.sleepers = 0
+	d.flags = flagFence
+	if d.Quiet() != !asymmetric {
+		t.Errorf("with a fence demanded, Quiet = %v where this process's fence is skipped: %v", d.Quiet(), asymmetric)
+	}
+	d.flags = ^uint32(flagFence)
+	if !d.Quiet() {
+		t.Error("flags other than flagFence make it loud")
+	}
+	d.flags, d.seq = 0, ^uint32(0)
+	if !d.Quiet() {
+		t.Error("the futex sequence makes it loud")
+	}
+	if uintptr(unsafe.Pointer(&d.sleepers))%8 != 0 || unsafe.Offsetof(d.flags) != unsafe.Offsetof(d.sleepers)+4 {
+		t.Error("sleepers and flags are not one aligned 64-bit word")
+	}
+}
+
 func TestDedicatedGoroutine(t *testing.T) {
 	e := newEngine(t)
 	cpu := 0

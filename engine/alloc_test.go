@@ -34,8 +34,8 @@ func TestEagerAllocs(t *testing.T) {
 			ep.Recv(buf, 0, 3, 0)
 			r.Wait()
 		},
-		"sendnow-recv": func() {
-			ep.SendNow(buf, 0, 6, 0, Standard)
+		"isendnow-recv": func() {
+			ep.IsendNow(buf, 0, 6, 0, Standard)
 			ep.Recv(buf, 0, 6, 0)
 		},
 		"multi-cell": func() {

@@ -97,7 +97,7 @@ func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Re
 	return ep.startSend(buf, dest, tag, ctx, mode)
 }
 
-// Sent names a message SendNow put on its link, for CancelSent. The zero
+// Sent names a message IsendNow put on its link, for CancelSent. The zero
 // Sent names none.
 type Sent struct {
 	dest, tag int32
@@ -107,28 +107,29 @@ type Sent struct {
 // Valid reports whether s names a message.
 func (s Sent) Valid() bool { return s.sid != 0 }
 
-// SendNow sends buf to rank dest at once, without a request, if the
-// message can go as one short packet now: standard or ready mode, no
-// larger than a packet and the eager limit, nothing queued ahead of it on
-// the link, and room there. It reports whether it did; the send is then
-// complete, and s names it for CancelSent. Otherwise it sends nothing and
-// the caller starts the send with Isend. It spares a send that completes
-// at once the request a Wait would otherwise have to collect.
-func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s Sent, ok bool, err error) {
+// IsendNow is Isend for a caller that needs no request for a send that
+// completes at once. A message that can go as one short packet now
+// (standard or ready mode, no larger than a packet and the eager limit,
+// nothing queued ahead of it on the link, and room there) is sent, and
+// IsendNow returns no request but s, which names it for CancelSent. Any
+// other send is started as Isend starts it, and its request returned. It
+// spares a send that completes at once the request a Wait would otherwise
+// have to collect, and its caller the arguments it would need to start
+// the send itself.
+func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s Sent, r *Request, err error) {
 	// checkDest, bounded by len(ep.peers) (the world's size) so that the
 	// index below needs no check of its own.
 	if uint(dest) >= uint(len(ep.peers)) || uint(tag) > math.MaxInt32 {
-		return Sent{}, false, ep.destError(dest, tag)
+		return Sent{}, nil, ep.destError(dest, tag)
 	}
 	ep.lock() // unlocked at each return, not deferred: the defer was 5% of this call's instructions
 	if ep.closed {
 		ep.unlock()
-		return Sent{}, false, ErrClosed
+		return Sent{}, nil, ErrClosed
 	}
 	p := &ep.peers[dest]
 	if !p.shortFits(buf, mode) {
-		ep.unlock()
-		return Sent{}, false, nil
+		return ep.startSendUnlock(buf, dest, tag, ctx, mode)
 	}
 	sid := p.nextSID()
 	h0, h1 := shortWords(ctx, int32(tag), sid)
@@ -141,12 +142,10 @@ func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s
 		// assembly that publishes the record is called beyond it.
 		l.setStream()
 		if l.w.TryWriteWords(recordType, h0, h1, buf) != nil {
-			ep.unlock()
-			return Sent{}, false, nil
+			return ep.startSendUnlock(buf, dest, tag, ctx, mode)
 		}
 	} else if !p.out.Put(h0, h1, buf) {
-		ep.unlock()
-		return Sent{}, false, nil
+		return ep.startSendUnlock(buf, dest, tag, ctx, mode)
 	}
 	p.countShort(len(buf))
 	if ep.serial && len(ep.woken) == 0 && !ep.notify {
@@ -164,7 +163,16 @@ func (ep *Endpoint) SendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s
 		ep.wakeLater(dest)
 		ep.unlock()
 	}
-	return Sent{dest: int32(dest), tag: int32(tag), ctx: ctx, sid: sid}, true, nil
+	return Sent{dest: int32(dest), tag: int32(tag), ctx: ctx, sid: sid}, nil, nil
+}
+
+// startSendUnlock starts, for IsendNow, a send that does not go out at
+// once, as Isend does with no room on the link (its request waits its
+// turn in the send queue), and unlocks the endpoint.
+func (ep *Endpoint) startSendUnlock(buf []byte, dest, tag int, ctx uint32, mode Mode) (Sent, *Request, error) {
+	r, err := ep.startSend(buf, dest, tag, ctx, mode)
+	ep.unlock()
+	return Sent{}, r, err
 }
 
 // nextSID returns a new short id for a send to p: the short packets
@@ -179,7 +187,7 @@ func (p *peer) nextSID() uint32 {
 	return sid
 }
 
-// CancelSent asks the receiver of the message s names (sent by SendNow) to
+// CancelSent asks the receiver of the message s names (sent by IsendNow) to
 // drop it if no receive has matched it yet (MPI_CANCEL of a send that
 // completed at once). The request it returns completes with the answer:
 // Status.Cancelled says whether the message was withdrawn. A message to a

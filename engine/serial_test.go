@@ -109,7 +109,7 @@ func parkAtOnce(t *testing.T) *pvar.Var {
 
 // TestParkedReceiverWoken: a receiver that has parked (no spinning, no
 // pause phase, a 30-second nap) is woken by the sender's doorbell ring at
-// the end of its Send or SendNow, locked or serial, in both directions. A lost
+// the end of its Send or IsendNow, locked or serial, in both directions. A lost
 // wake-up would hold the message for the whole nap.
 func TestParkedReceiverWoken(t *testing.T) {
 	parks := parkAtOnce(t)
@@ -130,8 +130,8 @@ func TestParkedReceiverWoken(t *testing.T) {
 							if err := ep.Send(buf, peer, i, 0, Standard); err != nil {
 								return err
 							}
-						} else if _, ok, err := ep.SendNow(buf, peer, i, 0, Standard); !ok || err != nil {
-							return fmt.Errorf("SendNow: %v, %v", ok, err)
+						} else if _, r, err := ep.IsendNow(buf, peer, i, 0, Standard); r != nil || err != nil {
+							return fmt.Errorf("IsendNow: %v, %v", r, err)
 						}
 					} else if _, err := ep.Recv(buf, peer, i, 0); err != nil {
 						return err

@@ -311,7 +311,7 @@ func TestBadArgs(t *testing.T) {
 			"Send": ep.Send(buf, c.rank, c.tag, 0, Standard),
 		}
 		_, sends["Isend"] = ep.Isend(buf, c.rank, c.tag, 0, Standard)
-		_, _, sends["SendNow"] = ep.SendNow(buf, c.rank, c.tag, 0, Standard)
+		_, _, sends["IsendNow"] = ep.IsendNow(buf, c.rank, c.tag, 0, Standard)
 		for name, err := range sends {
 			if !errors.Is(err, c.want) {
 				t.Errorf("%s to %d, tag %d: %v, want %v", name, c.rank, c.tag, err, c.want)
@@ -333,23 +333,33 @@ func TestBadArgs(t *testing.T) {
 	}
 }
 
-// TestSendNow: a standard or ready send that fits one short packet goes
-// out at once without a request; others are left to Isend.
-func TestSendNow(t *testing.T) {
+// TestIsendNow: a standard or ready send that fits one short packet goes
+// out at once without a request; others are started as Isend starts
+// them, and a buffered send with no buffer attached is refused as Isend
+// refuses it.
+func TestIsendNow(t *testing.T) {
+	started := []struct {
+		n    int
+		mode Mode
+	}{{8, Synchronous}, {100000, Standard}, {100000, Ready}}
 	run(t, 2, func(ep *Endpoint) error {
 		if ep.Rank() == 0 {
 			for _, mode := range []Mode{Standard, Ready} {
-				s, ok, err := ep.SendNow(msg(8, int(mode)), 1, 1, 0, mode)
-				if err != nil || !ok || !s.Valid() {
-					return fmt.Errorf("mode %d: SendNow = %+v, %v, %v", mode, s, ok, err)
+				s, r, err := ep.IsendNow(msg(8, int(mode)), 1, 1, 0, mode)
+				if err != nil || r != nil || !s.Valid() {
+					return fmt.Errorf("mode %d: IsendNow = %+v, %v, %v", mode, s, r, err)
 				}
 			}
-			for _, c := range []struct {
-				n    int
-				mode Mode
-			}{{8, Synchronous}, {8, Buffered}, {100000, Standard}} {
-				if s, ok, err := ep.SendNow(msg(c.n, 0), 1, 2, 0, c.mode); ok || s.Valid() || err != nil {
-					return fmt.Errorf("%d bytes, mode %d: SendNow = %+v, %v, %v; want nothing sent", c.n, c.mode, s, ok, err)
+			if s, r, err := ep.IsendNow(msg(8, 0), 1, 2, 0, Buffered); !errors.Is(err, ErrBuffer) || r != nil || s.Valid() {
+				return fmt.Errorf("buffered, no buffer: IsendNow = %+v, %v, %v; want ErrBuffer", s, r, err)
+			}
+			for i, c := range started {
+				s, r, err := ep.IsendNow(msg(c.n, i), 1, 2, 0, c.mode)
+				if err != nil || r == nil || s.Valid() {
+					return fmt.Errorf("%d bytes, mode %d: IsendNow = %+v, %v, %v; want a request", c.n, c.mode, s, r, err)
+				}
+				if err := r.WaitErr(); err != nil {
+					return fmt.Errorf("%d bytes, mode %d: %v", c.n, c.mode, err)
 				}
 			}
 			return nil
@@ -360,11 +370,17 @@ func TestSendNow(t *testing.T) {
 				return fmt.Errorf("receive %d: %+v %v %v", mode, st, err, buf)
 			}
 		}
+		for i, c := range started {
+			buf := make([]byte, c.n)
+			if st, err := ep.Recv(buf, 0, 2, 0); err != nil || st.Count != c.n || !bytes.Equal(buf, msg(c.n, i)) {
+				return fmt.Errorf("receive %d bytes, mode %d: %+v %v", c.n, c.mode, st, err)
+			}
+		}
 		return nil
 	})
 }
 
-// TestCancelSent: the cancel of a message SendNow sent withdraws it while
+// TestCancelSent: the cancel of a message IsendNow sent withdraws it while
 // unmatched, and only it (the short id tells apart two messages of one
 // tag); after the match the message stands.
 func TestCancelSent(t *testing.T) {
@@ -373,13 +389,13 @@ func TestCancelSent(t *testing.T) {
 			if _, err := ep.CancelSent(Sent{}); !errors.Is(err, ErrRequest) {
 				return fmt.Errorf("CancelSent of nothing: %v, want ErrRequest", err)
 			}
-			a, _, err := ep.SendNow(msg(8, 1), 1, 1, 0, Standard)
+			a, _, err := ep.IsendNow(msg(8, 1), 1, 1, 0, Standard)
 			if err != nil {
 				return err
 			}
-			b, ok, err := ep.SendNow(msg(8, 2), 1, 1, 0, Standard)
-			if err != nil || !ok || a == b {
-				return fmt.Errorf("second SendNow: %+v %v %v (first %+v)", b, ok, err, a)
+			b, er, err := ep.IsendNow(msg(8, 2), 1, 1, 0, Standard)
+			if err != nil || er != nil || a == b {
+				return fmt.Errorf("second IsendNow: %+v %v %v (first %+v)", b, er, err, a)
 			}
 			if _, err := ep.Recv(nil, 1, 2, 0); err != nil { // both have arrived
 				return err

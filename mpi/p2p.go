@@ -81,11 +81,23 @@ func (c *Comm) send(op string, buf []byte, dest, tag int, mode engine.Mode) erro
 func (c *Comm) Send(buf []byte, dest, tag int) error {
 	if c.usual(dest, tag) { // checked in line
 		// Sent at once (a ping-pong's small messages): no request.
-		if _, ok, _ := c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard); ok {
+		_, er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard)
+		if er == nil && err == nil {
 			return nil
 		}
+		return c.sendStarted(er, err)
 	}
 	return c.send("Send", buf, dest, tag, engine.Standard)
+}
+
+// sendStarted is Send's usual case when the message did not go out at
+// once: it waits for the engine request IsendNow started (or reports why
+// it started none).
+func (c *Comm) sendStarted(er *engine.Request, err error) error {
+	if err == nil {
+		err = er.WaitErr()
+	}
+	return c.fail(c.engineErr("Send", err))
 }
 
 // Ssend is Send that returns only after the matching receive has started
@@ -149,22 +161,11 @@ func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*e
 // without an engine request if it can go as one short packet, else
 // through an engine request.
 func (c *Comm) startSend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, engine.Sent, error) {
-	var err error
-	if mode == engine.Standard || mode == engine.Ready { // the modes SendNow takes
-		var s engine.Sent
-		var ok bool
-		if s, ok, err = c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, mode); ok {
-			return nil, s, nil
-		}
-	}
-	var er *engine.Request
-	if err == nil {
-		er, err = c.p.ep.Isend(buf, c.worldOf(dest), tag, c.ctx, mode)
-	}
+	s, er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, mode)
 	if err != nil {
 		return nil, engine.Sent{}, c.fail(c.engineErr(op.String(), err))
 	}
-	return er, engine.Sent{}, nil
+	return er, s, nil
 }
 
 // request wraps what isend or irecv started for op.
@@ -189,7 +190,8 @@ func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, 
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if c.usual(dest, tag) { // checked in line
 		// Sent at once (a window's small sends): apart from the rest below.
-		if s, ok, _ := c.p.ep.SendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard); ok {
+		s, er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard)
+		if er == nil && err == nil {
 			r := c.p.takeFree()
 			if r == nil {
 				r = c.p.newRequest()
@@ -198,27 +200,21 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 			r.c, r.sent, r.op = c, s, opIsend
 			return r, nil
 		}
-		return c.isendStarted(buf, dest, tag)
+		return c.isendStarted(er, err)
 	}
 	er, s, st, err := c.isend(opIsend, buf, dest, tag, engine.Standard)
 	return c.request(opIsend, er, s, st, err)
 }
 
-// isendStarted is Isend's usual case when SendNow could not send at once:
-// the engine starts a request (or reports why not: SendNow's checks are
-// made again there).
-func (c *Comm) isendStarted(buf []byte, dest, tag int) (*Request, error) {
-	er, s, err := c.startSend(opIsend, buf, dest, tag, engine.Standard)
+// isendStarted is Isend's usual case when the message did not go out at
+// once: it wraps the engine request IsendNow started (or reports why it
+// started none).
+func (c *Comm) isendStarted(er *engine.Request, err error) (*Request, error) {
 	if err != nil {
-		return nil, err
+		return nil, c.fail(c.engineErr(opIsend.String(), err))
 	}
-	var r *Request
-	if er != nil {
-		r = c.p.requestFor(er)
-	} else {
-		r = c.p.newRequest()
-	}
-	*r = Request{c: c, er: er, sent: s, op: opIsend}
+	r := c.p.requestFor(er)
+	*r = Request{c: c, er: er, op: opIsend}
 	return r, nil
 }
 

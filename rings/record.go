@@ -615,17 +615,32 @@ func (w *RecordWriter) TryWriteWords(typ uint32, h0, h1 uint64, p []byte) error 
 	binary.LittleEndian.PutUint64(b[8:], h1)
 	copySmall(unsafe.Add(w.data, idx+recordHeader+16), p)
 	if w.padLines {
-		w.claimLen = length
-		w.padLine()
-	}
-	var next unsafe.Pointer
-	if w.ahead != 0 && !w.noPrefetch {
-		next = w.prefetchLine(t) // only a claim that enters a new line prefetches
+		return w.commitPadded(idx, t, length, typ)
 	}
 	// Publish, then prefetch for what comes next (no store waits on the
 	// prefetch), in the call into assembly that ends the write.
-	asm.StoreRelease64PairPrefetchW(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail, next)
+	asm.StoreRelease64PairPrefetchW(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail, w.nextLine(t))
 	return nil
+}
+
+// commitPadded ends TryWriteWords for a writer that pads lines: the call
+// to padLine comes last but for the one that publishes, so that nothing of
+// TryWriteWords is live across a call.
+func (w *RecordWriter) commitPadded(idx, t, length uint64, typ uint32) error {
+	w.claimLen = length
+	w.padLine()
+	asm.StoreRelease64PairPrefetchW(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail, w.nextLine(t))
+	return nil
+}
+
+// nextLine returns the line a single producer's write that moved the tail
+// from t prefetches, or nil: only one that enters a new line does, and
+// only while the prefetch is on.
+func (w *RecordWriter) nextLine(t uint64) unsafe.Pointer {
+	if w.ahead == 0 || w.noPrefetch {
+		return nil
+	}
+	return w.prefetchLine(t)
 }
 
 // writeWordsSlow is TryWriteWords for a record it does not write in line:

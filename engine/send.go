@@ -100,12 +100,19 @@ func (ep *Endpoint) Isend(buf []byte, dest, tag int, ctx uint32, mode Mode) (*Re
 // Sent names a message IsendNow put on its link, for CancelSent. The zero
 // Sent names none.
 type Sent struct {
-	dest, tag int32
-	ctx, sid  uint32
+	// Two words, each as a short packet's header holds it, so that the
+	// send that returns one moves two registers, not four.
+	destCtx uint64 // destination | context<<32
+	tagSID  uint64 // tag | short id<<32: the short packet's second word
 }
 
 // Valid reports whether s names a message.
-func (s Sent) Valid() bool { return s.sid != 0 }
+func (s Sent) Valid() bool { return s.sid() != 0 }
+
+func (s Sent) dest() int32 { return int32(uint32(s.destCtx)) }
+func (s Sent) ctx() uint32 { return uint32(s.destCtx >> 32) }
+func (s Sent) tag() int32  { return int32(uint32(s.tagSID)) }
+func (s Sent) sid() uint32 { return uint32(s.tagSID >> 32) }
 
 // IsendNow is Isend for a caller that needs no request for a send that
 // completes at once. A message that can go as one short packet now
@@ -163,7 +170,7 @@ func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (
 		ep.wakeLater(dest)
 		ep.unlock()
 	}
-	return Sent{dest: int32(dest), tag: int32(tag), ctx: ctx, sid: sid}, nil, nil
+	return Sent{destCtx: uint64(uint32(dest)) | uint64(ctx)<<32, tagSID: h1}, nil, nil
 }
 
 // startSendUnlock starts, for IsendNow, a send that does not go out at
@@ -198,14 +205,14 @@ func (ep *Endpoint) CancelSent(s Sent) (*Request, error) {
 	if ep.closed {
 		return nil, ErrClosed
 	}
-	if !s.Valid() || s.dest < 0 || int(s.dest) >= ep.size {
+	if !s.Valid() || s.dest() < 0 || int(s.dest()) >= ep.size {
 		return nil, fmt.Errorf("%w: no message sent to cancel", ErrRequest)
 	}
-	r, err := ep.newRequest(kindSend, nil, int(s.dest), int(s.tag), s.ctx)
+	r, err := ep.newRequest(kindSend, nil, int(s.dest()), int(s.tag()), s.ctx())
 	if err != nil {
 		return nil, err
 	}
-	r.sid = s.sid
+	r.sid = s.sid()
 	if ep.peers[r.peer].dead != nil {
 		ep.complete(r, nil)
 		return r, nil

@@ -124,9 +124,11 @@ func (s Sent) sid() uint32 { return uint32(s.tagSID >> 32) }
 // have to collect, and its caller the arguments it would need to start
 // the send itself.
 func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s Sent, r *Request, err error) {
-	// checkDest, bounded by len(ep.peers) (the world's size) so that the
-	// index below needs no check of its own.
-	if uint(dest) >= uint(len(ep.peers)) || uint(tag) > math.MaxInt32 {
+	// checkDest, bounded by len(peers) (the world's size, set once) so
+	// that the index below needs no check of its own, even after a lock
+	// that may have called out.
+	peers := ep.peers
+	if uint(dest) >= uint(len(peers)) || uint(tag) > math.MaxInt32 {
 		return Sent{}, nil, ep.destError(dest, tag)
 	}
 	ep.lock() // unlocked at each return, not deferred: the defer was 5% of this call's instructions
@@ -134,7 +136,7 @@ func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (
 		ep.unlock()
 		return Sent{}, nil, ErrClosed
 	}
-	p := &ep.peers[dest]
+	p := &peers[dest]
 	if !p.shortFits(buf, mode) {
 		return ep.startSendUnlock(buf, dest, tag, ctx, mode)
 	}

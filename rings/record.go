@@ -604,12 +604,13 @@ func (w *RecordWriter) TryWriteWords(typ uint32, h0, h1 uint64, p []byte) error 
 	need := align(length, recordAlign)
 	t := w.tail
 	idx := t & w.mask
-	if uint64(n) > w.fastMax || typ > MaxRecordType || need > w.capacity-idx || t+need-w.headCache > w.capacity {
+	end := t + need
+	if uint64(n) > w.fastMax || typ > MaxRecordType || need > w.capacity-idx || end-w.headCache > w.capacity {
 		// Everything else out of line, with nothing of this call live
 		// across a call in its usual case.
 		return w.writeWordsSlow(typ, h0, h1, p)
 	}
-	w.tail = t + need
+	w.tail = end
 	b := (*[16]byte)(unsafe.Add(w.data, idx+recordHeader))
 	binary.LittleEndian.PutUint64(b[:8], h0)
 	binary.LittleEndian.PutUint64(b[8:], h1)

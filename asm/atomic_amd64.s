@@ -20,16 +20,6 @@ TEXT ·StoreRelease64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ BX, (AX)
 	RET
 
-// func StoreRelease64Pair(a *uint64, va uint64, b *uint64, vb uint64)
-TEXT ·StoreRelease64Pair(SB), NOSPLIT|NOFRAME, $0-32
-	MOVQ a+0(FP), AX
-	MOVQ va+8(FP), BX
-	MOVQ b+16(FP), CX
-	MOVQ vb+24(FP), DX
-	MOVQ BX, (AX)
-	MOVQ DX, (CX)
-	RET
-
 // func StoreRelease64PairPrefetchW(a *uint64, va uint64, b *uint64, vb uint64, next unsafe.Pointer)
 TEXT ·StoreRelease64PairPrefetchW(SB), NOSPLIT|NOFRAME, $0-40
 	MOVQ a+0(FP), AX

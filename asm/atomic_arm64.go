@@ -15,17 +15,12 @@ func StoreRelease32(addr *uint32, v uint32)
 //go:noescape
 func StoreRelease64(addr *uint64, v uint64)
 
-// StoreRelease64Pair stores va into *a and then vb into *b, each with
-// release semantics: a producer's record and then its position, published
-// in one call.
-//
-//go:noescape
-func StoreRelease64Pair(a *uint64, va uint64, b *uint64, vb uint64)
-
-// StoreRelease64PairPrefetchW is StoreRelease64Pair followed, if next is
-// not nil, by PrefetchW(next): a producer's record, its position, and the
-// request for the line it writes next, in the one call that ends its
-// write path, so that nothing of the caller is live across a call.
+// StoreRelease64PairPrefetchW stores va into *a and then vb into *b, each
+// with release semantics, and then, if next is not nil, asks for the line
+// at next as PrefetchW does: a producer's record, its position and the
+// line it writes next, in the one call that ends its write path (a call
+// into assembly makes Go spill and reload every live register, which on a
+// ring's write path cost as much as the stores).
 //
 //go:noescape
 func StoreRelease64PairPrefetchW(a *uint64, va uint64, b *uint64, vb uint64, next unsafe.Pointer)

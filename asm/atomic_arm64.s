@@ -16,16 +16,6 @@ TEXT ·StoreRelease64(SB), NOSPLIT|NOFRAME, $0-16
 	STLR R1, (R0)
 	RET
 
-// func StoreRelease64Pair(a *uint64, va uint64, b *uint64, vb uint64)
-TEXT ·StoreRelease64Pair(SB), NOSPLIT|NOFRAME, $0-32
-	MOVD a+0(FP), R0
-	MOVD va+8(FP), R1
-	MOVD b+16(FP), R2
-	MOVD vb+24(FP), R3
-	STLR R1, (R0)
-	STLR R3, (R2)
-	RET
-
 // func StoreRelease64PairPrefetchW(a *uint64, va uint64, b *uint64, vb uint64, next unsafe.Pointer)
 TEXT ·StoreRelease64PairPrefetchW(SB), NOSPLIT|NOFRAME, $0-40
 	MOVD a+0(FP), R0

@@ -15,17 +15,12 @@ func StoreRelease32(addr *uint32, v uint32) { atomic.StoreUint32(addr, v) }
 // StoreRelease64 stores v into *addr with release semantics.
 func StoreRelease64(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
 
-// StoreRelease64Pair stores va into *a and then vb into *b, each with
-// release semantics.
-func StoreRelease64Pair(a *uint64, va uint64, b *uint64, vb uint64) {
+// StoreRelease64PairPrefetchW stores va into *a and then vb into *b, each
+// with release semantics, and then, if next is not nil, calls
+// PrefetchW(next).
+func StoreRelease64PairPrefetchW(a *uint64, va uint64, b *uint64, vb uint64, next unsafe.Pointer) {
 	atomic.StoreUint64(a, va)
 	atomic.StoreUint64(b, vb)
-}
-
-// StoreRelease64PairPrefetchW is StoreRelease64Pair followed, if next is
-// not nil, by PrefetchW(next).
-func StoreRelease64PairPrefetchW(a *uint64, va uint64, b *uint64, vb uint64, next unsafe.Pointer) {
-	StoreRelease64Pair(a, va, b, vb)
 	if next != nil {
 		PrefetchW(next)
 	}

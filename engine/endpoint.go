@@ -161,14 +161,14 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 	// ones in use share no line with another rank's memory.
 	ep.peers = make([]peer, size+2)[1 : size+1 : size+1]
 	ep.woken = make([]int32, 0, size)
-	shards := map[transportCounters]*transportShards{}
+	shards := map[transportCounters]transportShards{}
 	for i := range ep.peers {
-		s := shards[counts[i]]
-		if s == nil {
-			s = &transportShards{msgs: counts[i].msgs.Shard(), bytes: counts[i].bytes.Shard()}
+		s, ok := shards[counts[i]]
+		if !ok {
+			s = transportShards{msgs: counts[i].msgs.Shard(), bytes: counts[i].bytes.Shard()}
 			shards[counts[i]] = s
 		}
-		ep.peers[i] = peer{out: links[i], in: inboxes[i], count: *s}
+		ep.peers[i] = peer{out: links[i], in: inboxes[i], count: s}
 		if links[i] != nil {
 			ep.peers[i].short = links[i].MaxPacket() - shortHeader
 		}

@@ -246,14 +246,7 @@ func (ep *Endpoint) pushShort(dest int, buf []byte, ctx uint32, tag int, sid uin
 // writeShort is pushShort without the wake-up it owes the peer.
 func (p *peer) writeShort(buf []byte, ctx uint32, tag int, sid uint32) bool {
 	h0, h1 := shortWords(ctx, int32(tag), sid)
-	if l := p.rout; l != nil {
-		// The record ring's link called directly, not through the
-		// interface: a build without the profile, which would not
-		// devirtualize the call, makes one call fewer.
-		if !l.Put(h0, h1, buf) {
-			return false
-		}
-	} else if !p.out.Put(h0, h1, buf) {
+	if !p.out.Put(h0, h1, buf) {
 		return false
 	}
 	p.countShort(len(buf))

@@ -103,7 +103,8 @@ func (d *Doorbell) RingFenced() {
 
 // Quiet reports whether RingFenced would do nothing: no sleeper to wake
 // and no fence owed for one. It goes in line where RingFenced does not, so
-// that a sender that rings after every message pays only its two loads.
+// that a sender that rings after every message pays only its one load
+// (and the mask's).
 func (d *Doorbell) Quiet() bool {
 	return asm.LoadAcquire64((*uint64)(unsafe.Pointer(&d.sleepers)))&quietMask == 0
 }

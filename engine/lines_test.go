@@ -56,7 +56,7 @@ func TestReqOpZeroedInLine(t *testing.T) {
 	r.kind, r.state, r.buf, r.peer, r.tag, r.ctx = kindRecv, stDone, make([]byte, 8), 1, 2, 3
 	r.status, r.err, r.qnext, r.list, r.seq = Status{Source: 1, Count: 8}, ErrClosed, r, &reqList{}, 9
 	r.snext, r.sent, r.total, r.rreq, r.sid, r.uq = r, 1, 2, 3, 4, &unexpected{}
-	r.cancelling, r.freed, r.internal, r.release = true, true, true, func() {}
+	r.cancelling, r.freed, r.release = true, true, func() {}
 	tab.put(r)
 	if v := reflect.ValueOf(r.reqOp); !v.IsZero() {
 		for i := range v.NumField() {

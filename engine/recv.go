@@ -94,7 +94,6 @@ func (ep *Endpoint) Recv(buf []byte, src, tag int, ctx uint32) (Status, error) {
 		ep.unlock()
 		return Status{}, err
 	}
-	r.internal = true
 	ep.unlock()
 	return r.Wait()
 }
@@ -153,7 +152,6 @@ func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bo
 		if err != nil {
 			return Status{}, true, err
 		}
-		r.internal = true
 		st, err := r.Wait()
 		return st, true, err
 	}

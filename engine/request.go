@@ -128,7 +128,6 @@ type reqProto struct {
 	cancelling bool        // send: a cancel packet is out
 	finned     bool        // synchronous eager send: fin came before its last packet left
 	freed      bool        // the user freed it: release once complete
-	internal   bool        // a blocking call's own request
 	split      splitState  // split rendezvous recv
 	release    func()      // buffered sends: give the space back
 }

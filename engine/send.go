@@ -61,7 +61,6 @@ func (ep *Endpoint) Send(buf []byte, dest, tag int, ctx uint32, mode Mode) error
 		ep.unlock()
 		return err
 	}
-	r.internal = true
 	ep.unlock()
 	_, err = r.Wait()
 	return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -760,8 +761,33 @@ func TestShortPathCases(t *testing.T) {
 						return fmt.Errorf("message %d, received late: %v, %+v, %x", m, err, st, buf)
 					}
 				}
-				return nil
+				return poolZeroed(ep)
 			})
 		})
 	}
+}
+
+// poolZeroed checks that every request in ep's pool keeps nothing of its
+// last operation: put zeroes all of reqOp, or for a receive pollShort
+// completed its reqMatch and the one field of reqProto that path sets.
+func poolZeroed(ep *Endpoint) error {
+	ep.lock()
+	defer ep.unlock()
+	n := 0
+	for r := ep.reqs.free; r != nil; r = r.nextFree {
+		if v := reflect.ValueOf(r.reqOp); !v.IsZero() {
+			for i := range v.NumField() {
+				for j := range v.Field(i).NumField() {
+					if f := v.Field(i).Field(j); !f.IsZero() {
+						return fmt.Errorf("a request in the pool keeps %s = %v", v.Field(i).Type().Field(j).Name, f)
+					}
+				}
+			}
+		}
+		n++
+	}
+	if n == 0 {
+		return errors.New("no request in the pool")
+	}
+	return nil
 }

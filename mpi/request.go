@@ -364,17 +364,21 @@ func WaitallInto(reqs []*Request, statuses []Status) error {
 //
 //go:noinline
 func collectPlain(reqs []*Request, i int) int {
+	var ok *Comm // the communicator of the last request collected: its rank's checks passed
 	for ; i < len(reqs); i++ {
 		r := reqs[i]
 		if r == nil {
 			continue
 		}
-		if !r.plain() {
+		// plain, with the rank's checks made once a communicator.
+		if r.x != nil || r.freed || r.inactive {
 			return i
 		}
-		p := r.c.p
-		if p.thread >= ThreadMultiple {
-			return i
+		if c := r.c; c != ok {
+			if c == nil || c.p.done || c.p.thread >= ThreadMultiple {
+				return i
+			}
+			ok = c
 		}
 		if er := r.er; er != nil {
 			if !er.Collect() {
@@ -382,7 +386,8 @@ func collectPlain(reqs []*Request, i int) int {
 			}
 			r.er = nil
 			r.spare = true // its slot's next operation takes it back
-		} else { // a send that left at once (engine.Sent)
+		} else if r.sent.Valid() { // a send that left at once (engine.Sent)
+			p := ok.p
 			n := len(p.reqFree)
 			if n == cap(p.reqFree) || n >= maxFreeRequests {
 				return i // giveBack may have to grow the stack, or drop r
@@ -390,6 +395,8 @@ func collectPlain(reqs []*Request, i int) int {
 			r.sent = engine.Sent{}
 			p.reqFree = p.reqFree[:n+1]
 			p.reqFree[n] = r
+		} else {
+			return i
 		}
 		r.inactive = true
 		reqs[i] = nil

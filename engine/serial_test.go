@@ -768,8 +768,8 @@ func TestShortPathCases(t *testing.T) {
 }
 
 // poolZeroed checks that every request in ep's pool keeps nothing of its
-// last operation: put zeroes all of reqOp, or for a receive pollShort
-// completed its reqMatch and the one field of reqProto that path sets.
+// last operation, whichever path (pollShort, shortToPosted, the general
+// one) completed it and whichever call (Wait, Collect) gave it back.
 func poolZeroed(ep *Endpoint) error {
 	ep.lock()
 	defer ep.unlock()

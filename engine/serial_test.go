@@ -769,7 +769,7 @@ func TestShortPathCases(t *testing.T) {
 
 // poolZeroed checks that every request in ep's pool keeps nothing of its
 // last operation, whichever path (pollShort, shortToPosted, the general
-// one) completed it and whichever call (Wait, Collect) gave it back.
+// one) completed it.
 func poolZeroed(ep *Endpoint) error {
 	ep.lock()
 	defer ep.unlock()

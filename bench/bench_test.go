@@ -46,6 +46,9 @@ func TestTableRatios(t *testing.T) {
 			t.Fatalf("table lacks %q:\n%s", s, out)
 		}
 	}
+	if strings.Contains(out, "where a window's time goes") {
+		t.Fatalf("phases in a table of results without them:\n%s", out)
+	}
 }
 
 // TestSuiteInProcess runs the whole suite, small sizes, on two goroutine
@@ -53,7 +56,7 @@ func TestTableRatios(t *testing.T) {
 func TestSuiteInProcess(t *testing.T) {
 	var res []Result
 	err := mpi.Run(2, func(c *mpi.Comm) error {
-		r, err := suite(c, 64, nil)
+		r, err := suite(c, 64, false, nil)
 		if c.Rank() == 0 {
 			res = r
 		}
@@ -69,9 +72,56 @@ func TestSuiteInProcess(t *testing.T) {
 		}
 		kinds[r.Kind]++
 	}
-	// latency 0..64: 8 sizes; msgrate and bw 1..64: 7 each.
-	if kinds["latency"] != 8 || kinds["msgrate"] != 7 || kinds["bw"] != 7 {
+	// latency 0..64: 8 sizes; msgrate and bw 1..64: 7 each; no phases.
+	if kinds["latency"] != 8 || kinds["msgrate"] != 7 || kinds["bw"] != 7 || len(kinds) != 3 {
 		t.Fatalf("results per kind: %v", kinds)
+	}
+}
+
+// TestSuitePhases: with phases, each message-rate size has both ranks'
+// phases, and each rank's three add up to no more than the time a
+// message the rate gives (they are parts of the same windows) and to
+// most of it (the clock reads leave out only the loop between them).
+// Without, there are none (TestSuiteInProcess).
+func TestSuitePhases(t *testing.T) {
+	var res []Result
+	err := mpi.Run(2, func(c *mpi.Comm) error {
+		r, err := suite(c, 8, true, nil)
+		if c.Rank() == 0 {
+			res = r
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := index(res)
+	for _, size := range []int{1, 2, 4, 8} {
+		perMsg := 1e3 / s["msgrate"][size] // ns
+		for _, rank := range [][]string{phaseKinds[:3], phaseKinds[3:]} {
+			sum := 0.0
+			for _, k := range rank {
+				v, ok := s[k][size]
+				if !ok || v < 0 {
+					t.Fatalf("%d B: %s = %v (%v)", size, k, v, ok)
+				}
+				sum += v
+			}
+			if sum > perMsg*1.001 || sum < perMsg/2 {
+				t.Errorf("%d B: %v add up to %.1f ns a message, the rate gives %.1f", size, rank, sum, perMsg)
+			}
+		}
+	}
+	var b bytes.Buffer
+	writeTable(&b, options{transport: "inproc"}, res, nil, "")
+	if !strings.Contains(b.String(), "where a window's time goes") {
+		t.Fatalf("no phases in the table:\n%s", b.String())
+	}
+	b.Reset()
+	writeAnchor(&b, res)
+	back, err := parseAnchor(&b)
+	if err != nil || len(back) != len(res) {
+		t.Fatalf("anchor lines of %d results parsed back as %d (%v)", len(res), len(back), err)
 	}
 }
 
@@ -123,11 +173,11 @@ func TestCPUProfile(t *testing.T) {
 	}
 	err := mpi.Run(2, func(c *mpi.Comm) error {
 		if c.Rank() == 0 {
-			_, err := suite(c, 64, nil)
+			_, err := suite(c, 64, false, nil)
 			return err
 		}
 		// One profile per process: the other rank writes it.
-		_, err := profiledSuite(c, path, 64, nil)
+		_, err := profiledSuite(c, path, 64, false, nil)
 		return err
 	})
 	if err != nil {

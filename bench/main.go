@@ -53,6 +53,7 @@ type options struct {
 	thread    string
 	profile   string
 	runs      int
+	phases    bool
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	flag.StringVar(&o.thread, "thread", "", "thread level process ranks ask of InitThread: serialized (the default: one goroutine at a time inside MPI, as the anchor's MPI_THREAD_SINGLE) or multiple (what mpi.Init gives); in-process ranks are always multiple")
 	flag.IntVar(&o.runs, "runs", 1, "measure this many times (with -compare, each run followed by one of the anchor) and report each figure's median: a figure of a single run can be hit by a pause of the host (see docs/bench.md)")
+	flag.BoolVar(&o.phases, "phases", false, "also time each rank's phases of every message-rate window (posting, collecting, the acknowledgement) and print them in ns a message; the three clock reads this adds to a window slow the rates a little (docs/bench.md)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto")
 	flag.Parse()
 	if err := o.check(); err != nil {
@@ -154,7 +156,7 @@ func run(o options) (int, error) {
 			if err != nil {
 				return nil, 1, err
 			}
-			res, err := inproc(o.max, progress)
+			res, err := inproc(o.max, o.phases, progress)
 			if err = errors.Join(err, stop()); err != nil {
 				return nil, 1, err
 			}
@@ -213,7 +215,7 @@ func worker(o options, progress io.Writer) error {
 // rankSuite runs the suite as one process rank of the world; a failure
 // is printed and aborts the job.
 func rankSuite(o options, max int, progress io.Writer) []Result {
-	res, err := profiledSuite(mpi.World(), o.profile, max, progress)
+	res, err := profiledSuite(mpi.World(), o.profile, max, o.phases, progress)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: rank %d: %v\n", mpi.World().Rank(), err)
 		mpi.Abort(mpi.World(), 1)
@@ -223,7 +225,7 @@ func rankSuite(o options, max int, progress io.Writer) []Result {
 
 // profiledSuite runs the suite on c, with a CPU profile of this rank
 // written to path plus .rank and the rank unless path is empty.
-func profiledSuite(c *mpi.Comm, path string, max int, progress io.Writer) ([]Result, error) {
+func profiledSuite(c *mpi.Comm, path string, max int, phases bool, progress io.Writer) ([]Result, error) {
 	if path != "" {
 		path = rankProfile(path, c.Rank())
 	}
@@ -231,7 +233,7 @@ func profiledSuite(c *mpi.Comm, path string, max int, progress io.Writer) ([]Res
 	if err != nil {
 		return nil, err
 	}
-	res, err := suite(c, max, progress)
+	res, err := suite(c, max, phases, progress)
 	return res, errors.Join(err, stop())
 }
 
@@ -288,7 +290,7 @@ func spawn(o options) ([]Result, int, error) {
 	defer stop()
 	var out strings.Builder
 	code, err := launch.Run(ctx, launch.Config{
-		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread, "-cpuprofile=" + o.profile},
+		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread, "-cpuprofile=" + o.profile, "-phases=" + strconv.FormatBool(o.phases)},
 		Env:    []string{workerEnv + "=" + strconv.Itoa(o.max)},
 		CPUs:   cpus,
 		Stdout: &out,
@@ -310,7 +312,7 @@ func spawn(o options) ([]Result, int, error) {
 }
 
 // inproc runs the suite on two goroutine ranks, each on its own CPU.
-func inproc(max int, progress io.Writer) ([]Result, error) {
+func inproc(max int, phases bool, progress io.Writer) ([]Result, error) {
 	cpus, err := twoCPUs()
 	if err != nil {
 		return nil, err
@@ -319,7 +321,7 @@ func inproc(max int, progress io.Writer) ([]Result, error) {
 	err = mpi.Run(2, func(c *mpi.Comm) error {
 		runtime.LockOSThread()
 		pinThread(cpus[c.Rank()])
-		r, err := suite(c, max, progress)
+		r, err := suite(c, max, phases, progress)
 		if c.Rank() == 0 {
 			res = r
 		}

@@ -22,6 +22,10 @@ func writeAnchor(w io.Writer, res []Result) {
 			fmt.Fprintf(w, "%s %d %.3f\n", r.Kind, r.Size, r.Value)
 		case "bw":
 			fmt.Fprintf(w, "%s %d %.1f\n", r.Kind, r.Size, r.Value)
+		default:
+			if isPhase(r.Kind) {
+				fmt.Fprintf(w, "%s %d %.1f\n", r.Kind, r.Size, r.Value)
+			}
 		}
 	}
 }
@@ -32,7 +36,7 @@ func parseAnchor(r io.Reader) ([]Result, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 3 || (f[0] != "latency" && f[0] != "msgrate" && f[0] != "bw") {
+		if len(f) != 3 || (f[0] != "latency" && f[0] != "msgrate" && f[0] != "bw" && !isPhase(f[0])) {
 			continue
 		}
 		size, err1 := strconv.Atoi(f[1])
@@ -231,6 +235,27 @@ func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Resul
 		}
 		tw.Flush()
 	}
+	writePhases(w, t)
+}
+
+// writePhases prints the phases of the message-rate windows (-phases),
+// if t has them.
+func writePhases(w io.Writer, t series) {
+	sizes := t.sizes(phaseKinds[0])
+	if len(sizes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nwhere a window's time goes (ns a message)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tsend post\tcollect\tack wait\trecv post\tcollect\tack send\t")
+	for _, size := range sizes {
+		line := sizeLabel(size) + "\t"
+		for _, k := range phaseKinds {
+			line += strconv.FormatFloat(t[k][size], 'f', 1, 64) + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
 }
 
 func num(v float64) string {

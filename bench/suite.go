@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
@@ -47,10 +49,34 @@ func sizes(from, max int) []int {
 	return s
 }
 
+// phaseKinds are the kinds of the figures -phases adds for each size of
+// the message-rate test, in ns a message: where each rank's time goes in
+// a window. The sender posts its window (Isend), collects it
+// (WaitallInto) and waits for the acknowledgement; the receiver posts its
+// window (Irecv), collects it as the messages arrive, and sends the
+// acknowledgement. Whichever rank has no time to spare sets the rate
+// (docs/bench.md).
+var phaseKinds = [...]string{"send_post", "send_collect", "send_ack", "recv_post", "recv_collect", "recv_ack"}
+
+// isPhase reports whether kind is one of phaseKinds.
+func isPhase(kind string) bool {
+	for _, k := range phaseKinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// phaseTag is the tag of the message that carries rank 1's phases to
+// rank 0 (the tests use 1 to 3).
+const phaseTag = 4
+
 // suite runs every test on the two ranks of c and returns rank 0's
-// results (rank 1 returns nil). progress, if not nil, gets a line per test
-// as it starts.
-func suite(c *mpi.Comm, max int, progress io.Writer) ([]Result, error) {
+// results (rank 1 returns nil). With phases, the message-rate test also
+// times each rank's phases (phaseKinds). progress, if not nil, gets a
+// line per test as it starts.
+func suite(c *mpi.Comm, max int, phases bool, progress io.Writer) ([]Result, error) {
 	if c.Size() != 2 {
 		return nil, fmt.Errorf("the benchmark needs exactly 2 ranks, not %d", c.Size())
 	}
@@ -84,11 +110,20 @@ func suite(c *mpi.Comm, max int, progress io.Writer) ([]Result, error) {
 	}
 	for _, size := range sizes(1, max) {
 		say("message rate %d B\n", size)
-		rate, err := messageRate(c, buf, size)
+		rate, ph, err := messageRate(c, buf, size, phases)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, Result{"msgrate", size, rate}, Result{"bw", size, rate * float64(size)})
+		if phases {
+			all, err := gatherPhases(c, ph)
+			if err != nil {
+				return nil, err
+			}
+			for i, k := range phaseKinds {
+				out = append(out, Result{k, size, all[i]})
+			}
+		}
 	}
 	if rank != 0 {
 		return nil, nil
@@ -128,46 +163,99 @@ func latency(c *mpi.Comm, buf []byte) (float64, error) {
 }
 
 // messageRate returns millions of size-byte messages per second with a
-// window of nonblocking sends, each window acknowledged.
-func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
+// window of nonblocking sends, each window acknowledged. With phases it
+// also returns this rank's time in each of its three phases of a window
+// (phaseKinds), in ns a message, from three clock reads a window (the
+// end of one phase is the start of the next); without, it reads the
+// clock only at the start and the end.
+func messageRate(c *mpi.Comm, buf []byte, size int, phases bool) (float64, [3]float64, error) {
 	iters := itersFor(size)/window + 10
 	const warm = 5
 	reqs := make([]*mpi.Request, window)
 	var t0 float64
+	var ph [3]float64 // seconds, summed over the measured windows
+	var last float64  // phases: when the last phase ended (the next begins)
 	for i := 0; i < iters+warm; i++ {
 		if i == warm {
 			if err := c.Barrier(); err != nil {
-				return 0, err
+				return 0, ph, err
 			}
 			t0 = mpi.Wtime()
+			last = t0
 		}
+		timed := phases && i >= warm // three clock reads a window
+		var posted, collected float64
 		var err error
 		if c.Rank() == 0 {
 			for w := range reqs {
 				if reqs[w], err = c.Isend(buf[:size], 1, 2); err != nil {
-					return 0, err
+					return 0, ph, err
 				}
 			}
+			if timed {
+				posted = mpi.Wtime()
+			}
 			if err := mpi.WaitallInto(reqs, nil); err != nil {
-				return 0, err
+				return 0, ph, err
+			}
+			if timed {
+				collected = mpi.Wtime()
 			}
 			if _, err := c.Recv(nil, 1, 3); err != nil {
-				return 0, err
+				return 0, ph, err
 			}
 		} else {
 			for w := range reqs {
 				if reqs[w], err = c.Irecv(buf[w*size:(w+1)*size], 0, 2); err != nil {
-					return 0, err
+					return 0, ph, err
 				}
 			}
+			if timed {
+				posted = mpi.Wtime()
+			}
 			if err := mpi.WaitallInto(reqs, nil); err != nil {
-				return 0, err
+				return 0, ph, err
+			}
+			if timed {
+				collected = mpi.Wtime()
 			}
 			if err := c.Send(nil, 0, 3); err != nil {
-				return 0, err
+				return 0, ph, err
 			}
+		}
+		if timed {
+			end := mpi.Wtime()
+			ph[0] += posted - last
+			ph[1] += collected - posted
+			ph[2] += end - collected
+			last = end
 		}
 	}
 	t := mpi.Wtime() - t0
-	return float64(iters*window) / t / 1e6, nil
+	msgs := float64(iters * window)
+	for i := range ph {
+		ph[i] *= 1e9 / msgs
+	}
+	return msgs / t / 1e6, ph, nil
+}
+
+// gatherPhases gives rank 0 both ranks' phases of a message-rate test,
+// the sender's (rank 0's) first; rank 1 gets nothing back.
+func gatherPhases(c *mpi.Comm, ph [3]float64) ([6]float64, error) {
+	var all [6]float64
+	var b [24]byte
+	if c.Rank() != 0 {
+		for i, v := range ph {
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+		}
+		return all, c.Send(b[:], 0, phaseTag)
+	}
+	if _, err := c.Recv(b[:], 1, phaseTag); err != nil {
+		return all, err
+	}
+	copy(all[:3], ph[:])
+	for i := range 3 {
+		all[3+i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return all, nil
 }

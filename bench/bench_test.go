@@ -54,17 +54,7 @@ func TestTableRatios(t *testing.T) {
 // TestSuiteInProcess runs the whole suite, small sizes, on two goroutine
 // ranks and checks that every figure is there and positive.
 func TestSuiteInProcess(t *testing.T) {
-	var res []Result
-	err := mpi.Run(2, func(c *mpi.Comm) error {
-		r, err := suite(c, 64, false, nil)
-		if c.Rank() == 0 {
-			res = r
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := inProcessSuite(t, 64, false)
 	kinds := map[string]int{}
 	for _, r := range res {
 		if r.Value <= 0 {
@@ -78,15 +68,13 @@ func TestSuiteInProcess(t *testing.T) {
 	}
 }
 
-// TestSuitePhases: with phases, each message-rate size has both ranks'
-// phases, and each rank's three add up to no more than the time a
-// message the rate gives (they are parts of the same windows) and to
-// most of it (the clock reads leave out only the loop between them).
-// Without, there are none (TestSuiteInProcess).
-func TestSuitePhases(t *testing.T) {
+// inProcessSuite runs the suite on two goroutine ranks and returns rank
+// 0's results.
+func inProcessSuite(t *testing.T, max int, phases bool) []Result {
+	t.Helper()
 	var res []Result
 	err := mpi.Run(2, func(c *mpi.Comm) error {
-		r, err := suite(c, 8, true, nil)
+		r, err := suite(c, max, phases, nil)
 		if c.Rank() == 0 {
 			res = r
 		}
@@ -95,10 +83,23 @@ func TestSuitePhases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+// TestSuitePhases: with phases, each message-rate size has both ranks'
+// phases, and each rank's three tile its measured windows, each phase
+// ending where the next begins. So the sender's add up to the time a
+// message the rate gives (both are rank 0's clock over the same span),
+// and the receiver's to no more (its span starts as it leaves the
+// barrier and ends before its last acknowledgement arrives: less by as
+// much as a stall of its goroutine there, which a loaded machine may
+// make long). Without phases, there are none (TestSuiteInProcess).
+func TestSuitePhases(t *testing.T) {
+	res := inProcessSuite(t, 8, true)
 	s := index(res)
 	for _, size := range []int{1, 2, 4, 8} {
 		perMsg := 1e3 / s["msgrate"][size] // ns
-		for _, rank := range [][]string{phaseKinds[:3], phaseKinds[3:]} {
+		for r, rank := range [][]string{phaseKinds[:3], phaseKinds[3:]} {
 			sum := 0.0
 			for _, k := range rank {
 				v, ok := s[k][size]
@@ -107,7 +108,7 @@ func TestSuitePhases(t *testing.T) {
 				}
 				sum += v
 			}
-			if sum > perMsg*1.001 || sum < perMsg/2 {
+			if lo := []float64{0.99, 0}[r]; sum <= lo*perMsg || sum > 1.01*perMsg {
 				t.Errorf("%d B: %v add up to %.1f ns a message, the rate gives %.1f", size, rank, sum, perMsg)
 			}
 		}

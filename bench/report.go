@@ -17,15 +17,11 @@ import (
 // "latency SIZE US", "msgrate SIZE MMSG_PER_S", "bw SIZE MB_PER_S".
 func writeAnchor(w io.Writer, res []Result) {
 	for _, r := range res {
-		switch r.Kind {
-		case "latency", "msgrate":
+		switch {
+		case r.Kind == "latency" || r.Kind == "msgrate":
 			fmt.Fprintf(w, "%s %d %.3f\n", r.Kind, r.Size, r.Value)
-		case "bw":
+		case r.Kind == "bw" || isPhase(r.Kind):
 			fmt.Fprintf(w, "%s %d %.1f\n", r.Kind, r.Size, r.Value)
-		default:
-			if isPhase(r.Kind) {
-				fmt.Fprintf(w, "%s %d %.1f\n", r.Kind, r.Size, r.Value)
-			}
 		}
 	}
 }

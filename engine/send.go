@@ -113,76 +113,6 @@ func (s Sent) ctx() uint32 { return uint32(s.destCtx >> 32) }
 func (s Sent) tag() int32  { return int32(uint32(s.tagSID)) }
 func (s Sent) sid() uint32 { return uint32(s.tagSID >> 32) }
 
-// IsendNow is Isend for a caller that needs no request for a send that
-// completes at once. A message that can go as one short packet now
-// (standard or ready mode, no larger than a packet and the eager limit,
-// nothing queued ahead of it on the link, and room there) is sent, and
-// IsendNow returns no request but s, which names it for CancelSent. Any
-// other send is started as Isend starts it, and its request returned. It
-// spares a send that completes at once the request a Wait would otherwise
-// have to collect, and its caller the arguments it would need to start
-// the send itself.
-func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s Sent, r *Request, err error) {
-	// checkDest, bounded by len(peers) (the world's size, set once) so
-	// that the index below needs no check of its own, even after a lock
-	// that may have called out.
-	peers := ep.peers
-	if uint(dest) >= uint(len(peers)) || uint(tag) > math.MaxInt32 {
-		return Sent{}, nil, ep.destError(dest, tag)
-	}
-	ep.lock() // unlocked at each return, not deferred: the defer was 5% of this call's instructions
-	if ep.closed {
-		ep.unlock()
-		return Sent{}, nil, ErrClosed
-	}
-	p := &peers[dest]
-	if !p.shortFits(buf, mode) {
-		return ep.startSendUnlock(buf, dest, tag, ctx, mode)
-	}
-	sid := p.nextSID()
-	h0, h1 := shortWords(ctx, int32(tag), sid)
-	if l := p.rout; l != nil {
-		// writeShort written out, with the record ring's writer called
-		// here: the profile puts a hot call in line only where it is
-		// written, not inside another call put in line, so the ring's
-		// TryWriteWords goes in line here (or, with this call in line
-		// in the facade's, is the one call there) and only the
-		// assembly that publishes the record is called beyond it.
-		l.setStream()
-		if l.w.TryWriteWords(recordType, h0, h1, buf) != nil {
-			return ep.startSendUnlock(buf, dest, tag, ctx, mode)
-		}
-	} else if !p.out.Put(h0, h1, buf) {
-		return ep.startSendUnlock(buf, dest, tag, ctx, mode)
-	}
-	p.countShort(len(buf))
-	if ep.serial && len(ep.woken) == 0 && !ep.notify {
-		// The one wake-up this call owes, sent at once: what unlock would
-		// do for it, without the list.
-		progress.WakeFence()
-		if l := p.rout; l != nil {
-			if l.bell != nil && !l.bell.Quiet() {
-				l.bell.RingFenced() // Wake, its usual case in line
-			}
-		} else {
-			p.out.Wake()
-		}
-	} else {
-		ep.wakeLater(dest)
-		ep.unlock()
-	}
-	return Sent{destCtx: uint64(uint32(dest)) | uint64(ctx)<<32, tagSID: h1}, nil, nil
-}
-
-// startSendUnlock starts, for IsendNow, a send that does not go out at
-// once, as Isend does with no room on the link (its request waits its
-// turn in the send queue), and unlocks the endpoint.
-func (ep *Endpoint) startSendUnlock(buf []byte, dest, tag int, ctx uint32, mode Mode) (Sent, *Request, error) {
-	r, err := ep.startSend(buf, dest, tag, ctx, mode)
-	ep.unlock()
-	return Sent{}, r, err
-}
-
 // nextSID returns a new short id for a send to p: the short packets
 // sent to p so far, never 0. Two messages share one only 2^32-1 short
 // packets apart.
@@ -222,6 +152,76 @@ func (ep *Endpoint) CancelSent(s Sent) (*Request, error) {
 	r.cancelling = true
 	ep.queueCtl(r.peer, ctlPacket{typ: pktCancel, a: r.id, ctx: r.ctx, tag: int32(r.tag), sid: r.sid})
 	return r, nil
+}
+
+// IsendNow is Isend for a caller that needs no request for a send that
+// completes at once. A message that can go as one short packet now
+// (standard or ready mode, no larger than a packet and the eager limit,
+// nothing queued ahead of it on the link, and room there) is sent, and
+// IsendNow returns no request but s, which names it for CancelSent. Any
+// other send is started as Isend starts it, and its request returned. It
+// spares a send that completes at once the request a Wait would otherwise
+// have to collect, and its caller the arguments it would need to start
+// the send itself.
+func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s Sent, r *Request, err error) {
+	// checkDest, bounded by len(peers) (the world's size, set once) so
+	// that the index below needs no check of its own, even after a lock
+	// that may have called out.
+	peers := ep.peers
+	if uint(dest) >= uint(len(peers)) || uint(tag) > math.MaxInt32 {
+		return Sent{}, nil, ep.destError(dest, tag)
+	}
+	ep.lock() // unlocked at each return, not deferred: the defer was 5% of this call's instructions
+	if ep.closed {
+		ep.unlock()
+		return Sent{}, nil, ErrClosed
+	}
+	p := &peers[dest]
+	if !p.shortFits(buf, mode) {
+		return ep.startSendUnlock(buf, dest, tag, ctx, mode)
+	}
+	sid := p.nextSID()
+	h0, h1 := shortWords(ctx, int32(tag), sid)
+	if l := p.rout; l != nil {
+		// writeShort written out, the ring's writer called here so that
+		// the profile puts it in line here and in mpi's Isend, where this
+		// call goes in line: Go finds the nested call by its line less
+		// Isend's first (golang/go#69046), so the call below stays on the
+		// line of Isend's call of IsendNow in mpi/p2p.go (TestProfileInlining
+		// in bench checks). Only the publishing assembly is called then.
+		l.setStream()
+		if l.w.TryWriteWords(recordType, h0, h1, buf) != nil {
+			return ep.startSendUnlock(buf, dest, tag, ctx, mode)
+		}
+	} else if !p.out.Put(h0, h1, buf) {
+		return ep.startSendUnlock(buf, dest, tag, ctx, mode)
+	}
+	p.countShort(len(buf))
+	if ep.serial && len(ep.woken) == 0 && !ep.notify {
+		// The one wake-up this call owes, sent at once: what unlock would
+		// do for it, without the list.
+		progress.WakeFence()
+		if l := p.rout; l != nil {
+			if l.bell != nil && !l.bell.Quiet() {
+				l.bell.RingFenced() // Wake, its usual case in line
+			}
+		} else {
+			p.out.Wake()
+		}
+	} else {
+		ep.wakeLater(dest)
+		ep.unlock()
+	}
+	return Sent{destCtx: uint64(uint32(dest)) | uint64(ctx)<<32, tagSID: h1}, nil, nil
+}
+
+// startSendUnlock starts, for IsendNow, a send that does not go out at
+// once, as Isend does with no room on the link (its request waits its
+// turn in the send queue), and unlocks the endpoint.
+func (ep *Endpoint) startSendUnlock(buf []byte, dest, tag int, ctx uint32, mode Mode) (Sent, *Request, error) {
+	r, err := ep.startSend(buf, dest, tag, ctx, mode)
+	ep.unlock()
+	return Sent{}, r, err
 }
 
 // shortFits reports whether a send of buf to p in mode can go as one

@@ -482,3 +482,92 @@ func TestWaitallIntoMixed(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitallIntoAfterOtherUse: a request of Isend or Irecv that took the
+// usual path and was then waited, tested, cancelled or freed is no longer
+// one WaitallInto collects in line (Request.hot): it takes the general
+// path, which reports the freed one and waits for the cancel, and no
+// request goes back to the free stack twice.
+func TestWaitallIntoAfterOtherUse(t *testing.T) {
+	uses := []struct {
+		name    string
+		use     func(r *Request) error
+		wantErr error
+	}{
+		{"Wait", func(r *Request) error { _, err := r.Wait(); return err }, nil},
+		{"Test", func(r *Request) error {
+			for {
+				_, done, err := r.Test()
+				if done || err != nil {
+					return err
+				}
+			}
+		}, nil},
+		{"Cancel", (*Request).Cancel, nil},
+		{"Free", (*Request).Free, ErrRequest},
+	}
+	kinds := []struct {
+		name  string
+		start func(c *Comm, buf []byte, tag int) (*Request, error)
+	}{
+		{"sent at once", func(c *Comm, buf []byte, tag int) (*Request, error) { return c.Isend(buf, 0, tag) }},
+		{"receive", func(c *Comm, buf []byte, tag int) (*Request, error) {
+			r, err := c.Irecv(buf, 0, tag)
+			if err != nil {
+				return nil, err
+			}
+			return r, c.Send(pattern(len(buf), tag), 0, tag)
+		}},
+	}
+	err := Run(1, func(c *Comm) error {
+		if err := c.p.ep.SetSerial(true); err != nil {
+			return err
+		}
+		c.p.thread = ThreadSerialized
+		tag := 0
+		for _, k := range kinds {
+			for _, u := range uses {
+				tag++
+				buf := make([]byte, 8)
+				r, err := k.start(c, buf, tag)
+				if err != nil {
+					return fmt.Errorf("%s: %v", k.name, err)
+				}
+				if r.hot == notHot {
+					return fmt.Errorf("%s: the request did not take the usual path", k.name)
+				}
+				if err := u.use(r); err != nil {
+					return fmt.Errorf("%s, %s: %v", k.name, u.name, err)
+				}
+				err = WaitallInto([]*Request{r}, nil)
+				if u.wantErr == nil && err != nil || u.wantErr != nil && !errors.Is(err, u.wantErr) {
+					return fmt.Errorf("%s, %s: WaitallInto returned %v, want %v", k.name, u.name, err, u.wantErr)
+				}
+				if r.er != nil {
+					return fmt.Errorf("%s, %s: WaitallInto left the engine request uncollected", k.name, u.name)
+				}
+				if k.name == "sent at once" && u.name == "Cancel" {
+					// The message withdrawn or not: drain it if it is there.
+					if _, ok, err := c.Iprobe(0, tag); err != nil {
+						return err
+					} else if ok {
+						if _, err := c.Recv(buf, 0, tag); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		seen := map[*Request]bool{}
+		for _, r := range c.p.reqFree[:c.p.nFree] {
+			if seen[r] {
+				return errors.New("a request is on the free stack twice")
+			}
+			seen[r] = true
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

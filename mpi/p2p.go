@@ -189,7 +189,7 @@ func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, 
 // completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if c.usual(dest, tag) { // checked in line
-		// Sent at once (a window's small sends): apart from the rest below.
+		// Sent at once (a window's small sends); on the line of engine/send.go's ring write.
 		s, er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard)
 		if er == nil && err == nil {
 			r := c.p.takeFree()
@@ -197,7 +197,7 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 				r = c.p.newRequest()
 			}
 			*r = Request{} // set whole, as below, without building it aside
-			r.c, r.sent, r.op = c, s, opIsend
+			r.c, r.sent, r.op, r.hot = c, s, opIsend, hotSent
 			return r, nil
 		}
 		return c.isendStarted(er, err)
@@ -214,7 +214,7 @@ func (c *Comm) isendStarted(er *engine.Request, err error) (*Request, error) {
 		return nil, c.fail(c.engineErr(opIsend.String(), err))
 	}
 	r := c.p.requestFor(er)
-	*r = Request{c: c, er: er, op: opIsend}
+	*r = Request{c: c, er: er, op: opIsend, hot: hotEngine}
 	return r, nil
 }
 
@@ -251,7 +251,7 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 			r = c.p.requestFor(er)
 		}
 		*r = Request{} // set whole, without building it aside
-		r.c, r.er, r.op = c, er, opIrecv
+		r.c, r.er, r.op, r.hot = c, er, opIrecv, hotEngine
 		return r, nil
 	}
 	er, st, err := c.irecv(buf, source, tag)

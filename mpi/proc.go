@@ -30,8 +30,11 @@ type proc struct {
 	// allocates, or leaves the requests to the collector), so it never
 	// waits. One compare-and-swap per request taken and one per batch
 	// given back: a sync.Pool took two to four atomic operations per
-	// request, each a full fence on amd64.
-	reqFree []*Request
+	// request, each a full fence on amd64. An array, not a slice: giving
+	// a request back is one store and a count, with no capacity to check
+	// or to grow.
+	reqFree [maxFreeRequests]*Request
+	nFree   int // requests on reqFree
 	reqLock uint32
 	_       [64]byte
 }
@@ -57,8 +60,9 @@ func (p *proc) newRequest() *Request {
 // level is checked first: at ThreadMultiple the stack is read only under
 // reqLock.
 func (p *proc) takeFree() *Request {
-	if p.thread < ThreadMultiple && len(p.reqFree) > 0 {
-		return p.popFree()
+	if p.thread < ThreadMultiple && p.nFree > 0 {
+		p.nFree--
+		return p.reqFree[p.nFree]
 	}
 	return nil
 }
@@ -99,13 +103,12 @@ func spareOf(er *engine.Request) *Request {
 // no write barrier, a request): at most maxFreeRequests requests that
 // the program dropped without a Wait stay reachable that way.
 func (p *proc) popFree() *Request {
-	n := len(p.reqFree)
+	n := p.nFree
 	if n == 0 {
 		return new(Request)
 	}
-	r := p.reqFree[n-1]
-	p.reqFree = p.reqFree[:n-1]
-	return r
+	p.nFree = n - 1
+	return p.reqFree[n-1]
 }
 
 // giveBack takes back r, which WaitallInto completed, no one may use any
@@ -113,8 +116,9 @@ func (p *proc) popFree() *Request {
 // ThreadMultiple: straight onto the stack. (At ThreadMultiple WaitallInto
 // gathers its requests in a recycler, for one compare-and-swap a batch.)
 func (p *proc) giveBack(r *Request) {
-	if len(p.reqFree) < maxFreeRequests {
-		p.reqFree = append(p.reqFree, r)
+	if n := p.nFree; n < maxFreeRequests {
+		p.reqFree[n] = r
+		p.nFree = n + 1
 	}
 }
 
@@ -135,9 +139,7 @@ func (p *proc) recycle(rs []*Request) {
 }
 
 func (p *proc) pushFree(rs []*Request) {
-	if n := min(len(rs), maxFreeRequests-len(p.reqFree)); n > 0 {
-		p.reqFree = append(p.reqFree, rs[:n]...)
-	}
+	p.nFree += copy(p.reqFree[p.nFree:], rs)
 }
 
 // maxFreeRequests bounds the recycled requests a serial rank keeps.

@@ -160,6 +160,9 @@ func TestStoreLoadValues(t *testing.T) {
 		if got := asm.LoadAcquire32(&a); got != v {
 			t.Errorf("relaxed 32-bit round trip of %#x gave %#x", v, got)
 		}
+		if got := asm.LoadRelaxed32(&a); got != v {
+			t.Errorf("relaxed 32-bit load of %#x gave %#x", v, got)
+		}
 	}
 	for _, v := range []uint64{0, 1, 1 << 32, 1<<63 | 5, ^uint64(0)} {
 		asm.StoreRelaxed64(&b, v)

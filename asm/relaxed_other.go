@@ -13,3 +13,7 @@ func StoreRelaxed32(addr *uint32, v uint32) { atomic.StoreUint32(addr, v) }
 // StoreRelaxed64 stores v into *addr as one untorn write that orders
 // nothing (see StoreRelaxed32).
 func StoreRelaxed64(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
+
+// LoadRelaxed32 loads *addr as one untorn read that orders nothing (see
+// StoreRelaxed32).
+func LoadRelaxed32(addr *uint32) uint32 { return atomic.LoadUint32(addr) }

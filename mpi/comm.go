@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/engine"
 )
 
@@ -19,7 +20,7 @@ type Comm struct {
 	rank   int
 	size   int
 	ctx    uint32 // point-to-point context; ctx+1 carries internal collectives
-	freed  atomic.Bool
+	freed  uint32 // 1 once freed (asm.StoreRelaxed32), read with asm.LoadRelaxed32 so that the usual path's checks stay one chain of compares
 	errh   atomic.Int32
 	name   string
 	worldC bool // ranks are world ranks: no translation
@@ -56,7 +57,7 @@ func (c *Comm) check(op string) error {
 	if c.p.done {
 		return errorf(ErrNotInitialized, op, "MPI was finalized")
 	}
-	if c.freed.Load() {
+	if asm.LoadRelaxed32(&c.freed) != 0 {
 		return errorf(ErrComm, op, "communicator %s was freed", c.label())
 	}
 	return nil
@@ -314,7 +315,7 @@ func (c *Comm) Free() error {
 	if c == c.p.world || c == c.p.self {
 		return c.fail(errorf(ErrComm, "Free", "%s cannot be freed", c.label()))
 	}
-	c.freed.Store(true)
+	asm.StoreRelaxed32(&c.freed, 1)
 	return nil
 }
 
@@ -355,4 +356,11 @@ func (c *Comm) commRank(w int) int {
 		return w
 	}
 	return c.group.rankOf(w)
+}
+
+// usual reports whether c may be used and peer and tag name a rank of c
+// and a tag (no wildcard, no ProcNull): what the general checks would
+// pass without a word. Receives and sends take it in line.
+func (c *Comm) usual(peer, tag int) bool {
+	return c != nil && !c.p.done && asm.LoadRelaxed32(&c.freed) == 0 && uint(peer) < uint(c.size) && uint(tag) <= TagUB
 }

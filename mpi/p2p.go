@@ -258,13 +258,6 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 	return c.request(opIrecv, er, engine.Sent{}, st, err)
 }
 
-// usual reports whether c may be used and peer and tag name a rank of c
-// and a tag (no wildcard, no ProcNull): what the general checks would
-// pass without a word. Receives and sends take it in line.
-func (c *Comm) usual(peer, tag int) bool {
-	return c != nil && !c.p.done && !c.freed.Load() && uint(peer) < uint(c.size) && uint(tag) <= TagUB
-}
-
 // irecv starts a receive: the engine request, or, from ProcNull, no
 // request and the status of a receive complete at once.
 func (c *Comm) irecv(buf []byte, source, tag int) (*engine.Request, Status, error) {

@@ -21,3 +21,7 @@ func StoreRelaxed64(addr *uint64, v uint64) { *addr = v }
 // with ordering) apart, as a boolean of its own. Not for a loop that
 // waits on the word: the compiler may read it once for the whole loop.
 func LoadRelaxed32(addr *uint32) uint32 { return *addr }
+
+// LoadRelaxed64 loads *addr as one untorn read that orders nothing (see
+// LoadRelaxed32).
+func LoadRelaxed64(addr *uint64) uint64 { return *addr }

@@ -17,3 +17,7 @@ func StoreRelaxed64(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
 // LoadRelaxed32 loads *addr as one untorn read that orders nothing (see
 // StoreRelaxed32).
 func LoadRelaxed32(addr *uint32) uint32 { return atomic.LoadUint32(addr) }
+
+// LoadRelaxed64 loads *addr as one untorn read that orders nothing (see
+// StoreRelaxed32).
+func LoadRelaxed64(addr *uint64) uint64 { return atomic.LoadUint64(addr) }

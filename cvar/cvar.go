@@ -25,6 +25,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tachyon-hpc/tachyon/asm"
 )
 
 // EnvPrefix starts the name of the environment variable that overrides a
@@ -161,6 +163,13 @@ func WithCategory(c string) Option { return func(v *Var) { v.category = c } }
 // current value. The typed handles (Int, Bool, ...) returned by the New
 // functions wrap a Var.
 type Var struct {
+	// Numeric, bool and enum values: written with sync/atomic (Set), read
+	// with a relaxed load (asm.LoadRelaxed64), a plain load where that is
+	// untorn, so that a Get among a hot path's checks stays a compare
+	// there; sync/atomic's load is kept apart as a boolean of its own.
+	// First, for the 64-bit alignment sync/atomic needs on 32-bit CPUs.
+	bits uint64
+
 	name, doc, category, unit string
 	typ                       Type
 	scope                     Scope
@@ -170,7 +179,6 @@ type Var struct {
 	choices                   []string
 	def                       string
 
-	bits   atomic.Uint64          // numeric, bool and enum values
 	str    atomic.Pointer[string] // string values
 	source atomic.Int32
 	mu     sync.Mutex // serialises Set
@@ -218,7 +226,7 @@ func (v *Var) Writable() bool { return v.scope >= ScopeLocal }
 
 // String returns the current value as text, in the form Set accepts.
 func (v *Var) String() string {
-	b := v.bits.Load()
+	b := v.load()
 	switch v.typ {
 	case TypeInt:
 		return strconv.FormatInt(int64(b), 10)
@@ -313,9 +321,12 @@ func (v *Var) store(value string) error {
 		v.str.Store(&value)
 		return nil
 	}
-	v.bits.Store(b)
+	atomic.StoreUint64(&v.bits, b)
 	return nil
 }
+
+// load returns the numeric, bool or enum value's bits (see Var.bits).
+func (v *Var) load() uint64 { return asm.LoadRelaxed64(&v.bits) }
 
 func (v *Var) check(n int64, s string) error {
 	if v.ranged && (n < v.min || n > v.max) {

@@ -15,7 +15,7 @@ func NewInt(name string, def int64, doc string, opts ...Option) Int {
 }
 
 // Get returns the current value.
-func (v Int) Get() int64 { return int64(v.bits.Load()) }
+func (v Int) Get() int64 { return int64(v.load()) }
 
 // Uint is an unsigned integer control variable.
 type Uint struct{ *Var }
@@ -26,7 +26,7 @@ func NewUint(name string, def uint64, doc string, opts ...Option) Uint {
 }
 
 // Get returns the current value.
-func (v Uint) Get() uint64 { return v.bits.Load() }
+func (v Uint) Get() uint64 { return v.load() }
 
 // Float is a floating-point control variable; it holds finite values only.
 type Float struct{ *Var }
@@ -37,7 +37,7 @@ func NewFloat(name string, def float64, doc string, opts ...Option) Float {
 }
 
 // Get returns the current value.
-func (v Float) Get() float64 { return math.Float64frombits(v.bits.Load()) }
+func (v Float) Get() float64 { return math.Float64frombits(v.load()) }
 
 // Bool is a boolean control variable; it accepts the forms of
 // strconv.ParseBool (1, t, true, 0, f, false, ...).
@@ -49,7 +49,7 @@ func NewBool(name string, def bool, doc string, opts ...Option) Bool {
 }
 
 // Get returns the current value.
-func (v Bool) Get() bool { return v.bits.Load() != 0 }
+func (v Bool) Get() bool { return v.load() != 0 }
 
 // String is a string control variable.
 type String struct{ *Var }
@@ -73,7 +73,7 @@ func NewDuration(name string, def time.Duration, doc string, opts ...Option) Dur
 }
 
 // Get returns the current value.
-func (v Duration) Get() time.Duration { return time.Duration(v.bits.Load()) }
+func (v Duration) Get() time.Duration { return time.Duration(v.load()) }
 
 // Enum is a control variable that takes one of a fixed list of lowercase
 // words.
@@ -86,7 +86,7 @@ func NewEnum(name, def string, choices []string, doc string, opts ...Option) Enu
 }
 
 // Get returns the current value, one of the choices.
-func (v Enum) Get() string { return v.choices[v.bits.Load()] }
+func (v Enum) Get() string { return v.choices[v.load()] }
 
 // Index returns the position of the current value among the choices.
-func (v Enum) Index() int { return int(v.bits.Load()) }
+func (v Enum) Index() int { return int(v.load()) }

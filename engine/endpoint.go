@@ -32,6 +32,7 @@ type Endpoint struct {
 	warmAt   int          // the peer whose link warmNext looks at first
 	node     string
 	closed   bool
+	impaired bool          // closed, or a peer gone: Irecv's usual case checks this alone
 	inflight int           // requests started and not yet complete
 	probing  int           // goroutines in Probe or BufferDetach
 	outq     int           // peers with packets waiting for room
@@ -622,7 +623,7 @@ func (ep *Endpoint) Close() error {
 		ep.unlock()
 		return ErrClosed
 	}
-	ep.closed = true
+	ep.closed, ep.impaired = true, true
 	ep.failAll(func(*Request) bool { return true }, ErrClosed)
 	ep.unlock()
 	for _, f := range ep.onClose {
@@ -665,6 +666,7 @@ func (ep *Endpoint) checkPeers() {
 func (ep *Endpoint) peerGone(i int, cause error) {
 	p := &ep.peers[i]
 	p.dead = fmt.Errorf("%w: rank %d: %v", ErrPeerDead, i, cause)
+	ep.impaired = true
 	pvPeerDeaths.Add(1)
 	if ep.probing > 0 && !ep.serial {
 		ep.notify = true // a Probe may be waiting on this rank

@@ -28,7 +28,7 @@ import (
 // AnyTag) in context ctx.
 func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error) {
 	// The usual case in line (a window of receives): serial, a source and
-	// a tag given, nothing unexpected to look through, the peer alive, a
+	// a tag given, nothing unexpected to look through, every peer alive, a
 	// request free and the key's posted list the one last looked up. It is
 	// newRequest and startRecv's work for that case alone, without their
 	// calls: at the receiving end of a message-rate loop posting was a
@@ -36,9 +36,9 @@ func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error
 	if ep.serial { // else the endpoint's state may be read only under its lock
 		m := &ep.m
 		l := m.pcache.last.l
-		if r := ep.reqs.free; l != nil && r != nil && m.nuq == 0 && !ep.closed &&
+		if r := ep.reqs.free; l != nil && r != nil && m.nuq == 0 && !ep.impaired &&
 			uint(src) < uint(len(ep.peers)) && uint(tag) <= math.MaxInt32 &&
-			m.pcache.last.k == (key{ctx, int32(src), int32(tag)}) && ep.peers[src].dead == nil {
+			m.pcache.last.k == (key{ctx, int32(src), int32(tag)}) {
 			// Taken off the pool, as reqTable.get does.
 			ep.reqs.free = r.nextFree
 			r.kind, r.buf, r.peer, r.tag, r.ctx = kindRecv, buf, src, tag, ctx

@@ -480,7 +480,7 @@ func (ep *Endpoint) pollShort(src int, rd *rings.RecordReader, k, batch int) (in
 	// is in the middle of comes in frag or data packets, never short
 	// ones: wire.go.)
 	m := &ep.m
-	l := m.pcache.last.l
+	l, h0, tag := m.pcache.last.l, pktShort|uint64(m.pcache.last.k.ctx)<<32, uint32(m.pcache.last.k.tag) // a packet's first words
 	if m.nwild != 0 || l == nil || m.pcache.last.k.src != int32(src) {
 		return k, nil
 	}
@@ -489,8 +489,8 @@ func (ep *Endpoint) pollShort(src int, rd *rings.RecordReader, k, batch int) (in
 		if pkt == nil {
 			return k, nil
 		}
-		if len(pkt) < shortHeader+8 || len(pkt) > shortHeader+16 || pkt[0] != pktShort ||
-			u32(pkt, 4) != m.pcache.last.k.ctx || int32(u32(pkt, 8)) != m.pcache.last.k.tag {
+		if len(pkt) < shortHeader+8 || len(pkt) > shortHeader+16 || // the type, its three zero bytes, the context; the tag
+			u64(pkt, 0) != h0 || u32(pkt, 8) != tag {
 			return k, pkt
 		}
 		// A receive posted first with more behind it: the list keeps
@@ -509,7 +509,7 @@ func (ep *Endpoint) pollShort(src int, rd *rings.RecordReader, k, batch int) (in
 		*(*[8]byte)(buf) = [8]byte(payload)
 		*(*[8]byte)(buf[n-8:]) = [8]byte(payload[n-8:])
 		r.sent = n
-		r.status.Source, r.status.Tag, r.status.Count = src, int(m.pcache.last.k.tag), n
+		r.status.Source, r.status.Tag, r.status.Count = src, int(int32(tag)), n
 		r.state = stDone
 		ep.inflight--
 		r.Completion.MarkDoneLocal()

@@ -505,9 +505,9 @@ func (ep *Endpoint) pollShort(src int, rd *rings.RecordReader, k, batch int) (in
 		r.list, r.qnext = nil, nil
 		m.nposted--
 		ep.posted.Sub(1)
-		n := len(payload) // 8 to 16 bytes: two overlapping word moves
+		n := len(payload) // 8 to 16 bytes, no more than buf's: two overlapping word moves
 		*(*[8]byte)(buf) = [8]byte(payload)
-		*(*[8]byte)(buf[n-8:]) = [8]byte(payload[n-8:])
+		*(*[8]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), n-8)) = [8]byte(payload[n-8:]) // no slice of buf to make
 		r.sent = n
 		r.status.Source, r.status.Tag, r.status.Count = src, int(int32(tag)), n
 		r.state = stDone

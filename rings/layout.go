@@ -88,7 +88,7 @@ const (
 	recordHeader   = 8
 	recordAlign    = 8
 	minRecordBytes = 1 << 10
-	maxRecordBytes = 1 << 30
+	maxRecordBytes = 1 << 30 // NextReady relies on maxRecordBytes/8 < 1<<32-recordHeader
 	typePadding    = ^uint32(0)
 )
 

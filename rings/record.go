@@ -1152,14 +1152,18 @@ func (rd *RecordReader) NextReady(max int) []byte {
 	step := align(length, recordAlign)
 	// A record, well formed (a length below the header's wraps n past
 	// maxPayload): wellFormed's checks for that case alone. A header of
-	// length 0 (nothing yet) fails the length check.
-	if n := length - recordHeader; uint32(w>>32) == typePadding || n > rd.maxPayload || step > rd.capacity-idx {
+	// length 0 (nothing yet) fails the length check. n is taken in 32
+	// bits, so that the slice below needs no check of its length: a length
+	// below the header's still wraps it past maxPayload, at most
+	// maxRecordBytes/8 (geometry; attach checks the header's).
+	n := uint64(uint32(w) - recordHeader)
+	if uint32(w>>32) == typePadding || n > rd.maxPayload || step > rd.capacity-idx {
 		return nil
 	}
 	// No entry in recs, as for Next's records.
 	rd.next = head + step
 	rd.peeked++
-	return rd.bytes(idx+recordHeader, length-recordHeader)
+	return rd.bytes(idx+recordHeader, n)
 }
 
 // Ready reports whether the writer has published something at the place

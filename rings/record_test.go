@@ -331,9 +331,10 @@ func TestRecordNextReady(t *testing.T) {
 		t.Fatalf("%d records from NextReady, %d from Next: want both", ready, fallback)
 	}
 
-	// Malformed headers: a length past the largest payload, and one
-	// within it that runs past the ring's end (writers pad there).
-	// NextReady leaves them to Next, which reports them.
+	// Malformed headers: a length past the largest payload, one within
+	// it that runs past the ring's end (writers pad there), and one
+	// shorter than the header. NextReady leaves them to Next, which
+	// reports them.
 	for n := 0; ; n++ { // the stream's rest
 		if p, err := rd.Next(1 << 20); err != nil || p == nil {
 			rd.Release(n)
@@ -341,7 +342,8 @@ func TestRecordNextReady(t *testing.T) {
 		}
 	}
 	capacity := uint64(1024)
-	for _, overrun := range []bool{false, true} {
+	for _, bad := range []string{"too long", "overrun", "below the header"} {
+		overrun := bad == "overrun"
 		for {
 			if err := w.TryWrite(1, make([]byte, 16)); err != nil {
 				t.Fatal(err)
@@ -350,8 +352,11 @@ func TestRecordNextReady(t *testing.T) {
 			if !overrun || idx >= capacity-64 {
 				hp := rd.hdr(idx)
 				length := uint64(max) + recordHeader + 8
-				if overrun {
+				switch bad {
+				case "overrun":
 					length = capacity - idx + 64
+				case "below the header":
+					length = recordHeader - 3
 				}
 				*hp = *hp&^0xffffffff | length
 				break
@@ -362,10 +367,10 @@ func TestRecordNextReady(t *testing.T) {
 			rd.Release(1)
 		}
 		if p := rd.NextReady(10); p != nil {
-			t.Fatalf("malformed header (overrun %v): NextReady = %q", overrun, p)
+			t.Fatalf("malformed header (%s): NextReady = %q", bad, p)
 		}
 		if p, err := rd.Next(10); p != nil || err != ErrCorrupt {
-			t.Fatalf("Next at the malformed header (overrun %v) = %q, %v", overrun, p, err)
+			t.Fatalf("Next at the malformed header (%s) = %q, %v", bad, p, err)
 		}
 	}
 }

@@ -184,6 +184,7 @@ type RecordWriter struct {
 	claimIdx   uint64
 	claimLen   uint64
 	ahead      uint64 // single producer: prefetch distance in bytes
+	pfAt       uint64 // TryWriteWords prefetches once the tail reaches this (nextLine); ^0 with the prefetch off
 	whole      uint64 // single producer: records this long or longer are prefetched whole (0: never)
 	noPrefetch bool   // SetPrefetch(false)
 	padLines   bool   // SetLinePadding(true)
@@ -217,6 +218,16 @@ func (w *RecordWriter) setFast() {
 	w.fastMax = w.fastStream
 	if w.noPrefetch {
 		w.fastMax = w.fastAlone
+	}
+	w.setPfAt()
+}
+
+// setPfAt sets where TryWriteWords next prefetches: at once, if the
+// prefetch is on, else never.
+func (w *RecordWriter) setPfAt() {
+	w.pfAt = ^uint64(0)
+	if w.ahead != 0 && !w.noPrefetch && !w.multi {
+		w.pfAt = 0
 	}
 }
 
@@ -353,6 +364,7 @@ func (w *RecordWriter) SetPrefetch(on bool) {
 	if !on {
 		w.fastMax = w.fastAlone
 	}
+	w.setPfAt()
 }
 
 // Prefetching reports whether the next claims prefetch: SetPrefetch left
@@ -616,32 +628,39 @@ func (w *RecordWriter) TryWriteWords(typ uint32, h0, h1 uint64, p []byte) error 
 	binary.LittleEndian.PutUint64(b[8:], h1)
 	copySmall(unsafe.Add(w.data, idx+recordHeader+16), p)
 	if w.padLines {
-		return w.commitPadded(idx, t, length, typ)
+		return w.commitPadded(idx, length, typ)
 	}
 	// Publish, then prefetch for what comes next (no store waits on the
 	// prefetch), in the call into assembly that ends the write.
-	asm.StoreRelease64PairPrefetchW(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail, w.nextLine(t))
+	asm.StoreRelease64PairPrefetchW(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail, w.nextLine())
 	return nil
 }
 
 // commitPadded ends TryWriteWords for a writer that pads lines: the call
 // to padLine comes last but for the one that publishes, so that nothing of
 // TryWriteWords is live across a call.
-func (w *RecordWriter) commitPadded(idx, t, length uint64, typ uint32) error {
+func (w *RecordWriter) commitPadded(idx, length uint64, typ uint32) error {
 	w.claimLen = length
 	w.padLine()
-	asm.StoreRelease64PairPrefetchW(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail, w.nextLine(t))
+	asm.StoreRelease64PairPrefetchW(w.hdr(idx), length|uint64(typ)<<32, w.tailp, w.tail, w.nextLine())
 	return nil
 }
 
-// nextLine returns the line a single producer's write that moved the tail
-// from t prefetches, or nil: only one that enters a new line does, and
-// only while the prefetch is on.
-func (w *RecordWriter) nextLine(t uint64) unsafe.Pointer {
-	if w.ahead == 0 || w.noPrefetch {
+// nextLine returns the line a single producer's write that moved the
+// tail prefetches, or nil: only one that took the tail to pfAt or past
+// it, where the line the prefetch distance ahead is a new one, does, and
+// only while the prefetch is on. It is prefetchLine's test, made by one
+// compare with the position where it next holds.
+func (w *RecordWriter) nextLine() unsafe.Pointer {
+	if w.tail < w.pfAt {
 		return nil
 	}
-	return w.prefetchLine(t)
+	at := w.tail + w.ahead
+	w.pfAt = at&^(CacheLine-1) + CacheLine - w.ahead // where at enters the next line
+	if at+CacheLine-w.headCache > w.capacity {
+		return nil // the reader has yet to release that line
+	}
+	return unsafe.Add(w.data, at&w.mask&^(CacheLine-1))
 }
 
 // writeWordsSlow is TryWriteWords for a record it does not write in line:

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1247,5 +1248,40 @@ func TestRoomWanted(t *testing.T) {
 	}
 	if !rd.RoomWanted() || rd.RoomWanted() {
 		t.Fatal("a reader attached after WantRoom: want true once, then false")
+	}
+}
+
+// TestNextLine: in a stream of writes, the line TryWriteWords prefetches
+// (nextLine, one compare with the position where the next is due) is
+// the one prefetchLine's rule names for each write: the line the prefetch
+// distance past the new tail, once that distance enters a new line, and
+// only if the reader has released it. Off, it prefetches nothing.
+func TestNextLine(t *testing.T) {
+	const capacity = 1 << 12
+	_, w, _ := newRecordPair(t, false, capacity)
+	w.ahead = 256
+	w.SetPrefetch(true)
+	w.nextLine() // the first write after SetPrefetch prefetches at once
+	rng := rand.New(rand.NewPCG(1, 2))
+	prefetched := 0
+	for i := range 20000 {
+		t0 := w.tail
+		w.tail += 8 * (1 + rng.Uint64N(24))                       // records of 8 to 192 bytes
+		w.headCache = w.tail - min(w.tail, rng.Uint64N(capacity)) // the reader somewhere behind
+		want := w.prefetchLine(t0)
+		if got := w.nextLine(); got != want {
+			t.Fatalf("write %d (tail %d to %d, head %d): nextLine %p, prefetchLine %p", i, t0, w.tail, w.headCache, got, want)
+		}
+		if want != nil {
+			prefetched++
+		}
+	}
+	if prefetched == 0 {
+		t.Fatal("no write prefetched")
+	}
+	w.SetPrefetch(false)
+	w.tail += 4096
+	if p := w.nextLine(); p != nil {
+		t.Fatalf("prefetch off: nextLine %p", p)
 	}
 }

@@ -558,12 +558,28 @@ func TestWaitallIntoAfterOtherUse(t *testing.T) {
 				}
 			}
 		}
+		// And one WaitallInto collects in line (collectPlain).
+		buf := make([]byte, 8)
+		r, err := c.Isend(buf, 0, 99)
+		if err != nil {
+			return err
+		}
+		if err := WaitallInto([]*Request{r}, nil); err != nil {
+			return err
+		}
+		if _, err := c.Recv(buf, 0, 99); err != nil {
+			return err
+		}
 		seen := map[*Request]bool{}
 		for _, r := range c.p.reqFree[:c.p.nFree] {
 			if seen[r] {
 				return errors.New("a request is on the free stack twice")
 			}
 			seen[r] = true
+			// Clean but for c, op and inactive, which Isend sets.
+			if clean := (Request{c: r.c, op: r.op, inactive: r.inactive}); *r != clean {
+				return fmt.Errorf("a request on the free stack keeps %+v", *r)
+			}
 		}
 		return c.Finalize()
 	})

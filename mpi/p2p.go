@@ -196,8 +196,8 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 			if r == nil {
 				r = c.p.newRequest()
 			}
-			*r = Request{} // set whole, as below, without building it aside
-			r.c, r.sent, r.op, r.hot = c, s, opIsend, hotSent
+			// Clean but for these (proc.reqFree), so set without zeroing.
+			r.c, r.sent, r.op, r.inactive, r.hot = c, s, opIsend, false, hotSent
 			return r, nil
 		}
 		return c.isendStarted(er, err)

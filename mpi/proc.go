@@ -32,7 +32,9 @@ type proc struct {
 	// given back: a sync.Pool took two to four atomic operations per
 	// request, each a full fence on amd64. An array, not a slice: giving
 	// a request back is one store and a count, with no capacity to check
-	// or to grow.
+	// or to grow. A request here keeps of its last operation only its
+	// communicator, opcode and inactive flag: the rest is zero, as a new
+	// one's, so that Isend sets only those.
 	reqFree [maxFreeRequests]*Request
 	nFree   int // requests on reqFree
 	reqLock uint32

@@ -42,7 +42,6 @@ func TestProfileInlining(t *testing.T) {
 		{"../mpi/p2p.go", "Isend", "engine.(*Endpoint).IsendNow", "the engine's send in the facade's"},
 		{"../mpi/p2p.go", "Irecv", "engine.(*Endpoint).Irecv", "the engine's receive in the facade's"},
 		{"../engine/recv.go", "pollShort", "rings.(*RecordReader).NextReady", "the ring reads in the poll's loop"},
-		{"suite.go", "messageRate", "mpi.(*Comm).Irecv", "the facade's receive in the rate loop"},
 	} {
 		first, last := funcLines(t, c.file, c.fn)
 		found := false

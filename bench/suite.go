@@ -170,11 +170,17 @@ func latency(c *mpi.Comm, buf []byte) (float64, error) {
 }
 
 // messageRate returns millions of size-byte messages per second with a
-// window of nonblocking sends, each window acknowledged.
+// window of nonblocking sends, each window acknowledged. Out of line, as
+// the profile found it: put in line in suite, the calls the profile puts
+// in line in it would be calls inside a call put in line, which it does
+// not find (golang/go#69046).
+//
+//go:noinline
 func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
 	iters := itersFor(size)/window + 10
 	const warm = 5
 	reqs := make([]*mpi.Request, window)
+	bufs := windowBufs(buf, size)
 	var t0 float64
 	for i := 0; i < iters+warm; i++ {
 		if i == warm {
@@ -197,8 +203,8 @@ func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
 				return 0, err
 			}
 		} else {
-			for w := range reqs {
-				if reqs[w], err = c.Irecv(buf[w*size:(w+1)*size], 0, 2); err != nil {
+			for w, b := range bufs {
+				if reqs[w], err = c.Irecv(b, 0, 2); err != nil {
 					return 0, err
 				}
 			}
@@ -214,6 +220,17 @@ func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
 	return float64(iters*window) / t / 1e6, nil
 }
 
+// windowBufs returns the receiving rank's buffer for each message of a
+// window, size bytes of buf apiece, made once before the windows (as the
+// anchor's buf + w*size costs its loop nothing).
+func windowBufs(buf []byte, size int) *[window][]byte {
+	var bufs [window][]byte
+	for w := range bufs {
+		bufs[w] = buf[w*size : (w+1)*size]
+	}
+	return &bufs
+}
+
 // ratePhases is messageRate with each rank's phases timed (-phases): it
 // also returns this rank's time in each of its three phases of a window
 // (phaseKinds), in ns a message, from three clock reads a window (the
@@ -221,12 +238,13 @@ func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
 // again, not a flag inside it: the profile (bench/default.pgo) finds a
 // hot call by its line in its function, and lines added among
 // messageRate's would lose the inlining it has there. The profile has no
-// samples of this loop, so its Irecv is called where messageRate's is
-// put in line.
+// samples of this loop, so what it puts in line in messageRate (its
+// WaitallInto) may stay a call here.
 func ratePhases(c *mpi.Comm, buf []byte, size int) (float64, [3]float64, error) {
 	iters := itersFor(size)/window + 10
 	const warm = 5
 	reqs := make([]*mpi.Request, window)
+	bufs := windowBufs(buf, size)
 	var t0, last float64 // last: when the last phase ended (the next begins)
 	var ph [3]float64    // seconds, summed over the measured windows
 	for i := 0; i < iters+warm; i++ {
@@ -254,8 +272,8 @@ func ratePhases(c *mpi.Comm, buf []byte, size int) (float64, [3]float64, error) 
 				return 0, ph, err
 			}
 		} else {
-			for w := range reqs {
-				if reqs[w], err = c.Irecv(buf[w*size:(w+1)*size], 0, 2); err != nil {
+			for w, b := range bufs {
+				if reqs[w], err = c.Irecv(b, 0, 2); err != nil {
 					return 0, ph, err
 				}
 			}

@@ -240,6 +240,13 @@ func (c *Comm) Ibsend(buf []byte, dest, tag int) (*Request, error) {
 
 // Irecv starts a receive (MPI_IRECV); buf must not be read until the
 // request completes.
+//
+// Out of line: put in line in a caller, as a profile may have it, its call
+// of the engine's Irecv would be a call inside a call put in line, which
+// the profile does not find (golang/go#69046), and stay a call; one call
+// either way, and this way the engine's receive is in line in it.
+//
+//go:noinline
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 	if c.usual(source, tag) { // checked in line: no wildcard, no ProcNull
 		er, err := c.p.ep.Irecv(buf, c.worldOf(source), tag, c.ctx)

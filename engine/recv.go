@@ -486,9 +486,7 @@ func (ep *Endpoint) pollShort(src int, rd *rings.RecordReader, k, batch int) (in
 	}
 	for ; ; k++ {
 		pkt := rd.NextReady(batch)
-		if pkt == nil {
-			return k, nil
-		}
+		// None (nil) fails the length check, and goes back as nil.
 		if len(pkt) < shortHeader+8 || len(pkt) > shortHeader+16 || // the type, its three zero bytes, the context; the tag
 			u64(pkt, 0) != h0 || u32(pkt, 8) != tag {
 			return k, pkt

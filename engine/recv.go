@@ -39,17 +39,23 @@ func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error
 		if r := ep.reqs.free; l != nil && r != nil && m.nuq == 0 && !ep.impaired &&
 			uint(src) < uint(len(ep.peers)) && uint(tag) <= math.MaxInt32 &&
 			m.pcache.last.k == (key{ctx, int32(src), int32(tag)}) {
-			// Taken off the pool, as reqTable.get does.
-			ep.reqs.free = r.nextFree
-			r.kind, r.buf, r.peer, r.tag, r.ctx = kindRecv, buf, src, tag, ctx
+			// Taken off the pool, as reqTable.get does, and posted at the
+			// list's tail, as reqList.push does (qnext is nil in the pool):
+			// the words first, then the pointers side by side, for one
+			// check of the write barrier.
+			r.kind, r.peer, r.tag, r.ctx = kindRecv, src, tag, ctx
 			r.Completion.Rearm()
 			ep.inflight++
 			r.state = stPosted
 			m.postSeq++
 			r.seq = m.postSeq
-			l.push(r)
 			m.nposted++
 			ep.posted.Add(1)
+			at := &l.head // where the list links r: its head, or its tail's next
+			if t := l.tail; t != nil {
+				at = &t.qnext
+			}
+			ep.reqs.free, r.buf, r.list, r.qprev, *at, l.tail = r.nextFree, buf, l, l.tail, r, r
 			return r, nil
 		}
 	}

@@ -22,9 +22,9 @@ type Request struct {
 	x        *requestExtra   // timers, persistent requests, requests complete from the start
 	op       opcode          // the routine that made it, for errors
 	inactive bool
+	hot      hotKind // beside inactive: the two are set together, in one store
 	freed    bool
 	spare    bool // given back by WaitallInto and kept by its engine request's slot (proc.requestFor)
-	hot      hotKind
 }
 
 // hotKind marks the request of an Isend or Irecv that took the usual
@@ -400,24 +400,26 @@ func collectPlain(reqs []*Request, i int) int {
 			}
 			ok = c
 		}
+		// Each case's pointer stores side by side, for one check of the
+		// write barrier.
 		if h == hotEngine {
 			if !r.er.Collect() {
 				return i
 			}
-			r.er = nil
 			r.spare = true // its slot's next operation takes it back
+			r.inactive, r.hot = true, notHot
+			r.er, reqs[i] = nil, nil
 		} else { // a send that left at once (engine.Sent)
 			p := ok.p
 			n := p.nFree
-			if n >= maxFreeRequests {
+			if uint(n) >= maxFreeRequests {
 				return i // giveBack would drop r
 			}
 			r.sent = engine.Sent{}
-			p.reqFree[n] = r
+			r.inactive, r.hot = true, notHot
 			p.nFree = n + 1
+			p.reqFree[n], reqs[i] = r, nil
 		}
-		r.inactive, r.hot = true, notHot
-		reqs[i] = nil
 	}
 	return i
 }

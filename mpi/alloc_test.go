@@ -558,6 +558,25 @@ func TestWaitallIntoAfterOtherUse(t *testing.T) {
 				}
 			}
 		}
+		// A receive's request, kept by its slot once WaitallInto
+		// completed it (in line, or with statuses, the general loop),
+		// is clean but for what Irecv sets (spareOf).
+		for _, sts := range [][]Status{nil, make([]Status, 1)} {
+			b := make([]byte, 8)
+			r, err := c.Irecv(b, 0, 98)
+			if err != nil {
+				return err
+			}
+			if err := c.Send(b, 0, 98); err != nil {
+				return err
+			}
+			if err := WaitallInto([]*Request{r}, sts); err != nil {
+				return err
+			}
+			if spare := (Request{c: r.c, op: r.op, inactive: true, spare: true}); *r != spare {
+				return fmt.Errorf("a spare request (statuses %v) keeps %+v", sts != nil, *r)
+			}
+		}
 		// And one WaitallInto collects in line (collectPlain).
 		buf := make([]byte, 8)
 		r, err := c.Isend(buf, 0, 99)

@@ -253,10 +253,13 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 		if err != nil {
 			return nil, c.fail(c.engineErr("Irecv", err))
 		}
-		r := spareOf(er)
-		if r == nil {
-			r = c.p.requestFor(er)
+		if r, _ := er.Owner().(*Request); r != nil && r.spare {
+			// The slot's request (spareOf), clean but for these: set
+			// without zeroing.
+			r.c, r.er, r.op, r.inactive, r.hot, r.spare = c, er, opIrecv, false, hotEngine, false
+			return r, nil
 		}
+		r := c.p.requestFor(er)
 		*r = Request{} // set whole, without building it aside
 		r.c, r.er, r.op, r.hot = c, er, opIrecv, hotEngine
 		return r, nil

@@ -91,8 +91,10 @@ func (p *proc) requestFor(er *engine.Request) *Request {
 }
 
 // spareOf returns the spare request er's slot keeps, or nil: requestFor's
-// usual case, small enough to inline where a call costs (Irecv). Only
-// requestFor below ThreadMultiple gives a slot a request.
+// usual case (Irecv has it in line). Only requestFor below ThreadMultiple
+// gives a slot a request. A spare request keeps of its last operation
+// only its communicator, opcode and inactive flag: the rest is zero, and
+// Irecv sets those fields without zeroing it first.
 func spareOf(er *engine.Request) *Request {
 	if r, _ := er.Owner().(*Request); r != nil && r.spare {
 		return r

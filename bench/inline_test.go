@@ -40,6 +40,7 @@ func TestProfileInlining(t *testing.T) {
 			"the send's ring write in line, the one call left the assembly that publishes it: " +
 				"engine/send.go must keep IsendNow's call to TryWriteWords on the same line as Isend's call to IsendNow in mpi/p2p.go"},
 		{"../mpi/p2p.go", "Isend", "engine.(*Endpoint).IsendNow", "the engine's send in the facade's"},
+		{"../mpi/p2p.go", "Isend", "engine.(*recordLink).setStream", "the stream's check (within Go's budget of 80 without a profile)"},
 		{"../mpi/p2p.go", "Irecv", "engine.(*Endpoint).Irecv", "the engine's receive in the facade's"},
 		{"../engine/recv.go", "pollShort", "rings.(*RecordReader).NextReady", "the ring reads in the poll's loop"},
 	} {

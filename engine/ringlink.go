@@ -123,16 +123,21 @@ func (l *recordLink) Reserve(n int) []byte {
 // setStream sets the writer's prefetch and line padding for a packet
 // that is (or is not) part of a stream.
 func (l *recordLink) setStream() {
-	if l.polls != nil {
-		p := *l.polls
-		stream := p == l.last
-		if stream && l.streamed {
-			return // a stream going on: all is set as below already
-		}
-		l.w.SetPrefetch(stream)
-		l.w.SetLinePadding(l.pad && !stream)
-		l.last, l.streamed = p, stream
+	if l.polls != nil && (*l.polls != l.last || !l.streamed) {
+		l.changeStream() // else a stream going on: all is set already
 	}
+}
+
+// changeStream is setStream past its usual case, out of line so that
+// setStream stays small enough to go in line without a profile.
+//
+//go:noinline
+func (l *recordLink) changeStream() {
+	p := *l.polls
+	stream := p == l.last
+	l.w.SetPrefetch(stream)
+	l.w.SetLinePadding(l.pad && !stream)
+	l.last, l.streamed = p, stream
 }
 
 // warm readies the lines the next packets will be written to, at an empty

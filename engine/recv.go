@@ -480,13 +480,13 @@ func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 //
 //go:noinline
 func (ep *Endpoint) pollShort(src int, rd *rings.RecordReader, k, batch int) (int, []byte) {
-	// What the loop does not change, checked once: no wildcard receive,
-	// and a list last looked up for src. The loop then holds fewer
-	// values, and keeps them in registers. (The rest of a message src
-	// is in the middle of comes in frag or data packets, never short
-	// ones: wire.go.)
-	m := &ep.m
-	l, h0, tag := m.pcache.last.l, pktShort|uint64(m.pcache.last.k.ctx)<<32, uint32(m.pcache.last.k.tag) // a packet's first words
+	// What the loop does not change, checked once: no wildcard receive, a
+	// list last looked up for src, and a packet's first words (h0, tag).
+	// The loop then holds fewer values, in registers; the counts drop by
+	// k-k0 at the end (shortDone). (A message src is in the middle of
+	// goes on in frag or data packets, never short ones: wire.go.)
+	m, k0 := &ep.m, k
+	l, h0, tag := m.pcache.last.l, pktShort|uint64(m.pcache.last.k.ctx)<<32, uint32(m.pcache.last.k.tag)
 	if m.nwild != 0 || l == nil || m.pcache.last.k.src != int32(src) {
 		return k, nil
 	}
@@ -495,29 +495,35 @@ func (ep *Endpoint) pollShort(src int, rd *rings.RecordReader, k, batch int) (in
 		// None (nil) fails the length check, and goes back as nil.
 		if len(pkt) < shortHeader+8 || len(pkt) > shortHeader+16 || // the type, its three zero bytes, the context; the tag
 			u64(pkt, 0) != h0 || u32(pkt, 8) != tag {
-			return k, pkt
+			return ep.shortDone(k, k0, pkt)
 		}
 		// A receive posted first with more behind it: the list keeps
 		// one, so nothing here drops it (shortToPosted may).
 		r := l.head
 		payload := pkt[shortHeader:]
 		if r == nil || r.qnext == nil || len(payload) > len(r.buf) || r.freed {
-			return k, pkt
+			return ep.shortDone(k, k0, pkt)
 		}
 		buf := r.buf
 		l.head, r.qnext.qprev = r.qnext, nil
 		r.list, r.qnext = nil, nil
-		m.nposted--
-		ep.posted.Sub(1)
 		n := len(payload) // 8 to 16 bytes, no more than buf's: two overlapping word moves
 		*(*[8]byte)(buf) = [8]byte(payload)
 		*(*[8]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), n-8)) = [8]byte(payload[n-8:]) // no slice of buf to make
-		r.sent = n
 		r.status.Source, r.status.Tag, r.status.Count = src, int(int32(tag)), n
 		r.state = stDone
-		ep.inflight--
 		r.Completion.MarkDoneLocal()
 	}
+}
+
+// shortDone ends pollShort: the k-k0 receives it completed are no longer
+// posted nor pending, counted once for the whole run. It returns k and pkt.
+func (ep *Endpoint) shortDone(k, k0 int, pkt []byte) (int, []byte) {
+	n := k - k0
+	ep.m.nposted -= n
+	ep.inflight -= n
+	ep.posted.Sub(int64(n))
+	return k, pkt
 }
 
 // postedFor returns the list of receives posted for the key of src's

@@ -761,10 +761,25 @@ func TestShortPathCases(t *testing.T) {
 						return fmt.Errorf("message %d, received late: %v, %+v, %x", m, err, st, buf)
 					}
 				}
+				if err := countsSettled(ep); err != nil {
+					return err
+				}
 				return poolZeroed(ep)
 			})
 		})
 	}
+}
+
+// countsSettled checks that ep, with nothing left in flight, counts no
+// posted and no pending receive, whichever path (pollShort, which counts
+// a run of them at its end, or another) completed them.
+func countsSettled(ep *Endpoint) error {
+	ep.lock()
+	defer ep.unlock()
+	if ep.m.nposted != 0 || ep.inflight != 0 || ep.posted.Load() != 0 {
+		return fmt.Errorf("with nothing in flight, %d receives counted posted (level %d), %d requests pending", ep.m.nposted, ep.posted.Load(), ep.inflight)
+	}
+	return nil
 }
 
 // poolZeroed checks that every request in ep's pool keeps nothing of its

@@ -154,6 +154,7 @@ func (r *RecordRing) Reader() (*RecordReader, error) {
 		maxPayload: uint64(r.h.maxPayload), data: r.h.data(), multi: r.h.kind == KindMPSCRing,
 		headp: word64(r.h.base, offHead), tailp: word64(r.h.base, offTail)}
 	rd.head = asm.LoadAcquire64(rd.headp)
+	rd.next = rd.head
 	rd.wantp = r.h.roomWanted() // wantSeen 0: requests made before the reader came count
 	rd.nextOff = rd.multi
 	if rd.multi {
@@ -787,7 +788,7 @@ type RecordReader struct {
 	pending    error     // a death reaped but not yet reported
 	peeked     int       // records handed out by Peek and Next and not yet released
 	filled     int       // the first of them, those Peek found, have entries in recs
-	next       uint64    // while peeked > 0: the position after the last of them
+	next       uint64    // the position after the last record out; the head while none is (so NextReady reads no more)
 	recs       []peekRec // where Peek's are
 	wantp      *uint64   // the writers' requests for room (WantRoom) ...
 	wantSeen   uint64    // ... and their count as RoomWanted last saw it
@@ -863,6 +864,9 @@ func (rd *RecordReader) Poll(fn Handler, limit int) (int, error) {
 	}
 	if head != start {
 		rd.head = head
+		if rd.peeked == 0 {
+			rd.next = head
+		}
 		asm.StoreRelease64(rd.headp, head)
 	}
 	if report == nil && rd.pending != nil {
@@ -1044,7 +1048,7 @@ func (rd *RecordReader) Peek(max int) (int, error) {
 	case rd.closed || rd.broken:
 		return 0, rd.pollErr()
 	}
-	rd.peeked, rd.filled = 0, 0
+	rd.peeked, rd.filled, rd.next = 0, 0, rd.head
 	if asm.LoadAcquire64(rd.hdr(rd.head&rd.mask)) == 0 {
 		return 0, nil // nothing ready: the usual answer to a waiter's poll
 	}
@@ -1158,10 +1162,7 @@ func (rd *RecordReader) Next(max int) ([]byte, error) {
 // whose loop over records keeps its values in registers and turns to
 // Next only when this returns nil.
 func (rd *RecordReader) NextReady(max int) []byte {
-	head := rd.head
-	if rd.peeked > 0 {
-		head = rd.next
-	}
+	head := rd.next                                                    // the head while nothing is out
 	if rd.nextOff || rd.peeked >= max || head-rd.head >= rd.capacity { // never a whole lap: see Peek
 		return nil
 	}
@@ -1239,7 +1240,7 @@ func (rd *RecordReader) dropCorrupt(head uint64) error {
 	}
 	head, err := rd.corrupt(head)
 	if head != rd.head {
-		rd.head = head
+		rd.head, rd.next = head, head
 		asm.StoreRelease64(rd.headp, head)
 	}
 	return err
@@ -1254,7 +1255,7 @@ func (rd *RecordReader) consume(end uint64) {
 		clear(rd.bytes(idx, n))
 		head += n
 	}
-	rd.head = end
+	rd.head, rd.next = end, end // nothing is out once consumed
 	asm.StoreRelease64(rd.headp, end)
 }
 
@@ -1277,7 +1278,7 @@ func (rd *RecordReader) Release(k int) {
 	if k < rd.peeked && k > 0 {
 		end = rd.locate(k - 1).end
 	}
-	rd.peeked, rd.filled = 0, 0
+	rd.peeked, rd.filled, rd.next = 0, 0, rd.head
 	if k > 0 {
 		rd.consume(end)
 	}

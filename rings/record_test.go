@@ -376,8 +376,8 @@ func TestRecordNextReady(t *testing.T) {
 	}
 }
 
-// TestRecordNextPartial mixes Peek and Next in one batch and releases part
-// of what is out: Record finds every record out, Peek's and Next's, a
+// TestRecordNextPartial mixes Peek, Next and NextReady in one batch and
+// releases part of what is out: Record finds every record out, Peek's and Next's, a
 // partial Release gives back exactly the records it names (and the padding
 // before them), and the rest are handed out again, in order, by the next
 // batch. Records of every size through a small ring put padding at every
@@ -401,9 +401,15 @@ func TestRecordNextPartial(t *testing.T) {
 			}
 		}
 		for limit := round%5 + len(out) + 1; ; {
-			p, err := rd.Next(limit)
-			if err != nil {
-				t.Fatal(err)
+			var p []byte
+			if round%2 == 0 { // NextReady first, Next for what it leaves
+				p = rd.NextReady(limit)
+			}
+			if p == nil {
+				var err error
+				if p, err = rd.Next(limit); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if p == nil {
 				break
@@ -427,6 +433,9 @@ func TestRecordNextPartial(t *testing.T) {
 		}
 		rd.Release(k)
 		got += uint64(k)
+		if rd.next != rd.head { // nothing out: NextReady starts from next
+			t.Fatalf("round %d: next %d, head %d after Release", round, rd.next, rd.head)
+		}
 	}
 	if got > sent {
 		t.Fatalf("read %d of %d records", got, sent)

@@ -62,9 +62,12 @@ func (p *proc) newRequest() *Request {
 // level is checked first: at ThreadMultiple the stack is read only under
 // reqLock.
 func (p *proc) takeFree() *Request {
-	if p.thread < ThreadMultiple && p.nFree > 0 {
-		p.nFree--
-		return p.reqFree[p.nFree]
+	if p.thread >= ThreadMultiple {
+		return nil
+	}
+	if n := p.nFree - 1; uint(n) < maxFreeRequests { // one compare: not empty, and the index in range
+		p.nFree = n
+		return p.reqFree[n]
 	}
 	return nil
 }

@@ -223,14 +223,8 @@ func TestSlotRequests(t *testing.T) {
 		}
 		c.p.thread = ThreadSerialized
 		buf := make([]byte, 8)
-		r1, err := c.Irecv(buf, 0, 1)
+		r1, err := recvFromSelf(c, buf, 1, nil)
 		if err != nil {
-			return err
-		}
-		if err := c.Send(buf, 0, 1); err != nil {
-			return err
-		}
-		if err := WaitallInto([]*Request{r1}, nil); err != nil {
 			return err
 		}
 		r2, err := c.Irecv(buf, 0, 2)
@@ -270,6 +264,20 @@ func TestSlotRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// recvFromSelf receives a message of buf's length from c's rank 0 (the
+// caller itself) into buf: Irecv, then Send, then WaitallInto with
+// statuses sts. It returns the request, which WaitallInto completed.
+func recvFromSelf(c *Comm, buf []byte, tag int, sts []Status) (*Request, error) {
+	r, err := c.Irecv(buf, 0, tag)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Send(buf, 0, tag); err != nil {
+		return nil, err
+	}
+	return r, WaitallInto([]*Request{r}, sts)
 }
 
 // BenchmarkSelfWindow: windows of 64 Irecv and 64 Isend of 8 bytes from a
@@ -562,15 +570,8 @@ func TestWaitallIntoAfterOtherUse(t *testing.T) {
 		// completed it (in line, or with statuses, the general loop),
 		// is clean but for what Irecv sets (spareOf).
 		for _, sts := range [][]Status{nil, make([]Status, 1)} {
-			b := make([]byte, 8)
-			r, err := c.Irecv(b, 0, 98)
+			r, err := recvFromSelf(c, make([]byte, 8), 98, sts)
 			if err != nil {
-				return err
-			}
-			if err := c.Send(b, 0, 98); err != nil {
-				return err
-			}
-			if err := WaitallInto([]*Request{r}, sts); err != nil {
 				return err
 			}
 			if spare := (Request{c: r.c, op: r.op, inactive: true, spare: true}); *r != spare {

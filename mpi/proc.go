@@ -65,11 +65,7 @@ func (p *proc) takeFree() *Request {
 	if p.thread >= ThreadMultiple {
 		return nil
 	}
-	if n := p.nFree - 1; uint(n) < maxFreeRequests { // one compare: not empty, and the index in range
-		p.nFree = n
-		return p.reqFree[n]
-	}
-	return nil
+	return p.pop()
 }
 
 // requestFor returns a request for engine request er, for the caller to
@@ -110,12 +106,20 @@ func spareOf(er *engine.Request) *Request {
 // no write barrier, a request): at most maxFreeRequests requests that
 // the program dropped without a Wait stay reachable that way.
 func (p *proc) popFree() *Request {
-	n := p.nFree
-	if n == 0 {
-		return new(Request)
+	if r := p.pop(); r != nil {
+		return r
 	}
-	p.nFree = n - 1
-	return p.reqFree[n-1]
+	return new(Request)
+}
+
+// pop takes a request off the free stack, nil if it is empty: one
+// compare says both that it is not and that the index is in range.
+func (p *proc) pop() *Request {
+	if n := p.nFree - 1; uint(n) < maxFreeRequests {
+		p.nFree = n
+		return p.reqFree[n]
+	}
+	return nil
 }
 
 // giveBack takes back r, which WaitallInto completed, no one may use any

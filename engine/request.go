@@ -101,6 +101,11 @@ type reqMatch struct {
 	tag   int
 	ctx   uint32
 
+	// Read on a short message's way too (pollShort, Collect): here, in
+	// the padding after ctx, not on a line of their own in reqProto.
+	cancelling bool // send: a cancel packet is out
+	freed      bool // the user freed it: release once complete
+
 	status Status
 	err    error
 
@@ -123,13 +128,11 @@ type reqProto struct {
 	splitAt int    // split rendezvous recv (ctw): the sender writes from here on
 	saddr   uint64 // split rendezvous recv: the sender's buffer
 
-	sid        uint32      // send: the short id of its short packet, 0 if none
-	uq         *unexpected // recv: the unexpected message it waits on
-	cancelling bool        // send: a cancel packet is out
-	finned     bool        // synchronous eager send: fin came before its last packet left
-	freed      bool        // the user freed it: release once complete
-	split      splitState  // split rendezvous recv
-	release    func()      // buffered sends: give the space back
+	sid     uint32      // send: the short id of its short packet, 0 if none
+	uq      *unexpected // recv: the unexpected message it waits on
+	finned  bool        // synchronous eager send: fin came before its last packet left
+	split   splitState  // split rendezvous recv
+	release func()      // buffered sends: give the space back
 }
 
 // Status returns the status of a completed request.

@@ -191,7 +191,7 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if c.usual(dest, tag) { // checked in line
 		// Sent at once (a window's small sends); on the line of engine/send.go's ring write.
 		s, er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard)
-		if er == nil && err == nil {
+		if s.Valid() { // sent at once: no request, no error
 			r := c.p.takeFree()
 			if r == nil {
 				r = c.p.newRequest()

@@ -22,9 +22,9 @@ type Request struct {
 	x        *requestExtra   // timers, persistent requests, requests complete from the start
 	op       opcode          // the routine that made it, for errors
 	inactive bool
-	hot      hotKind // beside inactive: the two are set together, in one store
+	hot      hotKind // op, inactive, hot and spare side by side: set together, in one store
+	spare    bool    // given back by WaitallInto and kept by its engine request's slot (proc.requestFor)
 	freed    bool
-	spare    bool // given back by WaitallInto and kept by its engine request's slot (proc.requestFor)
 }
 
 // hotKind marks the request of an Isend or Irecv that took the usual
@@ -406,8 +406,7 @@ func collectPlain(reqs []*Request, i int) int {
 			if !r.er.Collect() {
 				return i
 			}
-			r.spare = true // its slot's next operation takes it back
-			r.inactive, r.hot = true, notHot
+			r.inactive, r.hot, r.spare = true, notHot, true // spare: its slot's next operation takes it back
 			r.er, reqs[i] = nil, nil
 		} else { // a send that left at once (engine.Sent)
 			p := ok.p

@@ -279,7 +279,6 @@ func (w *RecordWriter) claimErr(n int) error {
 // claimOwn reserves need bytes for a single producer and prefetches for
 // them.
 func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
-	t := w.tail
 	idx, err := w.reserveOwn(need)
 	if err != nil {
 		return 0, err
@@ -288,8 +287,8 @@ func (w *RecordWriter) claimOwn(need uint64) (uint64, error) {
 		if w.whole != 0 && need >= w.whole && need <= maxWholePrefetch {
 			w.prefetchRecord(idx, need) // a record waited for alone
 		}
-	} else if w.ahead != 0 {
-		w.prefetch(t)
+	} else if next := w.nextLine(); next != nil {
+		asm.PrefetchW(next)
 	}
 	return idx, nil
 }
@@ -372,26 +371,6 @@ func (w *RecordWriter) SetPrefetch(on bool) {
 // it on and the writer has a prefetch distance (a single producer with a
 // non-zero rings_prefetch_record_bytes).
 func (w *RecordWriter) Prefetching() bool { return w.ahead != 0 && !w.noPrefetch }
-
-// prefetch asks for write ownership of the line the prefetch distance
-// ahead of the tail when the claim that moved the tail from t entered a
-// new line there, and only if the reader has released that line (the
-// cached head says so): fetching a line it has yet to read would steal it
-// from the reader.
-func (w *RecordWriter) prefetch(t uint64) {
-	if next := w.prefetchLine(t); next != nil {
-		asm.PrefetchW(next)
-	}
-}
-
-// prefetchLine returns the line prefetch asks for, or nil.
-func (w *RecordWriter) prefetchLine(t uint64) unsafe.Pointer {
-	at := w.tail + w.ahead
-	if (t+w.ahead)/CacheLine == at/CacheLine || at+CacheLine-w.headCache > w.capacity {
-		return nil
-	}
-	return unsafe.Add(w.data, at&w.mask&^(CacheLine-1))
-}
 
 // Warm asks for write ownership of up to lines cache lines from the
 // tail's own on, as far as the reader is known to have released them:
@@ -647,11 +626,13 @@ func (w *RecordWriter) commitPadded(idx, length uint64, typ uint32) error {
 	return nil
 }
 
-// nextLine returns the line a single producer's write that moved the
-// tail prefetches, or nil: only one that took the tail to pfAt or past
-// it, where the line the prefetch distance ahead is a new one, does, and
-// only while the prefetch is on. It is prefetchLine's test, made by one
-// compare with the position where it next holds.
+// nextLine returns the line a single producer's write or claim that
+// moved the tail prefetches for writing, or nil: only one that took the
+// tail to pfAt or past it, where the line the prefetch distance ahead of
+// the tail is a new one, does, only while the prefetch is on, and only if
+// the reader has released that line (the cached head says so): fetching
+// a line it has yet to read would steal it from the reader. One compare
+// with pfAt tells a write that enters no new line.
 func (w *RecordWriter) nextLine() unsafe.Pointer {
 	if w.tail < w.pfAt {
 		return nil

@@ -1262,7 +1262,7 @@ func TestRoomWanted(t *testing.T) {
 
 // TestNextLine: in a stream of writes, the line TryWriteWords prefetches
 // (nextLine, one compare with the position where the next is due) is
-// the one prefetchLine's rule names for each write: the line the prefetch
+// the one the rule names for each write: the line the prefetch
 // distance past the new tail, once that distance enters a new line, and
 // only if the reader has released it. Off, it prefetches nothing.
 func TestNextLine(t *testing.T) {
@@ -1277,9 +1277,12 @@ func TestNextLine(t *testing.T) {
 		t0 := w.tail
 		w.tail += 8 * (1 + rng.Uint64N(24))                       // records of 8 to 192 bytes
 		w.headCache = w.tail - min(w.tail, rng.Uint64N(capacity)) // the reader somewhere behind
-		want := w.prefetchLine(t0)
+		var want unsafe.Pointer                                   // the rule: the line at tail+ahead, if the write entered it, and the reader released it
+		if at := w.tail + w.ahead; (t0+w.ahead)/CacheLine != at/CacheLine && at+CacheLine-w.headCache <= w.capacity {
+			want = unsafe.Add(w.data, at&w.mask&^(CacheLine-1))
+		}
 		if got := w.nextLine(); got != want {
-			t.Fatalf("write %d (tail %d to %d, head %d): nextLine %p, prefetchLine %p", i, t0, w.tail, w.headCache, got, want)
+			t.Fatalf("write %d (tail %d to %d, head %d): nextLine %p, the rule %p", i, t0, w.tail, w.headCache, got, want)
 		}
 		if want != nil {
 			prefetched++

@@ -466,7 +466,7 @@ func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 
 // pollShort is pollLocked's loop over peer src's record ring, on a
 // serial endpoint, for the packets of a window of small messages: short
-// ones of 8 to 16 bytes, ready, for the receive posted first of the key
+// ones of up to 16 bytes, ready, for the receive posted first of the key
 // last looked up while more are posted behind it, completed in line. It
 // is shortToPosted's work for that case, without a call, so that the
 // loop's values stay in registers (the calls of the other cases in
@@ -493,23 +493,26 @@ func (ep *Endpoint) pollShort(src int, rd *rings.RecordReader, k, batch int) (in
 	for ; ; k++ {
 		pkt := rd.NextReady(batch)
 		// None (nil) fails the length check, and goes back as nil.
-		if len(pkt) < shortHeader+8 || len(pkt) > shortHeader+16 || // the type, its three zero bytes, the context; the tag
+		if len(pkt) < shortHeader || len(pkt) > shortHeader+16 || // the type, its three zero bytes, the context; the tag
 			u64(pkt, 0) != h0 || u32(pkt, 8) != tag {
 			return ep.shortDone(k, k0, pkt)
 		}
 		// A receive posted first with more behind it: the list keeps
 		// one, so nothing here drops it (shortToPosted may).
 		r := l.head
-		payload := pkt[shortHeader:]
-		if r == nil || r.qnext == nil || len(payload) > len(r.buf) || r.freed {
+		n := len(pkt) - shortHeader // the payload's length, up to 16 bytes
+		if r == nil || r.qnext == nil || n > len(r.buf) || r.freed {
 			return ep.shortDone(k, k0, pkt)
 		}
-		buf := r.buf
+		dst, from := unsafe.Pointer(unsafe.SliceData(r.buf)), unsafe.Add(unsafe.Pointer(unsafe.SliceData(pkt)), shortHeader)
 		l.head, r.qnext.qprev = r.qnext, nil
 		r.list, r.qnext = nil, nil
-		n := len(payload) // 8 to 16 bytes, no more than buf's: two overlapping word moves
-		*(*[8]byte)(buf) = [8]byte(payload)
-		*(*[8]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), n-8)) = [8]byte(payload[n-8:]) // no slice of buf to make
+		if n >= 8 { // two overlapping word moves; no slices to make
+			*(*[8]byte)(dst) = *(*[8]byte)(from)
+			*(*[8]byte)(unsafe.Add(dst, n-8)) = *(*[8]byte)(unsafe.Add(from, n-8))
+		} else {
+			moveTiny(dst, from, n)
+		}
 		r.status.Source, r.status.Tag, r.status.Count = src, int(int32(tag)), n
 		r.state = stDone
 		r.Completion.MarkDoneLocal()
@@ -536,15 +539,39 @@ func (ep *Endpoint) postedFor(src int, pkt []byte) *reqList {
 }
 
 // copyShort copies src to dst, which has room for it, and returns its
-// length: a short message's payload of 8 to 16 bytes with two overlapping
-// word moves in line instead of a call to memmove.
+// length: a short message's payload of up to 16 bytes with overlapping
+// moves instead of a call to memmove.
 func copyShort(dst, src []byte) int {
-	if n := len(src); n >= 8 && n <= 16 && len(dst) >= n {
+	n := len(src)
+	if n > 16 || len(dst) < n {
+		return copy(dst, src)
+	}
+	if n >= 8 {
 		*(*[8]byte)(dst) = [8]byte(src)
 		*(*[8]byte)(dst[n-8:]) = [8]byte(src[n-8:])
 		return n
 	}
-	return copy(dst, src)
+	moveTiny(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), n)
+	return n
+}
+
+// moveTiny copies n bytes, fewer than 8, from src to dst: with two
+// overlapping moves of half or a quarter of a word, or one byte, where
+// memmove's call costs some 20 instructions more. Out of line, so that
+// it costs pollShort's loop no registers.
+//
+//go:noinline
+func moveTiny(dst, src unsafe.Pointer, n int) {
+	switch {
+	case n >= 4:
+		*(*[4]byte)(dst) = *(*[4]byte)(src)
+		*(*[4]byte)(unsafe.Add(dst, n-4)) = *(*[4]byte)(unsafe.Add(src, n-4))
+	case n >= 2:
+		*(*[2]byte)(dst) = *(*[2]byte)(src)
+		*(*[2]byte)(unsafe.Add(dst, n-2)) = *(*[2]byte)(unsafe.Add(src, n-2))
+	case n == 1:
+		*(*byte)(dst) = *(*byte)(src)
+	}
 }
 
 // eager matches the first packet of an eager message of length bytes, or

@@ -607,7 +607,7 @@ type shortSend struct {
 // first poll finds each sender's messages all in its ring, delivers them
 // as matching says, whichever path takes them. The cases are those where
 // a window's short-packet loop (pollShort) must leave a packet to the
-// general path: payloads outside 8 to 16 bytes, a buffer too small, keys
+// general path: payloads over 16 bytes, a buffer too small, keys
 // (tag, context, source) other than the one last looked up, a wildcard
 // receive posted between, packets other than short ones (synchronous
 // sends), a receive list down to its last receive and past it. Messages
@@ -723,7 +723,7 @@ func TestShortPathCases(t *testing.T) {
 				bufs := make([][]byte, len(c.recvs))
 				reqs := make([]*Request, len(c.recvs))
 				for i, r := range c.recvs {
-					bufs[i] = make([]byte, r.size)
+					bufs[i] = bytes.Repeat([]byte{0xee}, r.size) // 0xee: not the ring's padding
 					var err error
 					if reqs[i], err = ep.Irecv(bufs[i], r.src, r.tag, r.ctx); err != nil {
 						return err
@@ -751,6 +751,9 @@ func TestShortPathCases(t *testing.T) {
 					}
 					if !bytes.Equal(bufs[i][:n], msg(s.size, want[i])[:n]) {
 						return fmt.Errorf("receive %d holds %x, want message %d's %x", i, bufs[i][:n], want[i], msg(s.size, want[i])[:n])
+					}
+					if rest := bufs[i][n:]; !bytes.Equal(rest, bytes.Repeat([]byte{0xee}, len(rest))) {
+						return fmt.Errorf("receive %d of %d bytes wrote %x past them", i, n, rest)
 					}
 				}
 				for _, m := range late {
@@ -805,4 +808,25 @@ func poolZeroed(ep *Endpoint) error {
 		return errors.New("no request in the pool")
 	}
 	return nil
+}
+
+// TestCopyShort: copyShort copies a payload of every short length, and
+// longer ones, whole into a buffer with room for it, writing nothing past
+// it, by whichever of its moves the length takes.
+func TestCopyShort(t *testing.T) {
+	for n := 0; n <= 24; n++ {
+		for room := n; room <= n+9; room++ {
+			src := msg(n, n)
+			dst := bytes.Repeat([]byte{0xee}, room)
+			if got := copyShort(dst, src); got != n {
+				t.Fatalf("%d bytes into %d: copyShort returned %d", n, room, got)
+			}
+			if !bytes.Equal(dst[:n], src) {
+				t.Fatalf("%d bytes into %d: got %x, want %x", n, room, dst[:n], src)
+			}
+			if rest := dst[n:]; !bytes.Equal(rest, bytes.Repeat([]byte{0xee}, len(rest))) {
+				t.Fatalf("%d bytes into %d: wrote %x past them", n, room, rest)
+			}
+		}
+	}
 }

@@ -32,7 +32,7 @@ type Endpoint struct {
 	warmAt   int          // the peer whose link warmNext looks at first
 	node     string
 	closed   bool
-	impaired bool          // closed, or a peer gone: Irecv's usual case checks this alone
+	impaired bool          // closed, or a peer gone: what the usual cases of Irecv and IsendNow check
 	inflight int           // requests started and not yet complete
 	probing  int           // goroutines in Probe or BufferDetach
 	outq     int           // peers with packets waiting for room
@@ -70,7 +70,7 @@ type peer struct {
 	dead   error               // non-nil once the peer is gone
 	count  transportShards     // its transport's counter shards
 	short  int                 // the largest payload of a short packet on out
-	sid    uint32              // the last short id given to a send to this peer
+	sid    uint32              // the last short id given to a send to this peer, plus one (nextSID)
 	held   int                 // packets handled but not yet released
 	rndv   uint64              // the last rendezvous receive started from this peer
 	queued bool                // counted in outq

@@ -380,6 +380,48 @@ func TestIsendNow(t *testing.T) {
 	})
 }
 
+// TestIsendNowImpaired: IsendNow's usual case checks the endpoint's
+// impaired flag for both a closed endpoint and a dead peer. With one peer
+// gone, a send to another still arrives whole, by the general way; one
+// to the dead peer fails with ErrPeerDead; and on a closed endpoint
+// IsendNow fails with ErrClosed.
+func TestIsendNowImpaired(t *testing.T) {
+	w, err := NewWorld(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, live, gone := w.Endpoint(0), w.Endpoint(1), w.Endpoint(2)
+	defer live.Close()
+	setSerial(t, ep, true)
+	gone.Close()
+	// A receive from the closed rank finds it gone and impairs ep.
+	if _, err := ep.Recv(make([]byte, 8), 2, 1, 0); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("receive from a closed peer: %v", err)
+	}
+	if _, r, err := ep.IsendNow(msg(8, 1), 2, 1, 0, Standard); !errors.Is(err, ErrPeerDead) && (r == nil || !errors.Is(r.WaitErr(), ErrPeerDead)) {
+		t.Fatalf("IsendNow to the dead peer: %v, want ErrPeerDead", err)
+	}
+	s, r, err := ep.IsendNow(msg(8, 2), 1, 1, 0, Standard)
+	if err != nil {
+		t.Fatalf("IsendNow to a live peer beside a dead one: %v", err)
+	}
+	if r != nil {
+		if err := r.WaitErr(); err != nil {
+			t.Fatalf("IsendNow to a live peer beside a dead one: %v", err)
+		}
+	} else if !s.Valid() {
+		t.Fatalf("IsendNow to a live peer: neither a request nor a message sent")
+	}
+	buf := make([]byte, 8)
+	if st, err := live.Recv(buf, 0, 1, 0); err != nil || st.Count != 8 || !bytes.Equal(buf, msg(8, 2)) {
+		t.Fatalf("the live peer received %+v, %v, %x", st, err, buf)
+	}
+	ep.Close()
+	if s, r, err := ep.IsendNow(msg(8, 3), 1, 1, 0, Standard); !errors.Is(err, ErrClosed) || r != nil || s.Valid() {
+		t.Fatalf("IsendNow on a closed endpoint: %+v, %v, %v; want ErrClosed", s, r, err)
+	}
+}
+
 // TestCancelSent: the cancel of a message IsendNow sent withdraws it while
 // unmatched, and only it (the short id tells apart two messages of one
 // tag); after the match the message stands.

@@ -384,19 +384,22 @@ func WaitallInto(reqs []*Request, statuses []Status) error {
 //go:noinline
 func collectPlain(reqs []*Request, i int) int {
 	var ok *Comm // the communicator of the last request collected: its rank's checks passed
-	for ; i < len(reqs); i++ {
-		r := reqs[i]
+	if uint(i) > uint(len(reqs)) {
+		return i
+	}
+	rs := reqs[i:] // indexed by j below without a check of its own
+	for j, r := range rs {
 		if r == nil {
 			continue
 		}
 		// plain (r.hot), with the rank's checks made once a communicator.
 		h := r.hot
 		if h == notHot {
-			return i
+			return i + j
 		}
 		if c := r.c; c != ok {
 			if c.p.done || c.p.thread >= ThreadMultiple {
-				return i
+				return i + j
 			}
 			ok = c
 		}
@@ -404,23 +407,23 @@ func collectPlain(reqs []*Request, i int) int {
 		// write barrier.
 		if h == hotEngine {
 			if !r.er.Collect() {
-				return i
+				return i + j
 			}
 			r.inactive, r.hot, r.spare = true, notHot, true // spare: its slot's next operation takes it back
-			r.er, reqs[i] = nil, nil
+			r.er, rs[j] = nil, nil
 		} else { // a send that left at once (engine.Sent)
 			p := ok.p
 			n := p.nFree
 			if uint(n) >= maxFreeRequests {
-				return i // giveBack would drop r
+				return i + j // giveBack would drop r
 			}
 			r.sent = engine.Sent{}
 			r.inactive, r.hot = true, notHot
 			p.nFree = n + 1
-			p.reqFree[n], reqs[i] = r, nil
+			p.reqFree[n], rs[j] = r, nil
 		}
 	}
-	return i
+	return len(reqs)
 }
 
 // waitall is Waitall and WaitallInto; recycle gives completed requests

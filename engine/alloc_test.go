@@ -35,7 +35,7 @@ func TestEagerAllocs(t *testing.T) {
 			r.Wait()
 		},
 		"isendnow-recv": func() {
-			ep.IsendNow(buf, 0, 6, 0, Standard)
+			isendNow(ep, buf, 0, 6, 0, Standard)
 			ep.Recv(buf, 0, 6, 0)
 		},
 		"multi-cell": func() {

@@ -157,44 +157,46 @@ func (ep *Endpoint) CancelSent(s Sent) (*Request, error) {
 // IsendNow is Isend for a caller that needs no request for a send that
 // completes at once. A message that can go as one short packet now
 // (standard or ready mode, no larger than a packet and the eager limit,
-// nothing queued ahead of it on the link, and room there) is sent, and
-// IsendNow returns no request but s, which names it for CancelSent. Any
-// other send is started as Isend starts it, and its request returned. It
-// spares a send that completes at once the request a Wait would otherwise
-// have to collect, and its caller the arguments it would need to start
-// the send itself.
-func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (s Sent, r *Request, err error) {
+// nothing queued ahead of it on the link, and room there) is sent:
+// IsendNow returns no request and no error, and *at names the message
+// for CancelSent. Any other send is started as Isend starts it, its
+// request returned, and *at made zero, as on an error. It spares a send that completes
+// at once the request a Wait would otherwise have to collect, and its
+// caller the arguments it would need to start the send itself. *at is
+// written before the message is published: the call into assembly that
+// publishes it is then the last but for the wake-up, with little of the
+// caller's to keep across it (10 instructions fewer a send in mpi's
+// Isend, which passes its request's own Sent).
+func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode, at *Sent) (*Request, error) {
 	// checkDest, bounded by len(peers) (the world's size, set once) so
 	// that the index below needs no check of its own, even after a lock
 	// that may have called out.
 	peers := ep.peers
 	if uint(dest) >= uint(len(peers)) || uint(tag) > math.MaxInt32 {
-		return Sent{}, nil, ep.destError(dest, tag)
+		*at = Sent{}
+		return nil, ep.destError(dest, tag)
 	}
 	ep.lock() // unlocked at each return, not deferred: the defer was 5% of this call's instructions
 	p := &peers[dest]
 	if ep.impaired || !p.fitsNow(buf, mode) { // impaired: closed, or a peer gone (shortFits' check of p)
-		if ep.closed {
-			ep.unlock()
-			return Sent{}, nil, ErrClosed
-		}
-		return ep.startSendUnlock(buf, dest, tag, ctx, mode)
+		return ep.startSendUnlock(buf, dest, tag, ctx, mode, at)
 	}
-	sid := p.nextSID()
-	h0, h1 := shortWords(ctx, int32(tag), sid)
+	h0, h1 := shortWords(ctx, int32(tag), p.nextSID())
+	*at = Sent{destCtx: uint64(uint32(dest)) | uint64(ctx)<<32, tagSID: h1}
 	if l := p.rout; l != nil {
 		// writeShort written out, the ring's writer called here so that
-		// the profile puts it in line here and in mpi's Isend, where this
-		// call goes in line: Go finds the nested call by its line less
-		// Isend's first (golang/go#69046), so the call below stays on the
-		// line of Isend's call of IsendNow in mpi/p2p.go (TestProfileInlining
-		// in bench checks). Only the publishing assembly is called then.
+		// the profile puts it in line in mpi's Isend: Go finds a call in
+		// a call it put in line by its line less Isend's first
+		// (golang/go#69046), so the call below stays on the line of
+		// Isend's call of IsendNow in mpi/p2p.go (bench's TestProfileInlining).
+		// Then a send that goes out at once calls only the assembly that
+		// publishes it, and keeps few values across that call.
 		l.setStream()
 		if l.w.TryWriteWords(recordType, h0, h1, buf) != nil {
-			return ep.startSendUnlock(buf, dest, tag, ctx, mode)
+			return ep.startSendUnlock(buf, dest, tag, ctx, mode, at)
 		}
 	} else if !p.out.Put(h0, h1, buf) {
-		return ep.startSendUnlock(buf, dest, tag, ctx, mode)
+		return ep.startSendUnlock(buf, dest, tag, ctx, mode, at)
 	}
 	p.countShort(len(buf))
 	if ep.serial && len(ep.woken) == 0 && !ep.notify {
@@ -212,16 +214,22 @@ func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode) (
 		ep.wakeLater(dest)
 		ep.unlock()
 	}
-	return Sent{destCtx: uint64(uint32(dest)) | uint64(ctx)<<32, tagSID: h1}, nil, nil
+	return nil, nil
 }
 
 // startSendUnlock starts, for IsendNow, a send that does not go out at
 // once, as Isend does with no room on the link (its request waits its
-// turn in the send queue), and unlocks the endpoint.
-func (ep *Endpoint) startSendUnlock(buf []byte, dest, tag int, ctx uint32, mode Mode) (Sent, *Request, error) {
+// turn in the send queue), or fails it on a closed endpoint; it makes
+// *at zero and unlocks the endpoint.
+func (ep *Endpoint) startSendUnlock(buf []byte, dest, tag int, ctx uint32, mode Mode, at *Sent) (*Request, error) {
+	*at = Sent{}
+	if ep.closed {
+		ep.unlock()
+		return nil, ErrClosed
+	}
 	r, err := ep.startSend(buf, dest, tag, ctx, mode)
 	ep.unlock()
-	return Sent{}, r, err
+	return r, err
 }
 
 // shortFits reports whether a send of buf to p in mode can go as one

@@ -131,7 +131,7 @@ func TestParkedReceiverWoken(t *testing.T) {
 							if err := ep.Send(buf, peer, i, 0, Standard); err != nil {
 								return err
 							}
-						} else if _, r, err := ep.IsendNow(buf, peer, i, 0, Standard); r != nil || err != nil {
+						} else if _, r, err := isendNow(ep, buf, peer, i, 0, Standard); r != nil || err != nil {
 							return fmt.Errorf("IsendNow: %v, %v", r, err)
 						}
 					} else if _, err := ep.Recv(buf, peer, i, 0); err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -311,7 +312,7 @@ func TestBadArgs(t *testing.T) {
 			"Send": ep.Send(buf, c.rank, c.tag, 0, Standard),
 		}
 		_, sends["Isend"] = ep.Isend(buf, c.rank, c.tag, 0, Standard)
-		_, _, sends["IsendNow"] = ep.IsendNow(buf, c.rank, c.tag, 0, Standard)
+		_, _, sends["IsendNow"] = isendNow(ep, buf, c.rank, c.tag, 0, Standard)
 		for name, err := range sends {
 			if !errors.Is(err, c.want) {
 				t.Errorf("%s to %d, tag %d: %v, want %v", name, c.rank, c.tag, err, c.want)
@@ -336,7 +337,9 @@ func TestBadArgs(t *testing.T) {
 // TestIsendNow: a standard or ready send that fits one short packet goes
 // out at once without a request; others are started as Isend starts
 // them, and a buffered send with no buffer attached is refused as Isend
-// refuses it.
+// refuses it. A send that does not go out at once leaves the caller's
+// Sent zero, also one that found no room left on the link after IsendNow
+// had written the Sent (a receiver that does not read yet).
 func TestIsendNow(t *testing.T) {
 	started := []struct {
 		n    int
@@ -345,24 +348,51 @@ func TestIsendNow(t *testing.T) {
 	run(t, 2, func(ep *Endpoint) error {
 		if ep.Rank() == 0 {
 			for _, mode := range []Mode{Standard, Ready} {
-				s, r, err := ep.IsendNow(msg(8, int(mode)), 1, 1, 0, mode)
+				s, r, err := isendNow(ep, msg(8, int(mode)), 1, 1, 0, mode)
 				if err != nil || r != nil || !s.Valid() {
 					return fmt.Errorf("mode %d: IsendNow = %+v, %v, %v", mode, s, r, err)
 				}
 			}
-			if s, r, err := ep.IsendNow(msg(8, 0), 1, 2, 0, Buffered); !errors.Is(err, ErrBuffer) || r != nil || s.Valid() {
+			if s, r, err := isendNow(ep, msg(8, 0), 1, 2, 0, Buffered); !errors.Is(err, ErrBuffer) || r != nil || s.Valid() {
 				return fmt.Errorf("buffered, no buffer: IsendNow = %+v, %v, %v; want ErrBuffer", s, r, err)
 			}
+			junk := Sent{destCtx: 1, tagSID: 1 << 32}
 			for i, c := range started {
-				s, r, err := ep.IsendNow(msg(c.n, i), 1, 2, 0, c.mode)
-				if err != nil || r == nil || s.Valid() {
-					return fmt.Errorf("%d bytes, mode %d: IsendNow = %+v, %v, %v; want a request", c.n, c.mode, s, r, err)
+				s := junk
+				r, err := ep.IsendNow(msg(c.n, i), 1, 2, 0, c.mode, &s)
+				if err != nil || r == nil || s != (Sent{}) {
+					return fmt.Errorf("%d bytes, mode %d: IsendNow = %+v, %v, %v; want a request and the zero Sent", c.n, c.mode, s, r, err)
 				}
 				if err := r.WaitErr(); err != nil {
 					return fmt.Errorf("%d bytes, mode %d: %v", c.n, c.mode, err)
 				}
 			}
-			return nil
+			// Tag 3 until the link is full: the send that finds no room
+			// is queued, and its Sent made zero again.
+			var full *Request
+			n := 0 // the messages sent, the last one queued
+			for ; full == nil; n++ {
+				if n == 1<<22 {
+					return errors.New("the link never filled")
+				}
+				s := junk
+				r, err := ep.IsendNow(msg(8, n), 1, 3, 0, Standard, &s)
+				switch {
+				case err != nil:
+					return err
+				case r != nil && s != (Sent{}):
+					return fmt.Errorf("send %d, queued for room: the Sent is %+v, want zero", n, s)
+				case r == nil && !s.Valid():
+					return fmt.Errorf("send %d, out at once: the Sent names nothing", n)
+				}
+				full = r
+			}
+			var cnt [8]byte
+			binary.LittleEndian.PutUint64(cnt[:], uint64(n))
+			if err := ep.Send(cnt[:], 1, 4, 0, Standard); err != nil { // the count follows the messages
+				return err
+			}
+			return full.WaitErr()
 		}
 		for _, mode := range []Mode{Standard, Ready} {
 			buf := make([]byte, 8)
@@ -374,6 +404,18 @@ func TestIsendNow(t *testing.T) {
 			buf := make([]byte, c.n)
 			if st, err := ep.Recv(buf, 0, 2, 0); err != nil || st.Count != c.n || !bytes.Equal(buf, msg(c.n, i)) {
 				return fmt.Errorf("receive %d bytes, mode %d: %+v %v", c.n, c.mode, st, err)
+			}
+		}
+		// The count of tag 3's messages comes after them: receiving it
+		// first takes them all in as unexpected, room for the sender.
+		var cnt [8]byte
+		if _, err := ep.Recv(cnt[:], 0, 4, 0); err != nil {
+			return err
+		}
+		for n := range int(binary.LittleEndian.Uint64(cnt[:])) {
+			buf := make([]byte, 8)
+			if st, err := ep.Recv(buf, 0, 3, 0); err != nil || st.Count != 8 || !bytes.Equal(buf, msg(8, n)) {
+				return fmt.Errorf("message %d of the full link: %+v %v %x", n, st, err, buf)
 			}
 		}
 		return nil
@@ -398,10 +440,10 @@ func TestIsendNowImpaired(t *testing.T) {
 	if _, err := ep.Recv(make([]byte, 8), 2, 1, 0); !errors.Is(err, ErrPeerDead) {
 		t.Fatalf("receive from a closed peer: %v", err)
 	}
-	if _, r, err := ep.IsendNow(msg(8, 1), 2, 1, 0, Standard); !errors.Is(err, ErrPeerDead) && (r == nil || !errors.Is(r.WaitErr(), ErrPeerDead)) {
+	if _, r, err := isendNow(ep, msg(8, 1), 2, 1, 0, Standard); !errors.Is(err, ErrPeerDead) && (r == nil || !errors.Is(r.WaitErr(), ErrPeerDead)) {
 		t.Fatalf("IsendNow to the dead peer: %v, want ErrPeerDead", err)
 	}
-	s, r, err := ep.IsendNow(msg(8, 2), 1, 1, 0, Standard)
+	s, r, err := isendNow(ep, msg(8, 2), 1, 1, 0, Standard)
 	if err != nil {
 		t.Fatalf("IsendNow to a live peer beside a dead one: %v", err)
 	}
@@ -417,7 +459,7 @@ func TestIsendNowImpaired(t *testing.T) {
 		t.Fatalf("the live peer received %+v, %v, %x", st, err, buf)
 	}
 	ep.Close()
-	if s, r, err := ep.IsendNow(msg(8, 3), 1, 1, 0, Standard); !errors.Is(err, ErrClosed) || r != nil || s.Valid() {
+	if s, r, err := isendNow(ep, msg(8, 3), 1, 1, 0, Standard); !errors.Is(err, ErrClosed) || r != nil || s.Valid() {
 		t.Fatalf("IsendNow on a closed endpoint: %+v, %v, %v; want ErrClosed", s, r, err)
 	}
 }
@@ -431,11 +473,11 @@ func TestCancelSent(t *testing.T) {
 			if _, err := ep.CancelSent(Sent{}); !errors.Is(err, ErrRequest) {
 				return fmt.Errorf("CancelSent of nothing: %v, want ErrRequest", err)
 			}
-			a, _, err := ep.IsendNow(msg(8, 1), 1, 1, 0, Standard)
+			a, _, err := isendNow(ep, msg(8, 1), 1, 1, 0, Standard)
 			if err != nil {
 				return err
 			}
-			b, er, err := ep.IsendNow(msg(8, 2), 1, 1, 0, Standard)
+			b, er, err := isendNow(ep, msg(8, 2), 1, 1, 0, Standard)
 			if err != nil || er != nil || a == b {
 				return fmt.Errorf("second IsendNow: %+v %v %v (first %+v)", b, er, err, a)
 			}
@@ -953,4 +995,11 @@ func TestRecvDirect(t *testing.T) {
 		b, st, err = recv(8, 1, 5)
 		want("polls "+polls, b, 9, st, err, 5, 8)
 	}
+}
+
+// isendNow is IsendNow with the Sent it writes returned.
+func isendNow(ep *Endpoint, buf []byte, dest, tag int, ctx uint32, mode Mode) (Sent, *Request, error) {
+	var s Sent
+	r, err := ep.IsendNow(buf, dest, tag, ctx, mode, &s)
+	return s, r, err
 }

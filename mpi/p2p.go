@@ -80,8 +80,8 @@ func (c *Comm) send(op string, buf []byte, dest, tag int, mode engine.Mode) erro
 // wait for the matching receive.
 func (c *Comm) Send(buf []byte, dest, tag int) error {
 	if c.usual(dest, tag) { // checked in line
-		// Sent at once (a ping-pong's small messages): no request.
-		_, er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard)
+		var s engine.Sent // sent at once (a ping-pong's small messages): no request
+		er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard, &s)
 		if er == nil && err == nil {
 			return nil
 		}
@@ -161,7 +161,8 @@ func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*e
 // without an engine request if it can go as one short packet, else
 // through an engine request.
 func (c *Comm) startSend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, engine.Sent, error) {
-	s, er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, mode)
+	var s engine.Sent
+	er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, mode, &s)
 	if err != nil {
 		return nil, engine.Sent{}, c.fail(c.engineErr(op.String(), err))
 	}
@@ -189,21 +190,31 @@ func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, 
 // completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if c.usual(dest, tag) { // checked in line
-		// Sent at once (a window's small sends); on the line of engine/send.go's ring write.
-		s, er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard)
-		if s.Valid() { // sent at once: no request, no error
-			r := c.p.takeFree()
-			if r == nil {
-				r = c.p.newRequest()
+		if r := c.p.takeFree(); r != nil { // clean but for these (proc.reqFree): set without zeroing
+			r.c, r.op, r.inactive, r.hot = c, opIsend, false, hotSent
+			er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard, &r.sent) // on the line of engine/send.go's ring write
+			if er == nil && err == nil { // sent at once: r.sent names it
+				return r, nil
 			}
-			// Clean but for these (proc.reqFree), so set without zeroing.
-			r.c, r.sent, r.op, r.inactive, r.hot = c, s, opIsend, false, hotSent
-			return r, nil
+			c.p.giveBack(r) // as clean as it came: IsendNow left r.sent zero
+			return c.isendStarted(er, err)
 		}
-		return c.isendStarted(er, err)
 	}
+	return c.isendOther(buf, dest, tag)
+}
+
+// isendOther is Isend past its usual case (arguments the general checks
+// must look at, an empty free stack, ThreadMultiple). A message that
+// left at once gets its request marked as the usual case marks it, so
+// that WaitallInto collects it in line, onto the free stack that the
+// usual case takes from: a loop's first window fills the stack.
+func (c *Comm) isendOther(buf []byte, dest, tag int) (*Request, error) {
 	er, s, st, err := c.isend(opIsend, buf, dest, tag, engine.Standard)
-	return c.request(opIsend, er, s, st, err)
+	r, err := c.request(opIsend, er, s, st, err)
+	if r != nil && r.er == nil && r.sent.Valid() {
+		r.hot = hotSent
+	}
+	return r, err
 }
 
 // isendStarted is Isend's usual case when the message did not go out at

@@ -193,8 +193,8 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 		if r := c.p.takeFree(); r != nil { // clean but for these (proc.reqFree): set without zeroing
 			r.c, r.op, r.inactive, r.hot = c, opIsend, false, hotSent
 			er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard, &r.sent) // on the line of engine/send.go's ring write
-			if er == nil && err == nil { // sent at once: r.sent names it
-				return r, nil
+			if er == nil && err == nil {
+				return r, nil // sent at once: r.sent names it
 			}
 			c.p.giveBack(r) // as clean as it came: IsendNow left r.sent zero
 			return c.isendStarted(er, err)

@@ -80,7 +80,7 @@ func (c *Comm) send(op string, buf []byte, dest, tag int, mode engine.Mode) erro
 // wait for the matching receive.
 func (c *Comm) Send(buf []byte, dest, tag int) error {
 	if c.usual(dest, tag) { // checked in line
-		var s engine.Sent // sent at once (a ping-pong's small messages): no request
+		var s engine.Sent // a blocking send is never cancelled: its name goes unused
 		er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard, &s)
 		if er == nil && err == nil {
 			return nil

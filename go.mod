@@ -3,7 +3,10 @@ module github.com/tachyon-hpc/tachyon
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/klauspost/cpuid/v2 v2.4.2
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/plot v0.17.0
 )

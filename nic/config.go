@@ -1,0 +1,37 @@
+package nic
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// Config says where a link opens.
+type Config struct {
+	// Interface is the network interface ("eth0"). An XDP link needs
+	// one; a UDP link bound to none sends by the kernel's routes.
+	Interface string
+	// Addr is the local IPv4 address and UDP port. A zero address takes
+	// the interface's first IPv4 address (a UDP link without an
+	// interface binds every address); port 0 lets the kernel choose.
+	Addr netip.AddrPort
+	// Queue is the NIC receive queue an XDP link binds to. Frames for the
+	// link that arrive on another queue go to the kernel: steer them
+	// (docs/nic.md) or use one combined queue.
+	Queue int
+	// Mode: ModeAuto takes the control variable nic_mode.
+	Mode Mode
+	// Cookie is the job's: frames with another are dropped on receive.
+	Cookie uint64
+}
+
+// Errors of Open, each wrapped with its cause. In ModeAuto Open falls
+// back to UDP on ErrNoPrivilege, ErrNoXSK and ErrRefused, and reports
+// the reason in Status.Fallback.
+var (
+	ErrNoPrivilege = errors.New("nic: AF_XDP needs root, or CAP_NET_ADMIN and CAP_BPF")
+	ErrNoXSK       = errors.New("nic: this kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS)")
+	ErrRefused     = errors.New("nic: the interface refused AF_XDP")
+	ErrInterface   = errors.New("nic: interface unusable")
+	ErrConfig      = errors.New("nic: invalid configuration")
+	ErrNotLinux    = errors.New("nic: AF_XDP and the UDP fallback need Linux")
+)

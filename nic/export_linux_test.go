@@ -1,0 +1,12 @@
+package nic
+
+// Audit checks a link's frame ownership record against its rings.
+func Audit(l Link) error {
+	switch l := l.(type) {
+	case *xskLink:
+		return l.audit()
+	case *udpLink:
+		return l.audit()
+	}
+	return nil
+}

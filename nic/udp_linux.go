@@ -1,0 +1,425 @@
+package nic
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A UDP link, the way a frame goes:
+//
+// Receive: a batch of frames stays posted, each with its iovec in one
+// recvmmsg table; Receive makes one non-blocking recvmmsg into it, checks
+// what came, hands the good frames to the caller and posts free frames in
+// their place; a frame that fails the checks stays posted. Release puts
+// a frame back on the free list.
+//
+// Send: the caller writes its Tachyon frame at Bytes, as on an XDP link;
+// Send points one mmsghdr at each frame and its peer's address and sends
+// them with sendmmsg. The kernel has copied them when it returns, so each
+// frame goes straight back to the free list, or to the caller if kept.
+//
+// Both calls are raw system calls on a non-blocking socket: the progress
+// engine polls the link, Go's netpoller never sees it.
+
+// udpLink is a Link over a kernel UDP socket.
+type udpLink struct {
+	fd     int
+	buf    []byte
+	shift  uint
+	mtu    int
+	cookie uint64
+	frames frames
+
+	// The receive batch: posted[i] is received into by rhdrs[i].
+	posted  []Frame
+	nposted int
+	rhdrs   []unix.Mmsghdr
+	riov    []unix.Iovec
+	rnames  []unix.RawSockaddrInet4
+
+	// The send batch.
+	shdrs []unix.Mmsghdr
+	siov  []unix.Iovec
+
+	peers []udpPeer
+
+	drop uint64 // drop a frame when the next random number is below this
+	rng  uint64 // xorshift state
+
+	c      counters
+	card   Card
+	status Status
+	closed bool
+}
+
+type udpPeer struct {
+	card Card
+	sa   unix.RawSockaddrInet4
+}
+
+// openUDP opens a UDP link; fallback is why Open did not take XDP.
+func openUDP(cfg Config, fallback string) (l *udpLink, err error) {
+	var ip netip.Addr
+	var mac [6]byte
+	mtu := 1500
+	dev := ""
+	if cfg.Interface != "" {
+		ifc, a, _, err := lookupInterface(cfg.Interface, cfg.Addr.Addr())
+		if err != nil {
+			return nil, err
+		}
+		ip, mtu, dev = a, ifc.MTU, ifc.Name
+		copy(mac[:], ifc.HardwareAddr)
+	} else {
+		ip = cfg.Addr.Addr().Unmap()
+		if !ip.Is4() || ip.IsUnspecified() {
+			return nil, fmt.Errorf("%w: a UDP link needs an interface or an IPv4 address to bind (IPv6 is not supported yet)", ErrConfig)
+		}
+	}
+	frameSize, nframes, _, err := xskSizes()
+	if err != nil {
+		return nil, err
+	}
+	batch := int(batchVar.Get())
+	if int(nframes) < 2*batch {
+		return nil, fmt.Errorf("%w: nic_frames %d is less than twice nic_udp_batch %d", ErrConfig, nframes, batch)
+	}
+	l = &udpLink{
+		fd:     -1,
+		buf:    make([]byte, int(frameSize)*int(nframes)),
+		shift:  uint(log2(frameSize)),
+		cookie: cfg.Cookie,
+		frames: newFrames(int(nframes)),
+		posted: make([]Frame, batch),
+		rhdrs:  make([]unix.Mmsghdr, batch),
+		riov:   make([]unix.Iovec, batch),
+		rnames: make([]unix.RawSockaddrInet4, batch),
+		shdrs:  make([]unix.Mmsghdr, batch),
+		siov:   make([]unix.Iovec, batch),
+		rng:    uint64(cfg.Cookie) | 1,
+	}
+	// The same MTU as an XDP link of this frame size, so that the two talk.
+	l.mtu = min(mtu-ipv4Len-udpLen, int(frameSize)-unix.XDP_PACKET_HEADROOM-FrameOverhead, 0xffff)
+	if l.mtu < HeaderLen+MessageLen {
+		return nil, fmt.Errorf("%w: MTU %d leaves no room for a Tachyon frame", ErrInterface, mtu)
+	}
+	if err := l.SetDropRate(dropRateVar.Get()); err != nil {
+		return nil, fmt.Errorf("%w: nic_drop_rate: %v", ErrConfig, err)
+	}
+	l.fd, err = udpSocket(netip.AddrPortFrom(ip, cfg.Addr.Port()), dev)
+	if err != nil {
+		return nil, fmt.Errorf("nic: opening a UDP link: %w", err)
+	}
+	port, err := boundPort(l.fd)
+	if err != nil {
+		unix.Close(l.fd)
+		return nil, err
+	}
+	size := int(udpBufVar.Get())
+	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		if unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, o[0], size) != nil {
+			unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, o[1], size)
+		}
+	}
+	for i := range l.rhdrs {
+		l.rhdrs[i].Hdr.Iov = &l.riov[i]
+		l.rhdrs[i].Hdr.Iovlen = 1
+		l.rhdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&l.rnames[i]))
+		l.shdrs[i].Hdr.Iov = &l.siov[i]
+		l.shdrs[i].Hdr.Iovlen = 1
+		l.shdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+	}
+	l.post()
+	l.card = Card{Mode: ModeUDP, IP: ip, Port: port, MAC: mac, MTU: uint16(l.mtu)}
+	l.status = Status{Mode: ModeUDP, Interface: dev, Fallback: fallback}
+	l.c = newCounters()
+	return l, nil
+}
+
+func (l *udpLink) Card() Card     { return l.card }
+func (l *udpLink) MTU() int       { return l.mtu }
+func (l *udpLink) Status() Status { return l.status }
+
+func (l *udpLink) AddPeer(c Card) (Peer, error) {
+	if !c.IP.Is4() || c.Port == 0 {
+		return 0, fmt.Errorf("%w: %v is not an IPv4 address and port", ErrPeer, c.AddrPort())
+	}
+	p := udpPeer{card: c, sa: unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: c.IP.As4()}}
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&p.sa.Port))[:], c.Port)
+	for i := range l.peers {
+		if l.peers[i].card.AddrPort() == c.AddrPort() {
+			l.peers[i] = p
+			return Peer(i), nil
+		}
+	}
+	if len(l.peers) > 0xffff {
+		return 0, fmt.Errorf("%w: more than 65536 peers", ErrPeer)
+	}
+	l.peers = append(l.peers, p)
+	return Peer(len(l.peers) - 1), nil
+}
+
+// post fills the receive batch from the free list.
+func (l *udpLink) post() {
+	for l.nposted < len(l.posted) && l.frames.nfree > 0 {
+		l.frames.nfree--
+		l.setPosted(l.nposted, l.frames.free[l.frames.nfree])
+		l.nposted++
+	}
+}
+
+func (l *udpLink) setPosted(i int, f Frame) {
+	l.frames.owner[f] = ownFill
+	l.posted[i] = f
+	l.riov[i].Base = &l.buf[uint64(f)<<l.shift]
+	l.riov[i].SetLen(l.mtu)
+}
+
+func (l *udpLink) Receive(rx []RxDesc) int {
+	if l.nposted < len(l.posted) {
+		l.post()
+	}
+	want := min(len(rx), l.nposted)
+	if want == 0 {
+		return 0
+	}
+	for i := range want {
+		l.rhdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+		l.rhdrs[i].Hdr.Flags = 0
+	}
+	r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(l.fd), uintptr(unsafe.Pointer(&l.rhdrs[0])),
+		uintptr(want), unix.MSG_DONTWAIT, 0, 0)
+	l.c.wakeups.Inc()
+	if e != 0 || r == 0 {
+		return 0
+	}
+	n, bytes := 0, 0
+	for i := 0; i < int(r); i++ {
+		h := &l.rhdrs[i]
+		f := l.posted[i]
+		data := l.buf[uint64(f)<<l.shift : uint64(f)<<l.shift+uint64(h.Len)]
+		var err error
+		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
+			err = ErrLength
+		} else {
+			err = check(data, l.cookie)
+		}
+		if err != nil {
+			l.c.drop(err)
+			continue
+		}
+		if l.drop != 0 && l.random() < l.drop {
+			l.c.injected.Inc()
+			continue
+		}
+		l.frames.owner[f] = ownRx
+		sa := &l.rnames[i]
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:])
+		rx[n] = RxDesc{Frame: f, Data: data, From: netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), port)}
+		n++
+		bytes += len(data)
+		l.posted[i] = noFrame // taken; replaced below
+	}
+	if n > 0 {
+		l.repost(int(r))
+		l.c.rxFrames.Add(uint64(n))
+		l.c.rxBytes.Add(uint64(bytes))
+	}
+	return n
+}
+
+// noFrame marks a receive slot whose frame went to the caller.
+const noFrame = Frame(math.MaxUint32)
+
+// repost fills the slots among the first k that Receive emptied: with
+// free frames while there are any, else by moving the last posted frame
+// down, so that posted[:nposted] stays dense.
+func (l *udpLink) repost(k int) {
+	for i := 0; i < k && i < l.nposted; i++ {
+		if l.posted[i] != noFrame {
+			continue
+		}
+		if l.frames.nfree > 0 {
+			l.frames.nfree--
+			l.setPosted(i, l.frames.free[l.frames.nfree])
+			continue
+		}
+		// No free frame: fill the hole with the last posted one.
+		for l.nposted > i && l.posted[l.nposted-1] == noFrame {
+			l.nposted--
+		}
+		if l.nposted > i+1 {
+			l.nposted--
+			l.setPosted(i, l.posted[l.nposted])
+		} else {
+			l.nposted = i
+		}
+	}
+}
+
+// random returns the next number of the drop injector (xorshift64*), in
+// [0, 2^32).
+func (l *udpLink) random() uint64 {
+	l.rng ^= l.rng >> 12
+	l.rng ^= l.rng << 25
+	l.rng ^= l.rng >> 27
+	return (l.rng * 2685821657736338717) >> 32
+}
+
+// SetDropRate changes the probability of dropping a received frame of
+// ours, for loss tests.
+func (l *udpLink) SetDropRate(p float64) error {
+	if !(p >= 0 && p <= 1) {
+		return fmt.Errorf("drop rate %v is not in [0, 1]", p)
+	}
+	l.drop = uint64(p * (1 << 32))
+	return nil
+}
+
+func (l *udpLink) Release(fs []Frame) error {
+	for _, f := range fs {
+		if !l.frames.release(f, l.frames.push) {
+			return fmt.Errorf("%w: releasing frame %d (%s)", ErrNotOwned, f, ownerName(&l.frames, f))
+		}
+	}
+	return nil
+}
+
+func (l *udpLink) Alloc(fs []Frame) int { return l.frames.pop(fs, ownUser) }
+
+func (l *udpLink) Bytes(f Frame) []byte {
+	if !l.frames.valid(f) {
+		return nil
+	}
+	a := uint64(f) << l.shift
+	return l.buf[a : a+uint64(l.mtu) : a+uint64(l.mtu)]
+}
+
+// Send sends tx in batches of nic_udp_batch, one sendmmsg each.
+func (l *udpLink) Send(tx []TxDesc) (int, error) {
+	done := 0
+	for done < len(tx) {
+		k, err := l.prepare(tx[done:min(len(tx), done+len(l.shdrs))])
+		sent := 0
+		if k > 0 {
+			sent = l.sendBatch(tx[done : done+k])
+		}
+		done += sent
+		if err != nil && sent == k {
+			return done, err
+		}
+		if sent < k {
+			l.c.txFull.Inc()
+			return done, nil
+		}
+	}
+	return done, nil
+}
+
+// prepare points the send batch at the frames of tx, up to the first it
+// may not send, and returns how many and why it stopped.
+func (l *udpLink) prepare(tx []TxDesc) (int, error) {
+	for i := range tx {
+		d := &tx[i]
+		if err := l.frames.sendable(d.Frame); err != nil {
+			return i, fmt.Errorf("%w: sending frame %d (%s)", err, d.Frame, ownerName(&l.frames, d.Frame))
+		}
+		if int(d.Peer) >= len(l.peers) {
+			return i, fmt.Errorf("%w: peer %d", ErrPeer, d.Peer)
+		}
+		if int(d.Len) > l.mtu {
+			return i, fmt.Errorf("%w: %d bytes, MTU %d", ErrTooLong, d.Len, l.mtu)
+		}
+		l.shdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&l.peers[d.Peer].sa))
+		l.siov[i].Base = &l.buf[uint64(d.Frame)<<l.shift]
+		l.siov[i].SetLen(int(d.Len))
+	}
+	return len(tx), nil
+}
+
+// sendBatch sends the prepared batch for tx and returns how many went. A
+// datagram the kernel refuses for good (no route, a firewall) counts as
+// sent and lost, as the network would lose it: the reliable transport
+// above retransmits or gives up on the peer. A full socket buffer stops
+// the batch.
+func (l *udpLink) sendBatch(tx []TxDesc) int {
+	sent := 0
+	for sent < len(tx) {
+		r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(l.fd), uintptr(unsafe.Pointer(&l.shdrs[sent])),
+			uintptr(len(tx)-sent), unix.MSG_DONTWAIT, 0, 0)
+		l.c.kicks.Inc()
+		switch {
+		case e == 0:
+			sent += int(r)
+		case e == unix.EAGAIN || e == unix.ENOBUFS || e == unix.EINTR:
+			l.completeSent(tx[:sent])
+			return sent
+		default:
+			l.c.txErrors.Inc()
+			sent++ // the first of the rest is lost
+		}
+	}
+	l.completeSent(tx)
+	return sent
+}
+
+// completeSent moves sent frames to the free list, or kept ones back to
+// the caller, and counts them.
+func (l *udpLink) completeSent(tx []TxDesc) {
+	bytes := 0
+	for i := range tx {
+		if tx[i].Keep {
+			l.frames.owner[tx[i].Frame] = ownUser
+		} else {
+			l.frames.push(tx[i].Frame)
+		}
+		bytes += int(tx[i].Len)
+	}
+	l.c.txFrames.Add(uint64(len(tx)))
+	l.c.txBytes.Add(uint64(bytes))
+}
+
+// Poll keeps the receive batch posted; sends complete in Send.
+func (l *udpLink) Poll() int {
+	n := l.nposted
+	l.post()
+	return l.nposted - n
+}
+
+func (l *udpLink) Stats() Stats { return l.c.stats() }
+
+func (l *udpLink) Close() error {
+	if l.closed {
+		return ErrClosed
+	}
+	l.closed = true
+	l.c.close()
+	err := unix.Close(l.fd)
+	l.fd = -1
+	return err
+}
+
+// audit checks the frame ownership record against the receive batch.
+func (l *udpLink) audit() error {
+	n, err := l.frames.audit()
+	if err != nil {
+		return err
+	}
+	if n[ownFill] != l.nposted {
+		return fmt.Errorf("%d frames marked fill, %d posted", n[ownFill], l.nposted)
+	}
+	for _, f := range l.posted[:l.nposted] {
+		if o := ownerName(&l.frames, f); o != "fill" {
+			return fmt.Errorf("receive batch holds frame %d owned by %s", f, o)
+		}
+	}
+	if tx := n[ownTx] + n[ownTxKeep] + n[ownTxFree]; tx != 0 {
+		return fmt.Errorf("%d frames marked in flight on a UDP link", tx)
+	}
+	return nil
+}

@@ -8,7 +8,7 @@ import (
 )
 
 // roleEnv names what a re-executed test binary does: one task of an srun
-// job step, or TestShmJobNoRoom's child.
+// job step, TestShmJobNoRoom's child, or TestNICPeer's echo peer.
 const roleEnv = "TACHYON_HWTEST_ROLE"
 
 func TestMain(m *testing.M) {
@@ -16,6 +16,8 @@ func TestMain(m *testing.M) {
 	case "":
 	case "noroom":
 		os.Exit(noRoom())
+	case "nicecho":
+		os.Exit(nicEcho())
 	default:
 		os.Exit(runRole(role))
 	}

@@ -36,10 +36,9 @@ type Link interface {
 	// cannot address (no MAC), fails with ErrPeer.
 	AddPeer(c Card) (Peer, error)
 
-	// Alloc moves up to len(fs) free frames to the caller, writes their
-	// names to fs and returns how many: fewer when the free list runs
-	// short, in which case it first takes back the frames whose sends
-	// completed.
+	// Alloc first takes back the frames whose sends completed, then
+	// moves up to len(fs) free frames to the caller, writes their names
+	// to fs and returns how many: fewer when the free list runs short.
 	Alloc(fs []Frame) int
 	// Bytes returns the Tachyon area of a frame the caller owns, MTU
 	// bytes long: where it writes a frame to send.
@@ -67,8 +66,9 @@ type Link interface {
 	// Poll does the link's background work without blocking: it takes
 	// back completed sends, keeps the receive side stocked and wakes the
 	// kernel where it asked to be woken. It returns how many frames it
-	// moved. Receive and Send do the same for their side, so a caller
-	// that calls both often needs Poll only while it waits.
+	// moved. Alloc takes sends back and Receive and Release restock the
+	// receive side too, so a caller that keeps calling them needs Poll
+	// only while it waits.
 	Poll() int
 
 	// SetDropRate sets the probability in [0, 1] that the link drops a

@@ -13,7 +13,7 @@ var (
 		"How a link reaches the network when its Config leaves Mode as ModeAuto: auto takes AF_XDP where it can be had (root or CAP_NET_ADMIN and CAP_BPF, a kernel with XDP sockets, an interface that takes an XDP program) and UDP otherwise; xdp fails rather than fall back; udp never tries AF_XDP.",
 		cvar.WithCategory("nic"))
 	attachVar = cvar.NewEnum("nic_xdp_attach", "auto", []string{"auto", "driver", "generic"},
-		"Where the XDP program runs: auto tries the driver's native hook and falls back to the generic (SKB) one; driver or generic insist.",
+		"Where the XDP program runs: auto tries the driver's native hook first and the generic (SKB) one if the driver refuses, except on veth, where the generic hook is faster and goes first; driver or generic insist.",
 		cvar.WithCategory("nic"))
 	bindVar = cvar.NewEnum("nic_xdp_bind", "auto", []string{"auto", "zerocopy", "copy"},
 		"How the AF_XDP socket binds: auto tries zero-copy and falls back to copy mode; zerocopy or copy insist.",
@@ -30,6 +30,9 @@ var (
 	batchVar = cvar.NewInt("nic_udp_batch", 32,
 		"Datagrams a UDP link asks for in one recvmmsg call, and the most it keeps posted for receive.",
 		cvar.WithCategory("nic"), cvar.WithRange(1, 1024), cvar.WithUnit("frames"))
+	connectedVar = cvar.NewInt("nic_udp_connected_peers", 256,
+		"Peers a UDP link sends to through a socket of their own connected to them (one file descriptor each), which spares the kernel a route lookup on every datagram; frames to later peers go through the link's own socket. 0 sends everything through it.",
+		cvar.WithCategory("nic"), cvar.WithRange(0, 1<<16), cvar.WithUnit("peers"))
 	udpBufVar = cvar.NewInt("nic_udp_socket_buffer", 4<<20,
 		"Receive and send buffer of a UDP link's socket (SO_RCVBUFFORCE where permitted, else SO_RCVBUF, capped by net.core.rmem_max): what absorbs a burst while the link is not polled.",
 		cvar.WithCategory("nic"), cvar.WithRange(64<<10, 1<<30), cvar.WithUnit("bytes"))

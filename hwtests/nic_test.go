@@ -1,0 +1,360 @@
+//go:build linux
+
+package hwtests
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
+)
+
+// The NIC path's frame tests: two test hosts (network namespaces joined
+// by a veth pair, made and removed by the test) exchange a million frames
+// both ways, every byte checked, in each pairing of link kinds and with
+// the XDP program in each hook; and a ping-pong against a peer on a real
+// interface when TACHYON_NIC and TACHYON_NIC_PEER name one.
+
+const nicCookie = 0x6877_7465_7374_0001
+
+func newHosts(t *testing.T) *nethost.Network {
+	t.Helper()
+	if err := nethost.Available(); err != nil {
+		t.Skip(err)
+	}
+	nw, err := nethost.New(nethost.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nw.Close() })
+	return nw
+}
+
+func openLink(t *testing.T, h *nethost.Host, mode nic.Mode) nic.Link {
+	t.Helper()
+	var l nic.Link
+	if err := h.Do(func() (err error) {
+		l, err = nic.Open(nic.Config{Interface: h.Iface, Mode: mode, Cookie: nicCookie})
+		return err
+	}); err != nil {
+		t.Fatalf("%v link on %s: %v", mode, h.Name, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func setCvar(t *testing.T, name, value string) {
+	v, _ := cvar.Lookup(name)
+	old := v.String()
+	if err := cvar.Set(name, value); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cvar.Set(name, old) })
+}
+
+// TestNICMillionFrames: a million frames each way in every pairing.
+func TestNICMillionFrames(t *testing.T) {
+	frames := 1_000_000
+	if raceEnabled {
+		frames = 100_000 // the race detector slows every frame tenfold
+	}
+	for _, c := range []struct {
+		name, attach string
+		a, b         nic.Mode
+	}{
+		{"xdp-xdp/generic", "generic", nic.ModeXDP, nic.ModeXDP},
+		{"xdp-xdp/driver", "driver", nic.ModeXDP, nic.ModeXDP},
+		{"xdp-udp/generic", "generic", nic.ModeXDP, nic.ModeUDP},
+		{"xdp-udp/driver", "driver", nic.ModeXDP, nic.ModeUDP},
+		{"udp-udp", "auto", nic.ModeUDP, nic.ModeUDP},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nw := newHosts(t)
+			setCvar(t, "nic_xdp_attach", c.attach)
+			a, b := openLink(t, nw.Hosts[0], c.a), openLink(t, nw.Hosts[1], c.b)
+			for _, l := range []nic.Link{a, b} {
+				if s := l.Status(); s.Mode == nic.ModeXDP && s.Attach != c.attach {
+					t.Fatalf("program attached in %q mode, want %q", s.Attach, c.attach)
+				}
+			}
+			start := time.Now()
+			if err := nictest.Exchange(a, b, nicCookie, frames, 64, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			sa, sb := a.Stats(), b.Stats()
+			if sa.RxFrames != uint64(frames) || sb.RxFrames != uint64(frames) || sa.TxFrames != uint64(frames) {
+				t.Fatalf("counts: a %+v, b %+v", sa, sb)
+			}
+			if c.a == nic.ModeXDP && sa.Program.Redirected < uint64(frames) {
+				t.Fatalf("a's program redirected %d frames of %d", sa.Program.Redirected, frames)
+			}
+			t.Logf("%d frames each way in %v", frames, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// TestNICLoss: with the XDP program dropping a tenth of the frames, the
+// drops are counted and every frame that arrives is intact.
+func TestNICLoss(t *testing.T) {
+	nw := newHosts(t)
+	a, b := openLink(t, nw.Hosts[0], nic.ModeUDP), openLink(t, nw.Hosts[1], nic.ModeXDP)
+	if err := b.SetDropRate(0.1); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.AddPeer(b.Card())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 20000
+	var fs [1]nic.Frame
+	var rx [64]nic.RxDesc
+	got := 0
+	last := -1
+	for i := range total {
+		for a.Alloc(fs[:]) == 0 {
+			a.Poll()
+		}
+		nictest.Fill(a.Bytes(fs[0]), nicCookie, uint32(i), nic.HeaderLen+16)
+		if n, err := a.Send([]nic.TxDesc{{Frame: fs[0], Len: nic.HeaderLen + 16, Peer: p}}); n != 1 || err != nil {
+			t.Fatal(n, err)
+		}
+		// Receive as we go, so no ring overflows.
+		for {
+			n := b.Receive(rx[:])
+			for _, d := range rx[:n] {
+				h, err := nic.ParseHeader(d.Data)
+				if err != nil || int(h.Seq) <= last {
+					t.Fatalf("frame out of order or bad: %+v, %v", h, err)
+				}
+				if err := nictest.Verify(d.Data, nicCookie, h.Seq, nic.HeaderLen+16); err != nil {
+					t.Fatal(err)
+				}
+				last = int(h.Seq)
+				b.Release([]nic.Frame{d.Frame})
+			}
+			got += n
+			if n == 0 {
+				break
+			}
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for n := b.Receive(rx[:]); n > 0; n = b.Receive(rx[:]) {
+		got += n
+		for _, d := range rx[:n] {
+			b.Release([]nic.Frame{d.Frame})
+		}
+	}
+	dropped := b.Stats().Program.Dropped
+	if got+int(dropped) != total || dropped < total/20 || dropped > total/5 {
+		t.Fatalf("received %d, the program dropped %d, of %d", got, dropped, total)
+	}
+}
+
+// nicEcho is the peer side of TestNICPeer (role "nicecho"): it opens a
+// link on TACHYON_NIC (port TACHYON_NIC_PORT, default 7600), swaps cards
+// with the client over a TCP connection to the same port number, and
+// echoes frames until the client hangs up.
+func nicEcho() int {
+	if err := serveEcho(); err != nil {
+		fmt.Fprintln(os.Stderr, "nicecho:", err)
+		return 1
+	}
+	return 0
+}
+
+func nicPort() (uint16, error) {
+	s := os.Getenv("TACHYON_NIC_PORT")
+	if s == "" {
+		return 7600, nil
+	}
+	p, err := strconv.ParseUint(s, 10, 16)
+	return uint16(p), err
+}
+
+func serveEcho() error {
+	port, err := nicPort()
+	if err != nil {
+		return err
+	}
+	l, err := nic.Open(nic.Config{Interface: os.Getenv("TACHYON_NIC"), Addr: netip.AddrPortFrom(netip.Addr{}, port), Cookie: nicCookie})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	ln, err := net.Listen("tcp4", fmt.Sprintf("%s:%d", l.Card().IP, port))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	fmt.Printf("nicecho: %v %+v\n", l.Card(), l.Status()) // the client's cue
+	conn, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	fmt.Fprintln(conn, l.Card())
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	cc, err := nic.ParseCard(strings.TrimSpace(line))
+	if err != nil {
+		return err
+	}
+	peer, err := l.AddPeer(cc)
+	if err != nil {
+		return err
+	}
+	hungUp := make(chan struct{})
+	go func() { conn.Read(make([]byte, 1)); close(hungUp) }()
+	return nictest.Echo(l, peer, func() bool {
+		select {
+		case <-hungUp:
+			return true
+		default:
+			return false
+		}
+	})
+}
+
+// TestNICPeer runs a ping-pong against an echo peer: on a real interface
+// when TACHYON_NIC and TACHYON_NIC_PEER say which (start the peer first
+// with TACHYON_HWTEST_ROLE=nicecho TACHYON_NIC=<its interface> go test
+// ./hwtests), else against a peer this test starts in a second test host,
+// the same way.
+func TestNICPeer(t *testing.T) {
+	ifc, peerIP := os.Getenv("TACHYON_NIC"), os.Getenv("TACHYON_NIC_PEER")
+	port, err := nicPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(open func(func() error) error, ifc string, peer string) {
+		err := open(func() error {
+			l, err := nic.Open(nic.Config{Interface: ifc, Cookie: nicCookie})
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			return pingPeer(t, l, peer, port)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ifc != "" && peerIP != "" {
+		if os.Geteuid() != 0 {
+			t.Log("not root: the link will be UDP")
+		}
+		run(func(f func() error) error { return f() }, ifc, peerIP)
+		return
+	}
+	if ifc != "" || peerIP != "" {
+		t.Fatal("set both TACHYON_NIC and TACHYON_NIC_PEER, or neither")
+	}
+	nw := newHosts(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), roleEnv+"=nicecho", "TACHYON_NIC="+nw.Hosts[1].Iface)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := nw.Hosts[1].Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	cue, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(cue, "nicecho:") {
+		t.Fatalf("the echo peer did not start: %q, %v", cue, err)
+	}
+	t.Log(strings.TrimSpace(cue))
+	run(nw.Hosts[0].Do, nw.Hosts[0].Iface, nw.Hosts[1].IP.String())
+}
+
+// pingPeer swaps cards with the echo peer at ip and runs a ping-pong of
+// 8-byte payloads, logging the one-way latency with the kernel, the
+// driver and the mode beside it.
+func pingPeer(t *testing.T, l nic.Link, ip string, port uint16) error {
+	var conn net.Conn
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		conn, err = net.Dial("tcp4", net.JoinHostPort(ip, strconv.Itoa(int(port))))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	fmt.Fprintln(conn, l.Card())
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	pc, err := nic.ParseCard(strings.TrimSpace(line))
+	if err != nil {
+		return err
+	}
+	peer, err := l.AddPeer(pc)
+	if err != nil {
+		return err
+	}
+	p := nictest.NewPinger(l, peer, nicCookie, 8, 1<<26)
+	const n = 100_000
+	rtts := make([]time.Duration, n)
+	for i := range rtts {
+		t0 := time.Now()
+		if err := p.RoundTrip(); err != nil {
+			if errors.Is(err, nictest.ErrTimeout) {
+				return fmt.Errorf("round trip %d: no echo; %+v", i, l.Stats())
+			}
+			return err
+		}
+		rtts[i] = time.Since(t0)
+	}
+	slices.Sort(rtts)
+	var u unix.Utsname
+	unix.Uname(&u)
+	s := l.Status()
+	t.Logf("kernel %s, %s driver %s, %v (attach %q, zero-copy %v) to %v (%v): one-way p50 %v, p99 %v",
+		unix.ByteSliceToString(u.Release[:]), s.Interface, driverName(s.Interface), s.Mode, s.Attach, s.ZeroCopy,
+		pc.AddrPort(), pc.Mode, rtts[n/2]/2, rtts[n*99/100]/2)
+	return nil
+}
+
+// driverName asks the kernel (ETHTOOL_GDRVINFO) for the driver of
+// interface ifc, in the calling thread's network namespace.
+func driverName(ifc string) string {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "unknown"
+	}
+	defer unix.Close(fd)
+	d, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc)
+	if err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(d.Driver[:]) + " " + unix.ByteSliceToString(d.Version[:])
+}

@@ -1,0 +1,270 @@
+package nic_test
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
+)
+
+// newPair makes two test hosts joined by a veth pair, or skips.
+func newPair(t testing.TB) *nethost.Network {
+	t.Helper()
+	if err := nethost.Available(); err != nil {
+		t.Skip(err)
+	}
+	nw, err := nethost.New(nethost.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nw.Close() })
+	return nw
+}
+
+// openOn opens a link of mode on h's interface, inside h's namespace.
+func openOn(t testing.TB, h *nethost.Host, mode nic.Mode) nic.Link {
+	t.Helper()
+	var l nic.Link
+	if err := h.Do(func() (err error) {
+		l, err = nic.Open(nic.Config{Interface: h.Iface, Mode: mode, Cookie: testCookie})
+		return err
+	}); err != nil {
+		t.Fatalf("opening a %v link on %s: %v", mode, h.Name, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// withCvar sets a control variable for the test.
+func withCvar(t testing.TB, name, value string) {
+	t.Helper()
+	v, _ := cvar.Lookup(name)
+	old := v.String()
+	if err := cvar.Set(name, value); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cvar.Set(name, old) })
+}
+
+// injectFrom sends p to c from a kernel UDP socket inside h.
+func injectFrom(t *testing.T, h *nethost.Host, c nic.Card) func([]byte) {
+	return func(p []byte) {
+		err := h.Do(func() error {
+			conn, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(c.AddrPort()))
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			_, err = conn.Write(p)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestXDPLink runs the tests every link passes on two XDP links across a
+// veth pair, with the program in each hook.
+func TestXDPLink(t *testing.T) {
+	for _, attach := range []string{"generic", "driver"} {
+		t.Run(attach, func(t *testing.T) {
+			nw := newPair(t)
+			withCvar(t, "nic_xdp_attach", attach)
+			a, b := openOn(t, nw.Hosts[0], nic.ModeXDP), openOn(t, nw.Hosts[1], nic.ModeXDP)
+			s := a.Status()
+			if s.Mode != nic.ModeXDP || s.Attach != attach || s.ZeroCopy || s.Interface != nw.Hosts[0].Iface {
+				t.Fatalf("status %+v", s)
+			}
+			c := b.Card()
+			if c.Mode != nic.ModeXDP || c.IP != nw.Hosts[1].IP || string(c.MAC[:]) != string(nw.Hosts[1].MAC) || c.Port == 0 {
+				t.Fatalf("card %v, host %s %s", c, nw.Hosts[1].IP, nw.Hosts[1].MAC)
+			}
+			testPair(t, a, b, injectFrom(t, nw.Hosts[0], b.Card()))
+			st := b.Stats()
+			if st.Program.Redirected == 0 || st.RxFrames == 0 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestXDPWithUDP: an XDP link and a UDP link talk, and two UDP links over
+// the veth pair do too.
+func TestXDPWithUDP(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		a, b nic.Mode
+	}{{"xdp-udp", nic.ModeXDP, nic.ModeUDP}, {"udp-xdp", nic.ModeUDP, nic.ModeXDP}, {"udp-udp", nic.ModeUDP, nic.ModeUDP}} {
+		t.Run(c.name, func(t *testing.T) {
+			nw := newPair(t)
+			a, b := openOn(t, nw.Hosts[0], c.a), openOn(t, nw.Hosts[1], c.b)
+			if err := nictest.Exchange(a, b, testCookie, 20000, 32, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			checkAudit(t, a, b)
+		})
+	}
+}
+
+// TestXDPSendErrors: a kept frame cannot be sent again before its send
+// completes, and the peers an XDP link cannot address are refused.
+func TestXDPSendErrors(t *testing.T) {
+	nw := newPair(t)
+	a, b := openOn(t, nw.Hosts[0], nic.ModeXDP), openOn(t, nw.Hosts[1], nic.ModeXDP)
+	p, err := a.AddPeer(b.Card())
+	if err != nil {
+		t.Fatal(err)
+	}
+	noMAC := b.Card()
+	noMAC.MAC = [6]byte{}
+	if _, err := a.AddPeer(noMAC); !errors.Is(err, nic.ErrPeer) {
+		t.Errorf("peer without a MAC: %v", err)
+	}
+	offLink := b.Card()
+	ip4 := offLink.IP.As4()
+	ip4[2]++ // the next /24
+	offLink.IP = netip.AddrFrom4(ip4)
+	if _, err := a.AddPeer(offLink); !errors.Is(err, nic.ErrPeer) {
+		t.Errorf("peer off the subnet (%v): %v", offLink.IP, err)
+	}
+	var fs [1]nic.Frame
+	a.Alloc(fs[:])
+	nictest.Fill(a.Bytes(fs[0]), testCookie, 1, nic.HeaderLen)
+	tx := []nic.TxDesc{{Frame: fs[0], Len: nic.HeaderLen, Peer: p, Keep: true}}
+	if n, err := a.Send(tx); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	// Until a completion is taken back, the frame is in flight.
+	if n, err := a.Send(tx); n != 0 || !errors.Is(err, nic.ErrInFlight) {
+		t.Fatalf("resend in flight: %d, %v", n, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		a.Poll()
+		if n, err := a.Send(tx); n == 1 {
+			break
+		} else if !errors.Is(err, nic.ErrInFlight) || time.Now().After(deadline) {
+			t.Fatalf("resend: %d, %v", n, err)
+		}
+	}
+	// Released while in flight, it is freed when the send completes.
+	if err := a.Release(fs[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(fs[:]); !errors.Is(err, nic.ErrNotOwned) {
+		t.Fatalf("second release: %v", err)
+	}
+	for range 100 {
+		a.Poll()
+	}
+	checkAudit(t, a, b)
+}
+
+// TestXDPClose: Close takes the program off the interface, and a link
+// opens again on the same queue right away.
+func TestXDPClose(t *testing.T) {
+	nw := newPair(t)
+	h := nw.Hosts[0]
+	attached := func() bool {
+		nl, err := netlink.NewHandleAt(h.NS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nl.Close()
+		lk, err := nl.LinkByName(h.Iface)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := lk.Attrs().Xdp
+		return x != nil && x.Attached
+	}
+	for i := range 5 {
+		var l nic.Link
+		if err := h.Do(func() (err error) {
+			l, err = nic.Open(nic.Config{Interface: h.Iface, Mode: nic.ModeXDP, Cookie: testCookie})
+			return err
+		}); err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if !attached() {
+			t.Fatalf("open %d: no XDP program on %s", i, h.Iface)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatalf("close %d: %v", i, err)
+		}
+		if attached() {
+			t.Fatalf("close %d: the XDP program stayed on %s", i, h.Iface)
+		}
+	}
+}
+
+// TestXDPOpenErrors: what Open says when AF_XDP cannot be had, and what
+// ModeAuto does then.
+func TestXDPOpenErrors(t *testing.T) {
+	nw := newPair(t)
+	h := nw.Hosts[0]
+	// Auto takes XDP where it can.
+	l := openOn(t, h, nic.ModeAuto)
+	if s := l.Status(); s.Mode != nic.ModeXDP || s.Attach != "generic" {
+		t.Fatalf("auto as root on a veth took %+v, want XDP in the generic hook", s)
+	}
+	l.Close()
+	// An interface without an IPv4 address.
+	if err := h.Do(func() error {
+		_, err := nic.Open(nic.Config{Interface: "lo", Mode: nic.ModeXDP})
+		return err
+	}); !errors.Is(err, nic.ErrInterface) && !errors.Is(err, nic.ErrRefused) {
+		t.Errorf("XDP on lo: %v", err)
+	}
+	// Without the capabilities: a thread that dropped them.
+	err := h.Do(func() error {
+		if err := dropCaps(); err != nil {
+			return err
+		}
+		_, err := nic.Open(nic.Config{Interface: h.Iface, Mode: nic.ModeXDP, Cookie: testCookie})
+		if !errors.Is(err, nic.ErrNoPrivilege) {
+			return errors.New("ModeXDP without privilege: " + errString(err))
+		}
+		l, err := nic.Open(nic.Config{Interface: h.Iface, Mode: nic.ModeAuto, Cookie: testCookie})
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		if s := l.Status(); s.Mode != nic.ModeUDP || !strings.Contains(s.Fallback, "needs root") {
+			return errors.New("auto without privilege: " + s.Fallback)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// dropCaps drops every effective capability of the calling thread (Linux
+// keeps them per thread), which Host.Do runs alone and ends afterwards.
+func dropCaps() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	data[0].Effective, data[1].Effective = 0, 0
+	return unix.Capset(&hdr, &data[0])
+}

@@ -8,7 +8,8 @@ import (
 )
 
 // roleEnv names what a re-executed test binary does: one task of an srun
-// job step, TestShmJobNoRoom's child, or TestNICPeer's echo peer.
+// job step, TestShmJobNoRoom's child, TestNICPeer's echo peer or
+// TestNICProcessDeath's child.
 const roleEnv = "TACHYON_HWTEST_ROLE"
 
 func TestMain(m *testing.M) {
@@ -18,6 +19,8 @@ func TestMain(m *testing.M) {
 		os.Exit(noRoom())
 	case "nicecho":
 		os.Exit(nicEcho())
+	case "nichold":
+		os.Exit(nicHold())
 	default:
 		os.Exit(runRole(role))
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
@@ -126,8 +127,10 @@ func TestNICLoss(t *testing.T) {
 	got := 0
 	last := -1
 	for i := range total {
-		for a.Alloc(fs[:]) == 0 {
-			a.Poll()
+		for polls := 0; a.Alloc(fs[:]) == 0; polls++ {
+			if a.Poll(); polls > 1<<24 {
+				t.Fatal("no free frame")
+			}
 		}
 		nictest.Fill(a.Bytes(fs[0]), nicCookie, uint32(i), nic.HeaderLen+16)
 		if n, err := a.Send([]nic.TxDesc{{Frame: fs[0], Len: nic.HeaderLen + 16, Peer: p}}); n != 1 || err != nil {
@@ -164,6 +167,75 @@ func TestNICLoss(t *testing.T) {
 	if got+int(dropped) != total || dropped < total/20 || dropped > total/5 {
 		t.Fatalf("received %d, the program dropped %d, of %d", got, dropped, total)
 	}
+}
+
+// TestNICProcessDeath: a process killed while it holds an XDP link
+// leaves no program attached: the kernel detaches it when the link's
+// file descriptor goes with the process.
+func TestNICProcessDeath(t *testing.T) {
+	nw := newHosts(t)
+	h := nw.Hosts[1]
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), roleEnv+"=nichold", "TACHYON_NIC="+h.Iface)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := h.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	cue, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(cue, "nichold:") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the child did not open its link: %q, %v", cue, err)
+	}
+	attached := func() bool {
+		nl, err := netlink.NewHandleAt(h.NS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nl.Close()
+		lk, err := nl.LinkByName(h.Iface)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := lk.Attrs().Xdp
+		return x != nil && x.Attached
+	}
+	if !attached() {
+		t.Fatal("no program attached while the child holds its link")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for deadline := time.Now().Add(5 * time.Second); attached(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the program stayed attached after its process died")
+		}
+	}
+	// The queue and the port are free again.
+	l := openLink(t, h, nic.ModeXDP)
+	if l.Status().Mode != nic.ModeXDP {
+		t.Fatal(l.Status())
+	}
+}
+
+// nicHold is TestNICProcessDeath's child (role "nichold"): it opens an
+// XDP link on TACHYON_NIC, says so and waits to be killed.
+func nicHold() int {
+	l, err := nic.Open(nic.Config{Interface: os.Getenv("TACHYON_NIC"), Mode: nic.ModeXDP, Cookie: nicCookie})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nichold:", err)
+		return 1
+	}
+	fmt.Printf("nichold: %v\n", l.Card())
+	time.Sleep(time.Hour)
+	return 0
 }
 
 // nicEcho is the peer side of TestNICPeer (role "nicecho"): it opens a

@@ -11,9 +11,13 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
+	"github.com/tachyon-hpc/tachyon/progress"
 )
 
 const testCookie = 0x7ac4_0000_0000_0001
+
+// A link is a progress.Poller: the progress engine's loop drives it.
+var _ progress.Poller = nic.Link(nil)
 
 // openLoopback opens a UDP link on 127.0.0.1 with a port of the kernel's.
 func openLoopback(t testing.TB) nic.Link {
@@ -398,15 +402,20 @@ func testAllocs(t *testing.T, a, b nic.Link) {
 	var rx [4]nic.RxDesc
 	var rel [4]nic.Frame
 	hop := func(from, to nic.Link, p nic.Peer) {
-		for from.Alloc(fs[:]) == 0 {
-			from.Poll()
+		for polls := 0; from.Alloc(fs[:]) == 0; polls++ {
+			if from.Poll(); polls > 1<<24 {
+				t.Fatal("no free frame")
+			}
 		}
 		nictest.Fill(from.Bytes(fs[0]), testCookie, 5, nic.HeaderLen+8)
 		tx[0] = nic.TxDesc{Frame: fs[0], Len: nic.HeaderLen + 8, Peer: p}
 		if k, err := from.Send(tx[:]); k != 1 || err != nil {
 			t.Fatal(k, err)
 		}
-		for got := 0; got < 1; {
+		for got, polls := 0, 0; got < 1; polls++ {
+			if polls > 1<<24 {
+				t.Fatal("the frame did not arrive")
+			}
 			n := to.Receive(rx[:])
 			for i := range n {
 				rel[i] = rx[i].Frame

@@ -199,8 +199,10 @@ func (p *Pinger) Prepare() {
 		return
 	}
 	l := p.l
-	for l.Alloc(p.fs[:]) == 0 {
-		l.Poll()
+	for polls := uint64(0); l.Alloc(p.fs[:]) == 0; polls++ {
+		if l.Poll(); polls == p.timeout {
+			return // RoundTrip reports it
+		}
 	}
 	h := nic.Header{Type: nic.TypeData, Length: uint16(p.n - nic.HeaderLen), Cookie: p.cookie}
 	h.Put(l.Bytes(p.fs[0]))
@@ -213,11 +215,13 @@ func (p *Pinger) Prepare() {
 // the header). Stale echoes of earlier frames are skipped.
 func (p *Pinger) RoundTrip() error {
 	l := p.l
-	p.Prepare()
+	if p.Prepare(); !p.ready {
+		return fmt.Errorf("%w: no free frame", ErrTimeout)
+	}
 	p.ready = false
 	p.seq++
 	binary.LittleEndian.PutUint32(l.Bytes(p.fs[0])[seqOffset:], p.seq)
-	for {
+	for polls := uint64(0); ; polls++ {
 		k, err := l.Send(p.tx[:])
 		if err != nil {
 			return err
@@ -225,7 +229,9 @@ func (p *Pinger) RoundTrip() error {
 		if k == 1 {
 			break
 		}
-		l.Poll()
+		if l.Poll(); polls == p.timeout {
+			return fmt.Errorf("%w: the frame found no room to go", ErrTimeout)
+		}
 	}
 	for polls := uint64(0); polls < p.timeout; polls++ {
 		n := l.Receive(p.rx[:])
@@ -290,7 +296,9 @@ func Echo(l nic.Link, peer nic.Peer, stop func() bool) error {
 				return err
 			}
 			if sent += k; sent < n {
-				l.Poll()
+				if l.Poll(); stop() {
+					return fmt.Errorf("nictest: echo stopped with %d frames unsent", n-sent)
+				}
 			}
 		}
 		if err := l.Release(rel[:n]); err != nil {

@@ -211,6 +211,19 @@ func TestPauseReturns(t *testing.T) {
 	}
 }
 
+// TestPrefetchNeverFaults: the prefetch hints take any address, mapped
+// or not, and change nothing.
+func TestPrefetchNeverFaults(t *testing.T) {
+	b := []byte{1, 2, 3}
+	for _, p := range []unsafe.Pointer{unsafe.Pointer(&b[0]), nil, unsafe.Add(unsafe.Pointer(&b[0]), 1<<20)} {
+		asm.Prefetch(p)
+		asm.PrefetchW(p)
+	}
+	if b[0] != 1 || b[2] != 3 {
+		t.Fatal("a prefetch changed memory")
+	}
+}
+
 var sink uint64
 
 func BenchmarkReadTSC(b *testing.B) {

@@ -12,3 +12,12 @@ import "unsafe"
 //
 //go:noescape
 func PrefetchW(addr unsafe.Pointer)
+
+// Prefetch asks the CPU to fetch the cache line at addr for reading
+// (PREFETCHT0; PRFM PLDL1KEEP), without waiting for it. A reader about to
+// walk data that spans two lines another core just wrote asks for the
+// second while it waits for the first, so the two transfers overlap. It
+// never faults.
+//
+//go:noescape
+func Prefetch(addr unsafe.Pointer)

@@ -7,3 +7,9 @@ TEXT ·PrefetchW(SB), NOSPLIT|NOFRAME, $0-8
 	// CPUs without it execute the encoding as a NOP.
 	BYTE $0x0F; BYTE $0x0D; BYTE $0x08
 	RET
+
+// func Prefetch(addr unsafe.Pointer)
+TEXT ·Prefetch(SB), NOSPLIT|NOFRAME, $0-8
+	MOVQ addr+0(FP), AX
+	PREFETCHT0 (AX)
+	RET

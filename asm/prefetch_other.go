@@ -7,3 +7,7 @@ import "unsafe"
 // PrefetchW does nothing: this architecture has no prefetch hint
 // reachable without assembly.
 func PrefetchW(addr unsafe.Pointer) {}
+
+// Prefetch does nothing: this architecture has no prefetch hint reachable
+// without assembly.
+func Prefetch(addr unsafe.Pointer) {}

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
@@ -175,38 +174,13 @@ func TestNICLoss(t *testing.T) {
 func TestNICProcessDeath(t *testing.T) {
 	nw := newHosts(t)
 	h := nw.Hosts[1]
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=nichold", "TACHYON_NIC="+h.Iface)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := h.Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	cue, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(cue, "nichold:") {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("the child did not open its link: %q, %v", cue, err)
-	}
+	cmd, _ := startRole(t, h, "nichold")
 	attached := func() bool {
-		nl, err := netlink.NewHandleAt(h.NS)
+		on, err := h.XDPAttached()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer nl.Close()
-		lk, err := nl.LinkByName(h.Iface)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := lk.Attrs().Xdp
-		return x != nil && x.Attached
+		return on
 	}
 	if !attached() {
 		t.Fatal("no program attached while the child holds its link")
@@ -223,6 +197,37 @@ func TestNICProcessDeath(t *testing.T) {
 	if l.Status().Mode != nic.ModeXDP {
 		t.Fatal(l.Status())
 	}
+}
+
+// startRole starts this test binary inside h in role (with TACHYON_NIC
+// naming h's interface), waits for the line that says it is ready, which
+// starts with the role's name, and returns it. The child is killed when
+// the test ends.
+func startRole(t *testing.T, h *nethost.Host, role string) (*exec.Cmd, string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), roleEnv+"="+role, "TACHYON_NIC="+h.Iface)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := h.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	cue, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(cue, role+":") {
+		t.Fatalf("%s did not start: %q, %v", role, cue, err)
+	}
+	return cmd, strings.TrimSpace(cue)
 }
 
 // nicHold is TestNICProcessDeath's child (role "nichold"): it opens an
@@ -280,16 +285,7 @@ func serveEcho() error {
 		return err
 	}
 	defer conn.Close()
-	fmt.Fprintln(conn, l.Card())
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	cc, err := nic.ParseCard(strings.TrimSpace(line))
-	if err != nil {
-		return err
-	}
-	peer, err := l.AddPeer(cc)
+	_, peer, err := swapCards(conn, l)
 	if err != nil {
 		return err
 	}
@@ -340,27 +336,8 @@ func TestNICPeer(t *testing.T) {
 		t.Fatal("set both TACHYON_NIC and TACHYON_NIC_PEER, or neither")
 	}
 	nw := newHosts(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=nicecho", "TACHYON_NIC="+nw.Hosts[1].Iface)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := nw.Hosts[1].Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	cue, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(cue, "nicecho:") {
-		t.Fatalf("the echo peer did not start: %q, %v", cue, err)
-	}
-	t.Log(strings.TrimSpace(cue))
+	_, cue := startRole(t, nw.Hosts[1], "nicecho")
+	t.Log(cue)
 	run(nw.Hosts[0].Do, nw.Hosts[0].Iface, nw.Hosts[1].IP.String())
 }
 
@@ -380,16 +357,7 @@ func pingPeer(t *testing.T, l nic.Link, ip string, port uint16) error {
 		return err
 	}
 	defer conn.Close()
-	fmt.Fprintln(conn, l.Card())
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	pc, err := nic.ParseCard(strings.TrimSpace(line))
-	if err != nil {
-		return err
-	}
-	peer, err := l.AddPeer(pc)
+	pc, peer, err := swapCards(conn, l)
 	if err != nil {
 		return err
 	}
@@ -411,22 +379,22 @@ func pingPeer(t *testing.T, l nic.Link, ip string, port uint16) error {
 	unix.Uname(&u)
 	s := l.Status()
 	t.Logf("kernel %s, %s driver %s, %v (attach %q, zero-copy %v) to %v (%v): one-way p50 %v, p99 %v",
-		unix.ByteSliceToString(u.Release[:]), s.Interface, driverName(s.Interface), s.Mode, s.Attach, s.ZeroCopy,
+		unix.ByteSliceToString(u.Release[:]), s.Interface, s.Driver, s.Mode, s.Attach, s.ZeroCopy,
 		pc.AddrPort(), pc.Mode, rtts[n/2]/2, rtts[n*99/100]/2)
 	return nil
 }
 
-// driverName asks the kernel (ETHTOOL_GDRVINFO) for the driver of
-// interface ifc, in the calling thread's network namespace.
-func driverName(ifc string) string {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+// swapCards sends l's card over conn, reads the peer's and adds it.
+func swapCards(conn net.Conn, l nic.Link) (nic.Card, nic.Peer, error) {
+	fmt.Fprintln(conn, l.Card())
+	line, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil {
-		return "unknown"
+		return nic.Card{}, 0, err
 	}
-	defer unix.Close(fd)
-	d, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc)
+	c, err := nic.ParseCard(strings.TrimSpace(line))
 	if err != nil {
-		return "unknown"
+		return c, 0, err
 	}
-	return unix.ByteSliceToString(d.Driver[:]) + " " + unix.ByteSliceToString(d.Version[:])
+	p, err := l.AddPeer(c)
+	return c, p, err
 }

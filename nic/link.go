@@ -119,6 +119,7 @@ var (
 type Status struct {
 	Mode      Mode
 	Interface string // "" for a UDP link bound to no interface
+	Driver    string // the interface's driver and its version, as ethtool says
 	// XDP links only:
 	Attach     string // where the program runs: "driver" or "generic"
 	ZeroCopy   bool   // the socket is bound in zero-copy mode (XDP_OPTIONS)

@@ -89,6 +89,31 @@ func lookupInterface(name string, want netip.Addr) (*net.Interface, netip.Addr, 
 	return nil, netip.Addr{}, netip.Prefix{}, fmt.Errorf("%w: %s has no IPv4 address", ErrInterface, name)
 }
 
+// driverName asks the kernel (ETHTOOL_GDRVINFO, in the calling thread's
+// network namespace) for the driver of the interface named ifc and its
+// version, "" if it cannot tell.
+func driverName(ifc string) (name, version string) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "", ""
+	}
+	defer unix.Close(fd)
+	d, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc)
+	if err != nil {
+		return "", ""
+	}
+	return unix.ByteSliceToString(d.Driver[:]), unix.ByteSliceToString(d.Version[:])
+}
+
+// driverString is driverName's answer for Status: "veth 1.0".
+func driverString(ifc string) string {
+	n, v := driverName(ifc)
+	if v != "" {
+		n += " " + v
+	}
+	return n
+}
+
 // udpSocket opens a non-blocking IPv4 UDP socket bound to ap, and to the
 // interface dev if it is not "".
 func udpSocket(ap netip.AddrPort, dev string) (int, error) {

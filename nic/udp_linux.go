@@ -144,6 +144,9 @@ func openUDP(cfg Config, fallback string) (l *udpLink, err error) {
 	l.post()
 	l.card = Card{Mode: ModeUDP, IP: ip, Port: port, MAC: mac, MTU: uint16(l.mtu)}
 	l.status = Status{Mode: ModeUDP, Interface: dev, Fallback: fallback}
+	if dev != "" {
+		l.status.Driver = driverString(dev)
+	}
 	l.c = newCounters()
 	return l, nil
 }

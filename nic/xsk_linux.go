@@ -62,6 +62,7 @@ type xskLink struct {
 	prog     *xdpObjects
 	attached link.Link
 	closed   bool
+	final    Stats // the kernel's and the program's counts at Close
 }
 
 // xskPeer is a peer's header template.
@@ -149,14 +150,10 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	copy(l.card.MAC[:], ifc.HardwareAddr)
 	l.status.Mode = ModeXDP
 	l.status.Interface = ifc.Name
+	l.status.Driver = driverString(ifc.Name)
 	l.c = newCounters()
 	l.topUp()
-	openLinks.Lock()
-	if openLinks.xsk == nil {
-		openLinks.xsk = make(map[*xskLink]struct{})
-	}
-	openLinks.xsk[l] = struct{}{}
-	openLinks.Unlock()
+	l.register()
 	return l, nil
 }
 
@@ -246,7 +243,7 @@ func (l *xskLink) attach(ifc *net.Interface) error {
 		// A native program on a veth makes the pair hand every frame to
 		// the peer's NAPI: one softirq hop more than the generic hook,
 		// which runs inline as the frame crosses (docs/nic.md).
-		if driverName(ifc.Name) == "veth" {
+		if name, _ := driverName(ifc.Name); name == "veth" {
 			modes[0], modes[1] = modes[1], modes[0]
 		}
 	}
@@ -267,21 +264,6 @@ func (l *xskLink) attach(ifc *net.Interface) error {
 		errs = append(errs, fmt.Errorf("%s mode: %w", m.name, err))
 	}
 	return fmt.Errorf("%w: attaching the XDP program to %s: %w", ErrRefused, ifc.Name, errors.Join(errs...))
-}
-
-// driverName asks the kernel (ETHTOOL_GDRVINFO) for the driver of the
-// interface named ifc, "" if it cannot tell.
-func driverName(ifc string) string {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return ""
-	}
-	defer unix.Close(fd)
-	d, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc)
-	if err != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(d.Driver[:])
 }
 
 // bind binds the socket to ifc's queue: zero-copy first, copy mode if
@@ -593,8 +575,11 @@ func (l *xskLink) Poll() int {
 
 func (l *xskLink) Stats() Stats {
 	s := l.c.stats()
-	s.Kernel = l.kernelStats()
-	s.Program = l.programStats()
+	if l.closed {
+		s.addXDP(l.final)
+	} else {
+		s.addXDP(l.xdpStats())
+	}
 	return s
 }
 
@@ -627,9 +612,8 @@ func (l *xskLink) Close() error {
 		return ErrClosed
 	}
 	l.closed = true
-	openLinks.Lock()
-	delete(openLinks.xsk, l)
-	openLinks.Unlock()
+	l.final = l.xdpStats()
+	l.retire()
 	l.c.close()
 	return l.release()
 }

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
+	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // newPair makes two test hosts joined by a veth pair, or skips.
@@ -83,7 +83,7 @@ func TestXDPLink(t *testing.T) {
 			withCvar(t, "nic_xdp_attach", attach)
 			a, b := openOn(t, nw.Hosts[0], nic.ModeXDP), openOn(t, nw.Hosts[1], nic.ModeXDP)
 			s := a.Status()
-			if s.Mode != nic.ModeXDP || s.Attach != attach || s.ZeroCopy || s.Interface != nw.Hosts[0].Iface {
+			if s.Mode != nic.ModeXDP || s.Attach != attach || s.ZeroCopy || s.Interface != nw.Hosts[0].Iface || !strings.HasPrefix(s.Driver, "veth") {
 				t.Fatalf("status %+v", s)
 			}
 			c := b.Card()
@@ -94,6 +94,16 @@ func TestXDPLink(t *testing.T) {
 			st := b.Stats()
 			if st.Program.Redirected == 0 || st.RxFrames == 0 {
 				t.Fatalf("stats %+v", st)
+			}
+			// Closing a link keeps its counts, in its Stats and in the
+			// process's performance variables.
+			redirected, _ := pvar.Lookup("nic_xdp_prog_redirected")
+			sum := redirected.Read()
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if after := b.Stats(); after.Program != st.Program || after.RxFrames != st.RxFrames || redirected.Read() < sum {
+				t.Fatalf("closing: %+v (sum %d) became %+v (sum %d)", st, sum, after, redirected.Read())
 			}
 		})
 	}
@@ -176,17 +186,11 @@ func TestXDPClose(t *testing.T) {
 	nw := newPair(t)
 	h := nw.Hosts[0]
 	attached := func() bool {
-		nl, err := netlink.NewHandleAt(h.NS)
+		on, err := h.XDPAttached()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer nl.Close()
-		lk, err := nl.LinkByName(h.Iface)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := lk.Attrs().Xdp
-		return x != nil && x.Attached
+		return on
 	}
 	for i := range 5 {
 		var l nic.Link

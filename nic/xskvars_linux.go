@@ -6,53 +6,80 @@ import (
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
-// openLinks is every XDP link of the process, for the performance
-// variables that the kernel and the XDP program keep.
+// openLinks is every XDP link of the process, and the final counts of
+// those closed, for the performance variables that the kernel and the
+// XDP program keep: a counter never goes down when a link closes.
 var openLinks struct {
 	sync.Mutex
-	xsk map[*xskLink]struct{}
+	xsk     map[*xskLink]struct{}
+	retired Stats // Kernel and Program of the closed links, summed
 }
 
-func kernelStat(get func(*XSKStats) uint64) func() int64 {
-	return func() int64 {
-		openLinks.Lock()
-		defer openLinks.Unlock()
-		var v uint64
-		for l := range openLinks.xsk {
-			s := l.kernelStats()
-			v += get(&s)
-		}
-		return int64(v)
+// xdpStats reads what the kernel and l's program count.
+func (l *xskLink) xdpStats() Stats {
+	return Stats{Kernel: l.kernelStats(), Program: l.programStats()}
+}
+
+// addXDP adds s's Kernel and Program counts to t's.
+func (t *Stats) addXDP(s Stats) {
+	k, p := &t.Kernel, &t.Program
+	k.RxDropped += s.Kernel.RxDropped
+	k.RxInvalid += s.Kernel.RxInvalid
+	k.TxInvalid += s.Kernel.TxInvalid
+	k.RxRingFull += s.Kernel.RxRingFull
+	k.FillRingEmpty += s.Kernel.FillRingEmpty
+	k.TxRingEmptyDesc += s.Kernel.TxRingEmptyDesc
+	p.Redirected += s.Program.Redirected
+	p.Passed += s.Program.Passed
+	p.Dropped += s.Program.Dropped
+}
+
+// register adds l to the open links.
+func (l *xskLink) register() {
+	openLinks.Lock()
+	defer openLinks.Unlock()
+	if openLinks.xsk == nil {
+		openLinks.xsk = make(map[*xskLink]struct{})
 	}
+	openLinks.xsk[l] = struct{}{}
 }
 
-func programStat(get func(*ProgramStats) uint64) func() int64 {
+// retire takes l out of the open links, keeping its final counts.
+func (l *xskLink) retire() {
+	openLinks.Lock()
+	defer openLinks.Unlock()
+	delete(openLinks.xsk, l)
+	openLinks.retired.addXDP(l.final)
+}
+
+// xdpStat is the reader of a performance variable: get of the sum over
+// the open and the closed links.
+func xdpStat(get func(*Stats) uint64) func() int64 {
 	return func() int64 {
 		openLinks.Lock()
 		defer openLinks.Unlock()
-		var v uint64
+		sum := openLinks.retired
 		for l := range openLinks.xsk {
-			s := l.programStats()
-			v += get(&s)
+			sum.addXDP(l.xdpStats())
 		}
-		return int64(v)
+		return int64(get(&sum))
 	}
 }
 
 func init() {
-	k := func(name, doc string, get func(*XSKStats) uint64) {
-		pvar.NewFunc(name, doc+" (XDP_STATISTICS, summed over the open AF_XDP sockets).", pvar.ClassCounter, kernelStat(get), pvar.WithUnit("frames"))
+	k := func(name, doc string, get func(*Stats) uint64) {
+		pvar.NewFunc(name, doc+" (XDP_STATISTICS of the process's AF_XDP sockets).", pvar.ClassCounter, xdpStat(get), pvar.WithUnit("frames"))
 	}
-	k("nic_xsk_rx_dropped", "Frames the kernel dropped for lack of room in a UMEM frame", func(s *XSKStats) uint64 { return s.RxDropped })
-	k("nic_xsk_rx_invalid", "Invalid descriptors the kernel found on fill rings", func(s *XSKStats) uint64 { return s.RxInvalid })
-	k("nic_xsk_tx_invalid", "Invalid descriptors the kernel found on transmit rings", func(s *XSKStats) uint64 { return s.TxInvalid })
-	k("nic_xsk_rx_ring_full", "Frames dropped because a receive ring was full", func(s *XSKStats) uint64 { return s.RxRingFull })
-	k("nic_xsk_fill_ring_empty", "Times a frame came while a fill ring was empty", func(s *XSKStats) uint64 { return s.FillRingEmpty })
-	k("nic_xsk_tx_ring_empty", "Times the kernel found a transmit ring empty", func(s *XSKStats) uint64 { return s.TxRingEmptyDesc })
-	p := func(name, doc string, get func(*ProgramStats) uint64) {
-		pvar.NewFunc(name, doc+" by the XDP programs of the open links (per-CPU counters, summed).", pvar.ClassCounter, programStat(get), pvar.WithUnit("frames"))
+	k("nic_xsk_rx_dropped", "Frames the kernel dropped for lack of room in a UMEM frame", func(s *Stats) uint64 { return s.Kernel.RxDropped })
+	k("nic_xsk_rx_invalid", "Invalid descriptors the kernel found on fill rings", func(s *Stats) uint64 { return s.Kernel.RxInvalid })
+	k("nic_xsk_tx_invalid", "Invalid descriptors the kernel found on transmit rings", func(s *Stats) uint64 { return s.Kernel.TxInvalid })
+	k("nic_xsk_rx_ring_full", "Frames dropped because a receive ring was full", func(s *Stats) uint64 { return s.Kernel.RxRingFull })
+	k("nic_xsk_fill_ring_empty", "Times a frame came while a fill ring was empty", func(s *Stats) uint64 { return s.Kernel.FillRingEmpty })
+	k("nic_xsk_tx_ring_empty", "Times the kernel found a transmit ring empty", func(s *Stats) uint64 { return s.Kernel.TxRingEmptyDesc })
+	p := func(name, doc string, get func(*Stats) uint64) {
+		pvar.NewFunc(name, doc+" by the XDP programs of the process's links (per-CPU counters, summed).", pvar.ClassCounter, xdpStat(get), pvar.WithUnit("frames"))
 	}
-	p("nic_xdp_prog_redirected", "Frames redirected to AF_XDP sockets", func(s *ProgramStats) uint64 { return s.Redirected })
-	p("nic_xdp_prog_passed", "Frames passed to the kernel (not Tachyon's)", func(s *ProgramStats) uint64 { return s.Passed })
-	p("nic_xdp_prog_dropped", "Frames of Tachyon's dropped on purpose (nic_drop_rate)", func(s *ProgramStats) uint64 { return s.Dropped })
+	p("nic_xdp_prog_redirected", "Frames redirected to AF_XDP sockets", func(s *Stats) uint64 { return s.Program.Redirected })
+	p("nic_xdp_prog_passed", "Frames passed to the kernel (not Tachyon's)", func(s *Stats) uint64 { return s.Program.Passed })
+	p("nic_xdp_prog_dropped", "Frames of Tachyon's dropped on purpose (nic_drop_rate)", func(s *Stats) uint64 { return s.Program.Dropped })
 }

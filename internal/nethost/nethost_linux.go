@@ -527,3 +527,19 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 	go func() { started <- wait() }()
 	return <-started
 }
+
+// XDPAttached reports whether an XDP program is attached to the host's
+// interface, in any hook.
+func (h *Host) XDPAttached() (bool, error) {
+	nl, err := netlink.NewHandleAt(h.NS)
+	if err != nil {
+		return false, fmt.Errorf("nethost: netlink in %s: %w", h.Name, err)
+	}
+	defer nl.Close()
+	lk, err := nl.LinkByName(h.Iface)
+	if err != nil {
+		return false, fmt.Errorf("nethost: %s in %s: %w", h.Iface, h.Name, err)
+	}
+	x := lk.Attrs().Xdp
+	return x != nil && x.Attached, nil
+}

@@ -31,3 +31,6 @@ func (h *Host) Go(fn func() error) (wait func() error) {
 
 // Start fails: network namespaces need Linux.
 func (h *Host) Start(cmd *exec.Cmd) error { return errNotLinux }
+
+// XDPAttached fails: not Linux.
+func (h *Host) XDPAttached() (bool, error) { return false, errNotLinux }

@@ -1,11 +1,19 @@
 package nic_test
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,7 +33,9 @@ import (
 // BenchmarkPingPong reports the one-way latency of frames with an 8-byte
 // payload (half the round trip) as p50-ns and p99-ns; ns/op is the round
 // trip. Its go-udp case is the same ping-pong over Go's net.UDPConn with
-// busy-polling reads, the anchor measured in the same run.
+// busy-polling reads, the anchor measured in the same run; c-xsk and
+// c-udp run the C anchors where TACHYON_NIC_ANCHORS says they are (their
+// ns/op counts the whole program, start-up and warm-up included).
 //
 // BenchmarkFrameRate sends frames with an 8-byte payload one way, the
 // receiver granting credit every 32 frames so that none is lost for lack
@@ -52,6 +62,86 @@ func BenchmarkPingPong(b *testing.B) {
 		})
 	}
 	b.Run("go-udp", benchGoUDP)
+	b.Run("c-xsk", func(b *testing.B) {
+		benchAnchor(b, "xsk_pingpong", func(srv, cli *nethost.Host) ([]string, []string) {
+			return []string{"-S", "-i", srv.Iface, "-m", "skb", "-P", "own"},
+				[]string{"-C", "-i", cli.Iface, "-d", srv.MAC.String(), "-s", cli.IP.String(), "-D", srv.IP.String(),
+					"-m", "skb", "-P", "own", "-t", "100000"}
+		})
+	})
+	b.Run("c-udp", func(b *testing.B) {
+		benchAnchor(b, "udp_pingpong", func(srv, cli *nethost.Host) ([]string, []string) {
+			return []string{"-S", "-B", "-l", srv.IP.String()}, []string{"-C", "-B", "-r", srv.IP.String()}
+		})
+	})
+}
+
+// anchorDir is a folder with the C anchors that
+// ../shared/anchors/xsk/xsk-anchor.sh builds (xsk_pingpong with
+// xsk_redir.bpf.o, udp_pingpong; BUILD=dir keeps them there): with
+// TACHYON_NIC_ANCHORS naming it, PingPong runs them too, between hosts
+// made the same way, as c-xsk (AF_XDP on libxdp, the generic hook) and
+// c-udp (busy-polling kernel UDP), so that every figure and its anchor
+// come from one run.
+var anchorDir = os.Getenv("TACHYON_NIC_ANCHORS")
+
+// benchAnchor runs C anchor prog's server in host 1 on CPU 1 and its
+// client in host 0 on CPU 0 for b.N round trips after 20000 of warm-up,
+// and reports what the client prints as p50-ns and p99-ns.
+func benchAnchor(b *testing.B, prog string, args func(srv, cli *nethost.Host) (server, client []string)) {
+	if anchorDir == "" {
+		b.Skip("TACHYON_NIC_ANCHORS names no folder of C anchors")
+	}
+	bin := filepath.Join(anchorDir, prog)
+	if _, err := os.Stat(bin); err != nil {
+		b.Skip(err)
+	}
+	nw := newPair(b)
+	srv, cli := nw.Hosts[1], nw.Hosts[0]
+	sargs, cargs := args(srv, cli)
+	server := exec.Command("taskset", append([]string{"-c", strconv.Itoa(serverCPU), bin}, sargs...)...)
+	server.Dir = anchorDir
+	out, err := server.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Start(server); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		server.Process.Kill()
+		server.Wait()
+	}()
+	if cue, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(cue, "server:") {
+		b.Fatalf("%s server: %q, %v", prog, cue, err)
+	}
+	go io.Copy(io.Discard, out)
+	n := strconv.Itoa(b.N)
+	client := exec.Command("taskset", append(append([]string{"-c", strconv.Itoa(clientCPU), bin}, cargs...),
+		"-n", n, "-w", "20000", "-L", prog)...)
+	client.Dir = anchorDir
+	var stdout bytes.Buffer
+	client.Stdout = &stdout
+	if err := cli.Start(client); err != nil {
+		b.Fatal(err)
+	}
+	if err := client.Wait(); err != nil {
+		b.Fatalf("%s client: %v: %s", prog, err, stdout.String())
+	}
+	// "anchor NAME 8 p50=1.03 p99=1.13 mean=... us(one-way) ..."
+	var p50, p99 float64
+	for _, f := range strings.Fields(stdout.String()) {
+		if v, ok := strings.CutPrefix(f, "p50="); ok {
+			p50, _ = strconv.ParseFloat(v, 64)
+		} else if v, ok := strings.CutPrefix(f, "p99="); ok {
+			p99, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	if p50 == 0 {
+		b.Fatalf("%s client printed no figures: %s", prog, stdout.String())
+	}
+	b.ReportMetric(p50*1000, "p50-ns")
+	b.ReportMetric(p99*1000, "p99-ns")
 }
 
 // benchLinks runs server on host 1 and client on host 0, each on its own

@@ -81,7 +81,9 @@ type Link interface {
 	// Stats returns the link's counters.
 	Stats() Stats
 	// Close releases the socket, the frame memory and, for XDP, detaches
-	// the program. Frames the caller holds are invalid after it.
+	// the program. Frames the caller holds are invalid after it; later
+	// calls move nothing (Send and Release fail with ErrClosed) and a
+	// second Close fails with ErrClosed.
 	Close() error
 }
 

@@ -69,6 +69,37 @@ func testPair(t *testing.T, a, b nic.Link, inject func([]byte)) {
 	t.Run("ownership", func(t *testing.T) { testOwnership(t, a, b) })
 	t.Run("drop rate", func(t *testing.T) { testDropRate(t, a, b) })
 	t.Run("allocs", func(t *testing.T) { testAllocs(t, a, b) })
+	t.Run("closed", func(t *testing.T) { testClosed(t, a, b) })
+}
+
+// testClosed: a closed link moves nothing and says so, never crashes.
+func testClosed(t *testing.T, a, b nic.Link) {
+	pa, _ := a.AddPeer(b.Card())
+	var fs [1]nic.Frame
+	if a.Alloc(fs[:]) != 1 {
+		t.Fatal("no free frame")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var rx [4]nic.RxDesc
+	if n := a.Alloc(fs[:]); n != 0 {
+		t.Errorf("Alloc after Close: %d", n)
+	}
+	if n, err := a.Send([]nic.TxDesc{{Frame: fs[0], Len: nic.HeaderLen, Peer: pa}}); n != 0 || !errors.Is(err, nic.ErrClosed) {
+		t.Errorf("Send after Close: %d, %v", n, err)
+	}
+	if err := a.Release(fs[:]); !errors.Is(err, nic.ErrClosed) {
+		t.Errorf("Release after Close: %v", err)
+	}
+	if n := a.Receive(rx[:]); n != 0 {
+		t.Errorf("Receive after Close: %d", n)
+	}
+	a.Poll()
+	a.Stats()
+	if err := a.Close(); !errors.Is(err, nic.ErrClosed) {
+		t.Errorf("second Close: %v", err)
+	}
 }
 
 func checkAudit(t *testing.T, links ...nic.Link) {

@@ -214,6 +214,9 @@ func (l *udpLink) setPosted(i int, f Frame) {
 }
 
 func (l *udpLink) Receive(rx []RxDesc) int {
+	if l.closed {
+		return 0
+	}
 	if l.nposted < len(l.posted) {
 		l.post()
 	}
@@ -339,6 +342,9 @@ func (l *udpLink) SetDropRate(p float64) error {
 }
 
 func (l *udpLink) Release(fs []Frame) error {
+	if l.closed {
+		return ErrClosed
+	}
 	for _, f := range fs {
 		if !l.frames.release(f, l.frames.push) {
 			return fmt.Errorf("%w: releasing frame %d (%s)", ErrNotOwned, f, ownerName(&l.frames, f))
@@ -347,7 +353,12 @@ func (l *udpLink) Release(fs []Frame) error {
 	return nil
 }
 
-func (l *udpLink) Alloc(fs []Frame) int { return l.frames.pop(fs, ownUser) }
+func (l *udpLink) Alloc(fs []Frame) int {
+	if l.closed {
+		return 0
+	}
+	return l.frames.pop(fs, ownUser)
+}
 
 func (l *udpLink) Bytes(f Frame) []byte {
 	if !l.frames.valid(f) {
@@ -360,6 +371,9 @@ func (l *udpLink) Bytes(f Frame) []byte {
 // Send sends tx in batches, one sendmmsg (or, for one frame, sendto)
 // for each run of frames that go out through the same socket.
 func (l *udpLink) Send(tx []TxDesc) (int, error) {
+	if l.closed {
+		return 0, ErrClosed
+	}
 	done := 0
 	for done < len(tx) {
 		fd, k, err := l.prepare(tx[done:min(len(tx), done+len(l.shdrs))])
@@ -466,6 +480,9 @@ func (l *udpLink) completeSent(tx []TxDesc) {
 
 // Poll keeps the receive batch posted; sends complete in Send.
 func (l *udpLink) Poll() int {
+	if l.closed {
+		return 0
+	}
 	n := l.nposted
 	l.post()
 	return l.nposted - n

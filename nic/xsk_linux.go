@@ -364,8 +364,14 @@ func newXSKPeer(self, c Card) xskPeer {
 // Receive reads the receive ring. A frame that fails the checks goes
 // straight back to the fill ring.
 func (l *xskLink) Receive(rx []RxDesc) int {
+	if l.closed {
+		return 0
+	}
 	avail := l.rx.consReady()
 	if avail == 0 {
+		// Idle: publish what the last frames freed, then wake if need be.
+		l.rx.consFlush()
+		l.comp.consFlush()
 		if l.rxWake {
 			l.wakeRx()
 		}
@@ -403,7 +409,7 @@ func (l *xskLink) Receive(rx []RxDesc) int {
 		n++
 		bytes += len(payload)
 	}
-	l.rx.consRelease(i)
+	l.rx.consReleaseLazy(i)
 	l.fillFlush()
 	if n > 0 {
 		l.c.rxFrames.Add(uint64(n))
@@ -466,6 +472,9 @@ func (l *xskLink) topUp() int {
 }
 
 func (l *xskLink) Release(fs []Frame) error {
+	if l.closed {
+		return ErrClosed
+	}
 	defer l.fillFlush()
 	for _, f := range fs {
 		if !l.frames.release(f, l.fillPut) {
@@ -479,6 +488,9 @@ func (l *xskLink) Alloc(fs []Frame) int {
 	// Take completions back on every call, not only when the free list
 	// runs short: the kernel stops sending once the completion ring is
 	// full, long before the free list empties.
+	if l.closed {
+		return 0
+	}
 	if l.inflight > 0 {
 		l.reap()
 	}
@@ -486,7 +498,7 @@ func (l *xskLink) Alloc(fs []Frame) int {
 }
 
 func (l *xskLink) Bytes(f Frame) []byte {
-	if !l.frames.valid(f) {
+	if !l.frames.valid(f) || l.closed {
 		return nil
 	}
 	a := uint64(f)<<l.shift + FrameOverhead
@@ -494,6 +506,9 @@ func (l *xskLink) Bytes(f Frame) []byte {
 }
 
 func (l *xskLink) Send(tx []TxDesc) (int, error) {
+	if l.closed {
+		return 0, ErrClosed
+	}
 	room := int(l.tx.prodFree(uint32(len(tx))))
 	var err error
 	i, bytes := 0, 0
@@ -557,14 +572,19 @@ func (l *xskLink) reap() int {
 		}
 	}
 	if n > 0 {
-		l.comp.consRelease(n)
+		l.comp.consReleaseLazy(n)
 		l.inflight -= int(n)
 	}
 	return int(n)
 }
 
 func (l *xskLink) Poll() int {
+	if l.closed {
+		return 0
+	}
 	n := l.reap() + l.topUp()
+	l.rx.consFlush()
+	l.comp.consFlush()
 	// A kick sends at most a budget of frames (32 in copy mode): kick
 	// again while the kernel has left some on the ring.
 	if l.inflight > 0 && l.tx.unconsumed() > 0 {

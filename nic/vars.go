@@ -37,8 +37,11 @@ var (
 		"Receive and send buffer of a UDP link's socket (SO_RCVBUFFORCE where permitted, else SO_RCVBUF, capped by net.core.rmem_max): what absorbs a burst while the link is not polled.",
 		cvar.WithCategory("nic"), cvar.WithRange(64<<10, 1<<30), cvar.WithUnit("bytes"))
 	busyPollVar = cvar.NewBool("nic_busy_poll", true,
-		"Ask for busy polling on AF_XDP sockets (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET). The link then drives the receive side with a non-blocking recvfrom when it finds nothing, but only where the socket has a NAPI instance to poll (zero-copy drivers): copy-mode sockets have none, and the call would only cost time.",
+		"Ask for busy polling on AF_XDP sockets (SO_PREFER_BUSY_POLL, SO_BUSY_POLL after nic_busy_poll_usecs, SO_BUSY_POLL_BUDGET after nic_busy_poll_budget). The link then drives the receive side with a non-blocking recvfrom when it finds nothing, but only where the socket has a NAPI instance to poll (zero-copy drivers): copy-mode sockets have none, and the call would only cost time.",
 		cvar.WithCategory("nic"))
+	busyUsecsVar = cvar.NewInt("nic_busy_poll_usecs", 20,
+		"How long one busy poll of an AF_XDP socket's NAPI instance may spin in the kernel (SO_BUSY_POLL).",
+		cvar.WithCategory("nic"), cvar.WithRange(1, 1000), cvar.WithUnit("microseconds"))
 	busyBudgetVar = cvar.NewInt("nic_busy_poll_budget", 64,
 		"Frames one busy poll may process (SO_BUSY_POLL_BUDGET).",
 		cvar.WithCategory("nic"), cvar.WithRange(1, 1024), cvar.WithUnit("frames"))

@@ -9,8 +9,9 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf/link"
-	"github.com/tachyon-hpc/tachyon/asm"
 	"golang.org/x/sys/unix"
+
+	"github.com/tachyon-hpc/tachyon/asm"
 )
 
 // An XDP link, the way a frame goes:
@@ -92,7 +93,11 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	if err != nil {
 		return nil, err
 	}
-	l = &xskLink{fd: -1, reserve: -1, cookie: cfg.Cookie, subnet: subnet, fillTarget: int(ringSize)}
+	mtu := min(ifc.MTU-ipv4Len-udpLen, int(frameSize)-unix.XDP_PACKET_HEADROOM-FrameOverhead, 0xffff)
+	if mtu < HeaderLen+MessageLen {
+		return nil, fmt.Errorf("%w: %s's MTU %d leaves no room for a Tachyon frame", ErrInterface, ifc.Name, ifc.MTU)
+	}
+	l = &xskLink{fd: -1, reserve: -1, cookie: cfg.Cookie, subnet: subnet, fillTarget: int(ringSize), mtu: mtu}
 	defer func() {
 		if err != nil {
 			l.release()
@@ -111,12 +116,18 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 		return l, err
 	}
 
-	// 2. The socket, its UMEM and its four rings.
+	// 2. The socket, its UMEM and its four rings, the fill ring stocked,
+	// bound to the queue, zero-copy first.
 	if err = l.openSocket(frameSize, nframes, ringSize); err != nil {
 		return l, err
 	}
+	l.topUp()
+	if err = l.bind(ifc, cfg.Queue); err != nil {
+		return l, err
+	}
 
-	// 3. The XDP program, told our address, attached to the interface.
+	// 3. The XDP program, told our address and socket, attached last, so
+	// that no frame of ours goes to the kernel for want of a socket.
 	l.prog, err = newXDPObjects(cfg.Queue + 1)
 	if err != nil {
 		return l, classifyBPF(err)
@@ -127,32 +138,21 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	if err = l.prog.setDropRate(dropRateVar.Get()); err != nil {
 		return l, fmt.Errorf("%w: nic_drop_rate: %v", ErrConfig, err)
 	}
-	if err = l.attach(ifc); err != nil {
-		return l, err
-	}
-
-	// 4. Bind the socket to the queue, zero-copy first, and hand it to
-	// the program.
-	if err = l.bind(ifc, cfg.Queue); err != nil {
-		return l, err
-	}
 	if err = l.prog.setSocket(cfg.Queue, l.fd); err != nil {
 		return l, fmt.Errorf("nic: putting the socket in the XDP program's map: %w", err)
+	}
+	if err = l.attach(ifc); err != nil {
+		return l, err
 	}
 	l.busyPoll()
 	l.rxWake = l.napi || l.status.ZeroCopy
 
-	l.mtu = min(ifc.MTU-ipv4Len-udpLen, int(frameSize)-unix.XDP_PACKET_HEADROOM-FrameOverhead, 0xffff)
-	if l.mtu < HeaderLen+MessageLen {
-		return l, fmt.Errorf("%w: %s's MTU %d leaves no room for a Tachyon frame", ErrInterface, ifc.Name, ifc.MTU)
-	}
 	l.card = Card{Mode: ModeXDP, IP: ip, Port: port, Queue: uint32(cfg.Queue), MTU: uint16(l.mtu)}
 	copy(l.card.MAC[:], ifc.HardwareAddr)
 	l.status.Mode = ModeXDP
 	l.status.Interface = ifc.Name
 	l.status.Driver = driverString(ifc.Name)
 	l.c = newCounters()
-	l.topUp()
 	l.register()
 	return l, nil
 }
@@ -319,7 +319,7 @@ func (l *xskLink) busyPoll() {
 		return
 	}
 	ok := unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1) == nil &&
-		unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, 20) == nil &&
+		unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, int(busyUsecsVar.Get())) == nil &&
 		unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL_BUDGET, int(busyBudgetVar.Get())) == nil
 	l.status.BusyPoll = ok
 	if id, err := unix.GetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID); ok && err == nil && id != 0 {

@@ -7,6 +7,8 @@ func Audit(l Link) error {
 		return l.audit()
 	case *udpLink:
 		return l.audit()
+	case *faulty:
+		return Audit(l.Link)
 	}
 	return nil
 }

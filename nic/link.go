@@ -139,8 +139,9 @@ type Stats struct {
 	// Frames dropped by the receive checks, by cause.
 	DropShort, DropLength, DropVersion, DropCookie uint64
 	// Frames of ours dropped on purpose (nic_drop_rate): in the XDP
-	// program for an XDP link, in Receive for a UDP link.
-	DropInjected uint64
+	// program for an XDP link, in Receive for a UDP link or one with
+	// Faults; and frames duplicated and reordered on purpose (Faults).
+	DropInjected, Duplicated, Reordered uint64
 
 	Kicks     uint64 // system calls that woke the kernel's transmit side
 	RxWakeups uint64 // system calls that woke (or busy-polled) the receive side

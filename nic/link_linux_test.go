@@ -499,3 +499,91 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// TestFaults: a link with injected faults drops, repeats and reorders
+// as told, counts what it did, and everything it delivers is intact.
+func TestFaults(t *testing.T) {
+	a := openLoopback(t)
+	raw := openLoopback(t)
+	if _, err := nic.WithFaults(raw, nic.Faults{Drop: 2}, 1); err == nil {
+		t.Fatal("a drop probability of 2 accepted")
+	}
+	b, err := nic.WithFaults(raw, nic.Faults{Drop: 0.1, Duplicate: 0.1, Reorder: 0.1}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := a.AddPeer(b.Card())
+	const total = 5000
+	var fs [1]nic.Frame
+	var tx [1]nic.TxDesc
+	var rx [16]nic.RxDesc
+	seen := make([]int, total)
+	got, last, behind := 0, -1, 0
+	receive := func() int {
+		n := b.Receive(rx[:])
+		for _, d := range rx[:n] {
+			h, err := nic.ParseHeader(d.Data)
+			if err != nil || h.Seq >= total {
+				t.Fatalf("bad frame: %+v, %v", h, err)
+			}
+			if err := nictest.Verify(d.Data, testCookie, h.Seq, nic.HeaderLen+8); err != nil {
+				t.Fatal(err)
+			}
+			seen[h.Seq]++
+			if int(h.Seq) < last {
+				behind++
+			}
+			last = max(last, int(h.Seq))
+			if err := b.Release([]nic.Frame{d.Frame}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got += n
+		return n
+	}
+	for i := range total {
+		if a.Alloc(fs[:]) != 1 {
+			t.Fatal("no free frame")
+		}
+		nictest.Fill(a.Bytes(fs[0]), testCookie, uint32(i), nic.HeaderLen+8)
+		tx[0] = nic.TxDesc{Frame: fs[0], Len: nic.HeaderLen + 8, Peer: pa}
+		if n, err := a.Send(tx[:]); n != 1 || err != nil {
+			t.Fatal(n, err)
+		}
+		receive()
+	}
+	for quiet := 0; quiet < 100; quiet++ {
+		if receive() > 0 {
+			quiet = 0
+		}
+	}
+	s := b.Stats()
+	once, twice, none := 0, 0, 0
+	for _, c := range seen {
+		switch c {
+		case 0:
+			none++
+		case 1:
+			once++
+		case 2:
+			twice++
+		default:
+			t.Fatalf("a frame came %d times", c)
+		}
+	}
+	if uint64(none) != s.DropInjected || uint64(twice) != s.Duplicated || got != total-none+twice {
+		t.Fatalf("%d frames received of %d: %d none, %d twice; stats %+v", got, total, none, twice, s)
+	}
+	for _, c := range []struct {
+		n    uint64
+		what string
+	}{{s.DropInjected, "dropped"}, {s.Duplicated, "duplicated"}, {s.Reordered, "reordered"}} {
+		if c.n < total/20 || c.n > total/5 {
+			t.Errorf("%d of %d frames %s at a probability of 0.1", c.n, total, c.what)
+		}
+	}
+	if behind == 0 {
+		t.Error("no frame came after a later one")
+	}
+	checkAudit(t, raw)
+}

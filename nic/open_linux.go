@@ -12,13 +12,30 @@ import (
 	"github.com/tachyon-hpc/tachyon/asm"
 )
 
-// Open opens a link as cfg says. In ModeAuto (after nic_mode) it tries
+// Open opens a link as cfg says; with nic_dup_rate or nic_reorder_rate
+// set, one that injects those faults (WithFaults). In ModeAuto (after nic_mode) it tries
 // XDP and falls back to UDP when AF_XDP cannot be had: no privilege, a
 // kernel without XDP sockets, or an interface that refuses; the link's
 // Status says why. Other errors (a missing interface, an address in
 // use) fail in every mode. Sockets, attachments and frame memory belong
 // to the network namespace of the calling thread.
 func Open(cfg Config) (Link, error) {
+	l, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if f := (Faults{Duplicate: dupRateVar.Get(), Reorder: reorderRateVar.Get()}); f != (Faults{}) {
+		fl, err := WithFaults(l, f, cfg.Cookie)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		return fl, nil
+	}
+	return l, nil
+}
+
+func open(cfg Config) (Link, error) {
 	mode := cfg.Mode
 	if mode == ModeAuto {
 		mode = Mode(modeVar.Index())

@@ -51,7 +51,7 @@ type udpLink struct {
 	peers []udpPeer
 
 	drop uint64 // drop a frame when the next random number is below this
-	rng  uint64 // xorshift state
+	rng  injector
 
 	c      counters
 	card   Card
@@ -107,7 +107,7 @@ func openUDP(cfg Config, fallback string) (l *udpLink, err error) {
 		rnames: make([]unix.RawSockaddrInet4, batch),
 		shdrs:  make([]unix.Mmsghdr, batch),
 		siov:   make([]unix.Iovec, batch),
-		rng:    uint64(cfg.Cookie) | 1,
+		rng:    injector(cfg.Cookie | 1),
 		vlen:   1,
 	}
 	// The same MTU as an XDP link of this frame size, so that the two talk.
@@ -273,7 +273,7 @@ func (l *udpLink) Receive(rx []RxDesc) int {
 			l.c.drop(err)
 			continue
 		}
-		if l.drop != 0 && l.random() < l.drop {
+		if l.drop != 0 && l.rng.next() < l.drop {
 			l.c.injected.Inc()
 			continue
 		}
@@ -322,22 +322,13 @@ func (l *udpLink) repost(k int) {
 	}
 }
 
-// random returns the next number of the drop injector (xorshift64*), in
-// [0, 2^32).
-func (l *udpLink) random() uint64 {
-	l.rng ^= l.rng >> 12
-	l.rng ^= l.rng << 25
-	l.rng ^= l.rng >> 27
-	return (l.rng * 2685821657736338717) >> 32
-}
-
 // SetDropRate changes the probability of dropping a received frame of
 // ours, for loss tests.
 func (l *udpLink) SetDropRate(p float64) error {
 	if !(p >= 0 && p <= 1) {
 		return fmt.Errorf("drop rate %v is not in [0, 1]", p)
 	}
-	l.drop = uint64(p * (1 << 32))
+	l.drop = threshold(p)
 	return nil
 }
 

@@ -48,6 +48,12 @@ var (
 	dropRateVar = cvar.NewFloat("nic_drop_rate", 0,
 		"Probability in [0, 1] that a link drops a received frame of its own on purpose, for loss tests: in the XDP program (bpf_get_prandom_u32) for an XDP link, in Receive for a UDP link. 0 in production.",
 		cvar.WithCategory("nic"))
+	dupRateVar = cvar.NewFloat("nic_dup_rate", 0,
+		"Probability in [0, 1] that a link delivers a received frame twice, for tests of the transport above it (WithFaults). 0 in production.",
+		cvar.WithCategory("nic"))
+	reorderRateVar = cvar.NewFloat("nic_reorder_rate", 0,
+		"Probability in [0, 1] that a link delivers a received frame after the one behind it, for tests (WithFaults). 0 in production.",
+		cvar.WithCategory("nic"))
 	rebindVar = cvar.NewDuration("nic_rebind_wait", time.Second,
 		"How long Open retries an AF_XDP bind or XDP attach that fails with EBUSY, as one does right after another socket on the same queue closed while the kernel finishes tearing it down.",
 		cvar.WithCategory("nic"), cvar.WithRange(0, int64(time.Minute)))
@@ -56,19 +62,21 @@ var (
 // Performance variables: the sums over every link of the process. A link
 // counts into shards of its own (Stats reads them).
 var (
-	pvRxFrames = pvar.NewCounter("nic_rx_frames", "Frames received by links and handed to their callers.", pvar.WithUnit("frames"))
-	pvRxBytes  = pvar.NewCounter("nic_rx_bytes", "Tachyon bytes (header and payload) of the frames received.", pvar.WithUnit("bytes"))
-	pvTxFrames = pvar.NewCounter("nic_tx_frames", "Frames links queued for sending.", pvar.WithUnit("frames"))
-	pvTxBytes  = pvar.NewCounter("nic_tx_bytes", "Tachyon bytes of the frames queued for sending.", pvar.WithUnit("bytes"))
-	pvShort    = pvar.NewCounter("nic_drop_short", "Received frames dropped as shorter than their headers.", pvar.WithUnit("frames"))
-	pvLength   = pvar.NewCounter("nic_drop_length", "Received frames dropped because a length field disagreed with the frame, or the frame was not plain IPv4 UDP.", pvar.WithUnit("frames"))
-	pvVersion  = pvar.NewCounter("nic_drop_version", "Received frames of another wire format version, dropped.", pvar.WithUnit("frames"))
-	pvCookie   = pvar.NewCounter("nic_drop_cookie", "Received frames with another job's cookie, dropped.", pvar.WithUnit("frames"))
-	pvInjected = pvar.NewCounter("nic_drop_injected", "Frames a UDP link dropped on purpose (nic_drop_rate); the XDP program's are nic_xdp_prog_dropped.", pvar.WithUnit("frames"))
-	pvKicks    = pvar.NewCounter("nic_tx_kicks", "System calls that woke the kernel's transmit side of an AF_XDP socket (sendto), or sent a UDP batch (sendmmsg).", pvar.WithUnit("calls"))
-	pvWakeups  = pvar.NewCounter("nic_rx_wakeups", "System calls on the receive side: recvmmsg for UDP links, wake-ups and busy polls (recvfrom) for AF_XDP sockets.", pvar.WithUnit("calls"))
-	pvTxFull   = pvar.NewCounter("nic_tx_full", "Send calls stopped by a full transmit queue.", pvar.WithUnit("calls"))
-	pvTxErrors = pvar.NewCounter("nic_tx_errors", "Frames a UDP link's kernel refused for good (no route, a firewall) and that count as lost.", pvar.WithUnit("frames"))
+	pvRxFrames   = pvar.NewCounter("nic_rx_frames", "Frames received by links and handed to their callers.", pvar.WithUnit("frames"))
+	pvRxBytes    = pvar.NewCounter("nic_rx_bytes", "Tachyon bytes (header and payload) of the frames received.", pvar.WithUnit("bytes"))
+	pvTxFrames   = pvar.NewCounter("nic_tx_frames", "Frames links queued for sending.", pvar.WithUnit("frames"))
+	pvTxBytes    = pvar.NewCounter("nic_tx_bytes", "Tachyon bytes of the frames queued for sending.", pvar.WithUnit("bytes"))
+	pvShort      = pvar.NewCounter("nic_drop_short", "Received frames dropped as shorter than their headers.", pvar.WithUnit("frames"))
+	pvLength     = pvar.NewCounter("nic_drop_length", "Received frames dropped because a length field disagreed with the frame, or the frame was not plain IPv4 UDP.", pvar.WithUnit("frames"))
+	pvVersion    = pvar.NewCounter("nic_drop_version", "Received frames of another wire format version, dropped.", pvar.WithUnit("frames"))
+	pvCookie     = pvar.NewCounter("nic_drop_cookie", "Received frames with another job's cookie, dropped.", pvar.WithUnit("frames"))
+	pvInjected   = pvar.NewCounter("nic_drop_injected", "Frames dropped on purpose in software (nic_drop_rate on a UDP link, WithFaults); the XDP program's are nic_xdp_prog_dropped.", pvar.WithUnit("frames"))
+	pvDuplicated = pvar.NewCounter("nic_fault_duplicated", "Frames delivered twice on purpose (nic_dup_rate, WithFaults).", pvar.WithUnit("frames"))
+	pvReordered  = pvar.NewCounter("nic_fault_reordered", "Frames delivered after the one behind them on purpose (nic_reorder_rate, WithFaults).", pvar.WithUnit("frames"))
+	pvKicks      = pvar.NewCounter("nic_tx_kicks", "System calls that woke the kernel's transmit side of an AF_XDP socket (sendto), or sent a UDP batch (sendmmsg).", pvar.WithUnit("calls"))
+	pvWakeups    = pvar.NewCounter("nic_rx_wakeups", "System calls on the receive side: recvmmsg for UDP links, wake-ups and busy polls (recvfrom) for AF_XDP sockets.", pvar.WithUnit("calls"))
+	pvTxFull     = pvar.NewCounter("nic_tx_full", "Send calls stopped by a full transmit queue.", pvar.WithUnit("calls"))
+	pvTxErrors   = pvar.NewCounter("nic_tx_errors", "Frames a UDP link's kernel refused for good (no route, a firewall) and that count as lost.", pvar.WithUnit("frames"))
 )
 
 // counters is a link's shards of the performance variables.

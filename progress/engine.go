@@ -87,6 +87,17 @@ type Parker interface {
 	BeforePark()
 }
 
+// Deadliner is implemented by a Poller with work due at a time that no
+// doorbell will announce: a retransmission, a delayed acknowledgement, a
+// NIC queue that must be looked at within a bound. A goroutine about to
+// park wakes by the earliest due time (less progress_park_margin), as it
+// does for a timer on the wheel. NextDue returns that time in clock
+// counts (Now), or ok false when nothing is due; it may run while another
+// goroutine polls, so it reads what it needs atomically.
+type Deadliner interface {
+	NextDue() (due uint64, ok bool)
+}
+
 // ErrClosed reports use of an engine after Close.
 var ErrClosed = errors.New("progress: engine closed")
 

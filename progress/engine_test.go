@@ -208,6 +208,36 @@ func TestParkerBeforePark(t *testing.T) {
 	}
 }
 
+// duePoller has work that comes due at a clock count without a ring.
+type duePoller struct{ due atomic.Uint64 }
+
+func (p *duePoller) Poll() int {
+	if d := p.due.Load(); d != 0 && Now() >= d {
+		p.due.Store(0)
+		return 1
+	}
+	return 0
+}
+
+func (p *duePoller) NextDue() (uint64, bool) {
+	d := p.due.Load()
+	return d, d != 0
+}
+
+// TestDeadlinerWakes: a parked waiter wakes by a poller's deadline: with
+// a minute's park and no ring, work due in 20 ms is found in time.
+func TestDeadlinerWakes(t *testing.T) {
+	e := newEngine(t, WithIdle(0, 0, time.Minute))
+	p := &duePoller{}
+	defer e.Register(p)()
+	start := time.Now()
+	p.due.Store(Now() + SecondsToCounts(0.02))
+	e.WaitUntil(func() bool { return p.due.Load() == 0 })
+	if el := time.Since(start); el < 20*time.Millisecond || el > 5*time.Second {
+		t.Fatalf("woke after %v, want 20 ms", el)
+	}
+}
+
 // TestWaitUntil: WaitUntil returns once its condition holds, whether a
 // poll makes it true (the poller does) or another goroutine does and
 // rings the doorbell while the waiter is parked.

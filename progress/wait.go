@@ -102,14 +102,14 @@ func (w *idler) idle() bool {
 	return true
 }
 
-// park sleeps on the doorbell until it rings, c is ready, a timer comes
-// close to due, or progress_park_max passes.
+// park sleeps on the doorbell until it rings, c is ready, a timer or a
+// poller's deadline (Deadliner) comes close, or progress_park_max passes.
 func (w *idler) park(c condition) {
 	e := w.e
 	clk := theClock.Load()
 	now := clk.read()
 	timeout := e.parkMax
-	if due := asm.LoadAcquire64(&e.nextDue); due != ^uint64(0) {
+	if due := e.nextDeadline(); due != ^uint64(0) {
 		if due <= now+e.marginC {
 			return // a timer is close: keep polling so it fires on time
 		}
@@ -122,6 +122,20 @@ func (w *idler) park(c condition) {
 		pvParks.Add(1)
 	}
 	e.refreshCoarse() // the next poll may come a nap later than the last reading
+}
+
+// nextDeadline returns the earliest of the next timer's due time and the
+// pollers' (Deadliner), ^0 if none.
+func (e *Engine) nextDeadline() uint64 {
+	due := asm.LoadAcquire64(&e.nextDue)
+	for _, p := range *e.pollers.Load() {
+		if d, ok := p.(Deadliner); ok {
+			if t, ok := d.NextDue(); ok && t < due {
+				due = t
+			}
+		}
+	}
+	return due
 }
 
 // beforePark lets the pollers that need it prepare for a nap (Parker).

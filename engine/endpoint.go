@@ -28,6 +28,7 @@ type Endpoint struct {
 	attached attachedBuffer
 
 	reader   remoteReader // nil: rendezvous always streams
+	net      *netDev      // the network device, nil if no peer is on the network
 	polls    uint64       // calls of pollLocked: a record link prefetches within a stream of sends only
 	warmAt   int          // the peer whose link warmNext looks at first
 	node     string
@@ -244,6 +245,9 @@ func (ep *Endpoint) Poll() int {
 func (ep *Endpoint) pollLocked() int {
 	ep.polls++
 	n := 0
+	if ep.net != nil {
+		n = ep.net.pump()
+	}
 	batch, large := int(pollBatch.Get()), largePacket()
 	for i := range ep.peers {
 		p := &ep.peers[i]
@@ -297,6 +301,9 @@ func (ep *Endpoint) pollLocked() int {
 	}
 	if ep.outq > 0 {
 		n += ep.flushAll()
+	}
+	if ep.net != nil {
+		ep.net.service()
 	}
 	if n > 0 || ep.inflight == 0 && ep.probing == 0 {
 		ep.idle = 0
@@ -413,6 +420,16 @@ func (p *peer) roomFreed() {
 	}
 	p.out.Wake()
 	pvRoomWakes.Add(1)
+}
+
+// NextDue is the endpoint's progress.Deadliner: a rank with peers on the
+// network must look at its link again by the device's next timer, and
+// within engine_net_poll_max, since no doorbell announces a frame.
+func (ep *Endpoint) NextDue() (uint64, bool) {
+	if ep.net == nil {
+		return 0, false
+	}
+	return ep.net.nextDue()
 }
 
 // BeforePark is the endpoint's progress.Parker: before a goroutine parks,

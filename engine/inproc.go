@@ -17,10 +17,14 @@ type World struct {
 	eps []*Endpoint
 }
 
-// NewWorld makes a world of n ranks, each with its own progress engine.
+// NewWorld makes a world of n ranks, each with its own progress engine;
+// with engine_net_force, ranks talk over the network transport.
 func NewWorld(n int) (*World, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: a world needs at least one rank, not %d", ErrConfig, n)
+	}
+	if netForce.Get() {
+		return newNetWorld(n)
 	}
 	size, err := pairRingSize()
 	if err != nil {

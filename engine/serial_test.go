@@ -157,6 +157,7 @@ func TestParkedReceiverWoken(t *testing.T) {
 // locked and serial. Before BeforePark and roomFreed the window below took
 // the whole nap.
 func TestParkedSenderWokenByRoom(t *testing.T) {
+	skipOnNetwork(t, "a ring's reader waking its writer")
 	parks := parkAtOnce(t)
 	for _, kind := range []string{ringsRecords, ringsCells} {
 		for _, serial := range []bool{false, true} {

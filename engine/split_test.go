@@ -77,6 +77,7 @@ func (s *splitter) move(calls *atomic.Int32, fails uint64, addr uint64, b []byte
 // splitWorld makes two goroutine ranks that copy rendezvous messages
 // with s.
 func splitWorld(t *testing.T, s *splitter) *World {
+	skipOnNetwork(t, "cross-memory copies to split")
 	w, err := NewWorld(2)
 	if err != nil {
 		t.Fatal(err)

@@ -43,7 +43,8 @@ type faulty struct {
 	drop, dup, reorder uint64 // thresholds of random numbers in [0, 2^32)
 	rng                injector
 
-	held    RxDesc // a frame held back to be reordered
+	in      []RxDesc // what the link received, before the faults
+	held    RxDesc   // a frame held back to be reordered
 	holding bool
 	idle    int // Receive calls that found nothing while holding
 	rel     [1]Frame
@@ -74,11 +75,16 @@ func (l *faulty) Receive(rx []RxDesc) int {
 	if len(rx) == 0 {
 		return 0
 	}
-	// Room for a duplicate or the held frame beside what comes.
-	n := l.Link.Receive(rx[:max(1, len(rx)/2)])
+	// What comes is read into a batch of its own, half rx's size, so
+	// that the duplicates and the held frame fit beside it in rx.
+	if cap(l.in) < len(rx) {
+		l.in = make([]RxDesc, len(rx))
+	}
+	in := l.in[:max(1, len(rx)/2)]
+	n := l.Link.Receive(in)
 	out := 0
 	for i := 0; i < n; i++ {
-		d := rx[i]
+		d := in[i]
 		if l.drop != 0 && l.rng.next() < l.drop {
 			l.rel[0] = d.Frame
 			l.Link.Release(l.rel[:])

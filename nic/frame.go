@@ -172,6 +172,16 @@ func (h *Header) Put(b []byte) {
 	binary.LittleEndian.PutUint32(b[offSACK:], h.SACK)
 }
 
+// PutAck rewrites the acknowledgement fields of the header at the start
+// of b in place (Ack, SACK, Credit): what a frame sent again, or kept
+// and sent later, refreshes.
+func PutAck(b []byte, ack, sack uint32, credit uint16) {
+	_ = b[HeaderLen-1]
+	binary.LittleEndian.PutUint32(b[offAck:], ack)
+	binary.LittleEndian.PutUint32(b[offSACK:], sack)
+	binary.LittleEndian.PutUint16(b[offCredit:], credit)
+}
+
 // ParseHeader reads the fixed header at the start of a Tachyon frame b (a
 // UDP payload) and checks it: the version, a known type and flags, and a
 // Length that accounts for exactly the rest of b (and for a message

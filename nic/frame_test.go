@@ -22,6 +22,11 @@ func TestHeaderRoundTrip(t *testing.T) {
 		binary.LittleEndian.Uint32(b[28:]) != h.Seq || binary.LittleEndian.Uint32(b[36:]) != h.SACK {
 		t.Fatalf("header bytes % x", b[:HeaderLen])
 	}
+	PutAck(b, 5, 6, 7)
+	h.Ack, h.SACK, h.Credit = 5, 6, 7
+	if got, err := ParseHeader(b); err != nil || got != h {
+		t.Fatalf("after PutAck: %+v, %v; want %+v", got, err, h)
+	}
 	m := Message{Length: 1 << 40, ID: 7, Context: 12, Tag: -3}
 	m.Put(b[HeaderLen:])
 	if gm, err := ParseMessage(b[HeaderLen:]); err != nil || gm != m {

@@ -1,0 +1,495 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tachyon-hpc/tachyon/nic"
+)
+
+// The network transport carries packets to a peer that shares no memory
+// with this rank, over a nic.Link, reliably, in order and once each, as a
+// reliable-connected queue pair would. Each packet travels in one frame:
+// the engine already splits messages into packets no larger than
+// MaxPacket, the link's MTU less the frame header.
+//
+// Sending (Reserve, Commit):
+//  1. Reserve takes a frame from the link if the window (engine_net_window
+//     frames not yet acknowledged) and the peer's credit allow, and
+//     returns the room after the header.
+//  2. Commit numbers the frame (seq), stamps what this side has received
+//     from the peer (ack, sack, credit: every frame carries them, so that
+//     a ping-pong's answer is its acknowledgement), and sends it, keeping
+//     it (nic.TxDesc.Keep) until the peer acknowledges it.
+//  3. The acknowledgement frees it. A frame not acknowledged goes again:
+//     when an acknowledgement shows a later frame arrived and it did not
+//     (fast retransmit, once a round trip), or when the retransmission
+//     timeout passes (smoothed round-trip time and variance, between
+//     engine_net_rto_min and engine_net_rto_max, doubling at each timeout
+//     in a row). No progress for engine_net_peer_timeout makes the peer
+//     dead.
+//
+// Receiving (the device's pump, Peek, Packet, Release):
+//  1. The device reads the link and hands each frame to the connection of
+//     its sender (header src), if its epoch is the one the sender
+//     published; a frame of another incarnation, or for another
+//     endpoint, is dropped and counted.
+//  2. Its ack, sack and credit go to the sending side (above).
+//  3. A data frame goes into the reorder window at its seq; one already
+//     received or beyond the window is dropped (and acknowledged again: the
+//     sender missed an acknowledgement). The frames from the next expected
+//     seq on that have all arrived become the Inbox's packets.
+//  4. Released packets give their frames back and open the window; an
+//     acknowledgement goes back with the next frame to the peer, or on its
+//     own after engine_net_ack_every frames, at once on a gap, a duplicate
+//     or a probe, or after engine_net_ack_delay.
+
+// netConn is the connection to one peer: the Link this rank sends on and
+// the Inbox it receives from. The endpoint's lock guards it.
+type netConn struct {
+	dev    *netDev
+	peer   nic.Peer // the peer, in dev.link
+	rank   uint32   // the peer's endpoint
+	epoch  uint32   // the peer's incarnation, from its card
+	max    int      // MaxPacket
+	mask   uint32   // window - 1
+	window uint32
+
+	// Sending. Every seq in [sndUna, sndNxt) is a frame kept in tx until
+	// acknowledged; those in [sndUna, sndSent) went out at least once.
+	sndNxt, sndUna, sndSent uint32
+	sndLimit                uint32 // the peer takes seq below this (ack + credit)
+	tx                      []txSlot
+	res                     [1]nic.Frame // a frame Reserve took, for Commit
+	resOK                   bool
+	txd                     [1]nic.TxDesc
+
+	// The retransmission timer: srtt and rttvar in clock counts (0: no
+	// sample yet), rto the current timeout, rtoAt when sndUna is due
+	// (0: nothing outstanding), progressAt the last time the peer
+	// acknowledged something new or was first waited on.
+	srtt, rttvar, rto uint64
+	rtoAt, progressAt uint64
+	backoff           uint
+	heard             uint64 // when a frame of the peer's last came
+	probed            uint64 // when a probe last went out
+	dead              error
+
+	// Receiving. Every seq in [dlvNxt, rcvNxt) has arrived and is the
+	// Inbox's; seqs in [rcvNxt, dlvNxt+window) may have (out of order).
+	rcvNxt, dlvNxt uint32
+	rx             []rxSlot
+	ooo            int    // frames held beyond rcvNxt
+	ackOwed        int    // frames received since this side last acknowledged
+	ackNow         bool   // acknowledge at the end of this pump
+	ackAt          uint64 // when a delayed acknowledgement is due (0: none)
+	advLimit       uint32 // the limit (dlvNxt + window) last advertised
+}
+
+// txSlot is a frame sent and not yet acknowledged.
+type txSlot struct {
+	frame  nic.Frame
+	n      uint16 // bytes of the frame: header and packet
+	sacked bool   // the peer has it (selective acknowledgement)
+	retx   bool   // sent again: no round-trip sample from it (Karn)
+	sentAt uint64 // when it last went out
+}
+
+// rxSlot is a frame received and not yet released.
+type rxSlot struct {
+	frame nic.Frame
+	data  []byte // the packet
+	have  bool
+}
+
+// seqLT reports whether seq a comes before b, modulo 2^32.
+func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
+
+func newNetConn(d *netDev, peer nic.Peer, rank, epoch uint32, now uint64) *netConn {
+	w := d.window
+	return &netConn{
+		dev: d, peer: peer, rank: rank, epoch: epoch,
+		max: d.link.MTU() - nic.HeaderLen, mask: w - 1, window: w,
+		sndLimit: w, advLimit: w,
+		tx: make([]txSlot, w), rx: make([]rxSlot, w),
+		rto: d.rtoInit, heard: now, progressAt: now,
+	}
+}
+
+// Reserve returns room for a packet of n bytes in a frame, or nil if the
+// window is full, the peer has given no credit, or the link no frame.
+func (c *netConn) Reserve(n int) []byte {
+	if n > c.max || c.dead != nil || c.sndNxt-c.sndUna >= c.window {
+		return nil
+	}
+	if !seqLT(c.sndNxt, c.sndLimit) {
+		// No credit: if nothing is in flight to bring news of more, the
+		// timer asks for it (timeout).
+		if c.rtoAt == 0 {
+			c.rtoAt = c.dev.clock() + c.rto
+		}
+		return nil
+	}
+	l := c.dev.link
+	if !c.resOK {
+		if l.Alloc(c.res[:]) == 0 {
+			return nil
+		}
+		c.resOK = true
+	}
+	return l.Bytes(c.res[0])[nic.HeaderLen : nic.HeaderLen+n]
+}
+
+// Commit sends the reserved packet's first n bytes.
+func (c *netConn) Commit(n int) {
+	d := c.dev
+	seq := c.sndNxt
+	c.sndNxt++
+	c.resOK = false
+	b := d.link.Bytes(c.res[0])
+	h := nic.Header{Type: nic.TypeData, Length: uint16(n), Cookie: d.cookie, Src: d.self, Dst: c.rank,
+		Epoch: d.epoch, Seq: seq}
+	h.Put(b)
+	c.tx[seq&c.mask] = txSlot{frame: c.res[0], n: uint16(nic.HeaderLen + n)}
+	if c.sndSent == seq && c.transmit(seq) {
+		c.sndSent++
+	}
+	d.sentData.Inc()
+}
+
+func (c *netConn) Put(h0, h1 uint64, payload []byte) bool { return putWords(c, h0, h1, payload) }
+func (c *netConn) MaxPacket() int                         { return c.max }
+
+// Wake does nothing: a network peer polls its link, no doorbell of ours
+// wakes it.
+func (c *netConn) Wake() {}
+
+// WantRoom does nothing: room comes with an acknowledgement, which the
+// device's pump reads; its deadline (NextDue) keeps a parked rank polling.
+func (c *netConn) WantRoom() {}
+
+// Check reports the peer dead once it has answered nothing for
+// engine_net_peer_timeout; after engine_net_probe_interval of silence it
+// asks for an answer. The endpoint calls it while it waits on operations.
+func (c *netConn) Check() error {
+	if c.dead != nil {
+		return c.dead
+	}
+	d := c.dev
+	d.pump() // what has come counts before silence is judged
+	if c.dead != nil {
+		return c.dead
+	}
+	now := d.clock()
+	if now-c.heard >= d.peerTimeout {
+		c.fail(now, "no frame for %v", d.peerTimeoutD)
+		return c.dead
+	}
+	if now-c.heard >= d.probeEvery && now-c.probed >= d.probeEvery {
+		c.probed = now
+		c.sendAck(nic.FlagAckNow)
+	}
+	return nil
+}
+
+// fail makes the peer dead.
+func (c *netConn) fail(now uint64, format string, args ...any) {
+	if c.dead == nil {
+		c.dead = fmt.Errorf("network peer %d: "+format, append([]any{c.rank}, args...)...)
+		c.rtoAt, c.ackAt = 0, 0
+		c.dev.deaths.Inc()
+	}
+}
+
+// stamp writes what this side has received into frame header b: ack,
+// sack and credit. Every frame to the peer carries them.
+func (c *netConn) stamp(b []byte) {
+	limit := c.dlvNxt + c.window
+	nic.PutAck(b, c.rcvNxt, c.sack(), uint16(limit-c.rcvNxt))
+	c.advLimit = limit
+	c.ackOwed, c.ackNow, c.ackAt = 0, false, 0
+}
+
+// sack returns the selective acknowledgement: bit i for seq rcvNxt+1+i
+// received.
+func (c *netConn) sack() uint32 {
+	if c.ooo == 0 {
+		return 0
+	}
+	var s uint32
+	end := c.dlvNxt + c.window
+	for i := uint32(0); i < 32; i++ {
+		seq := c.rcvNxt + 1 + i
+		if !seqLT(seq, end) {
+			break
+		}
+		if c.rx[seq&c.mask].have {
+			s |= 1 << i
+		}
+	}
+	return s
+}
+
+// transmit sends frame seq, stamped afresh, and reports whether the link
+// took it. A frame whose last send is still in the kernel's hands waits.
+func (c *netConn) transmit(seq uint32) bool {
+	d := c.dev
+	s := &c.tx[seq&c.mask]
+	c.stamp(d.link.Bytes(s.frame))
+	c.txd[0] = nic.TxDesc{Frame: s.frame, Len: s.n, Peer: c.peer, Keep: true}
+	if n, _ := d.link.Send(c.txd[:]); n == 0 {
+		c.ackNow = true // what the stamp said did not go
+		return false
+	}
+	now := d.clock()
+	s.sentAt = now
+	if c.rtoAt == 0 {
+		c.rtoAt = now + c.rto
+	}
+	return true
+}
+
+// flush sends the frames committed that the link did not take yet.
+func (c *netConn) flush() {
+	for c.sndSent != c.sndNxt && c.transmit(c.sndSent) {
+		c.sndSent++
+	}
+}
+
+// sendAck sends an acknowledgement on its own, with flags (FlagAckNow:
+// a probe, which the peer answers at once).
+func (c *netConn) sendAck(flags nic.Flags) {
+	if c.sendControl(nic.TypeAck, flags) {
+		c.dev.sentAcks.Inc()
+	} else {
+		c.ackNow = true // the next pump tries again
+	}
+}
+
+// sendBye tells the peer this endpoint is closing.
+func (c *netConn) sendBye() { c.sendControl(nic.TypeBye, 0) }
+
+// sendControl sends a frame of type typ with no packet, and reports
+// whether the link took it. Not kept: an acknowledgement lost is made up
+// for by the next, a bye by the peer's timeout.
+func (c *netConn) sendControl(typ nic.Type, flags nic.Flags) bool {
+	d := c.dev
+	if d.link.Alloc(d.ackFrame[:]) == 0 {
+		return false
+	}
+	b := d.link.Bytes(d.ackFrame[0])
+	h := nic.Header{Type: typ, Flags: flags, Cookie: d.cookie, Src: d.self, Dst: c.rank,
+		Epoch: d.epoch, Seq: c.sndNxt}
+	h.Put(b)
+	c.stamp(b)
+	d.ackTx[0] = nic.TxDesc{Frame: d.ackFrame[0], Len: nic.HeaderLen, Peer: c.peer}
+	if n, _ := d.link.Send(d.ackTx[:]); n == 0 {
+		d.link.Release(d.ackFrame[:])
+		return false
+	}
+	return true
+}
+
+// onAck takes what the peer says it has received: ack (every seq before
+// it), sack (bit i: seq ack+1+i) and credit (it takes seq below
+// ack+credit).
+func (c *netConn) onAck(ack, sack uint32, credit uint16) {
+	d := c.dev
+	if limit := ack + uint32(credit); seqLT(c.sndLimit, limit) && !seqLT(c.sndUna+c.window, limit) {
+		c.sndLimit = limit
+	}
+	if seqLT(c.sndUna, ack) && !seqLT(c.sndNxt, ack) {
+		last := &c.tx[(ack-1)&c.mask]
+		if !last.retx && last.sentAt != 0 {
+			c.sample(d.now - last.sentAt)
+		}
+		for s := c.sndUna; s != ack; s++ {
+			t := &c.tx[s&c.mask]
+			d.release(t.frame)
+			*t = txSlot{}
+		}
+		c.sndUna = ack
+		if seqLT(c.sndSent, ack) {
+			c.sndSent = ack
+		}
+		c.backoff, c.progressAt = 0, d.now
+		c.rtoAt = 0
+		if c.sndUna != c.sndSent {
+			c.rtoAt = d.now + c.rto
+		}
+	}
+	if sack == 0 {
+		return
+	}
+	// Frames the peer has beyond a hole: mark them, and send the holes
+	// again, each at most once a round trip.
+	top := c.sndUna
+	for i := uint32(0); i < 32; i++ {
+		if sack&(1<<i) == 0 {
+			continue
+		}
+		s := ack + 1 + i
+		if !seqLT(s, c.sndSent) || seqLT(s, c.sndUna) {
+			continue
+		}
+		c.tx[s&c.mask].sacked = true
+		top = s
+	}
+	for s := c.sndUna; seqLT(s, top); s++ {
+		t := &c.tx[s&c.mask]
+		if t.sacked || d.now-t.sentAt < max(c.srtt, d.rtoMin/4) {
+			continue
+		}
+		t.retx = true
+		if c.transmit(s) {
+			d.fastRetx.Inc()
+		}
+	}
+}
+
+// sample folds a round-trip time into the estimate (RFC 6298) and sets
+// the timeout from it.
+func (c *netConn) sample(r uint64) {
+	d := c.dev
+	if c.srtt == 0 {
+		c.srtt, c.rttvar = r, r/2
+	} else {
+		diff := c.srtt - r
+		if r > c.srtt {
+			diff = r - c.srtt
+		}
+		c.rttvar = (3*c.rttvar + diff) / 4
+		c.srtt = (7*c.srtt + r) / 8
+	}
+	c.rto = min(max(c.srtt+4*c.rttvar, d.rtoMin), d.rtoMax)
+}
+
+// timeout handles the retransmission timer: the oldest frames not
+// acknowledged go again (up to engine_net_rto_burst of them), and the
+// timeout doubles; no progress for engine_net_peer_timeout makes the
+// peer dead.
+func (c *netConn) timeout() {
+	d := c.dev
+	if d.now-c.progressAt >= d.peerTimeout {
+		c.fail(d.now, "nothing acknowledged for %v", d.peerTimeoutD)
+		return
+	}
+	d.timeouts.Inc()
+	c.backoff++
+	c.rto = min(c.rto*2, d.rtoMax)
+	c.rtoAt = d.now + c.rto
+	if c.sndUna == c.sndSent {
+		// Nothing outstanding: the sender waits for credit, and the
+		// acknowledgement that brings it may have been lost. Ask.
+		if seqLT(c.sndNxt, c.sndLimit) {
+			c.rtoAt = 0 // credit came; Reserve will go on
+		} else {
+			c.sendAck(nic.FlagAckNow)
+		}
+		return
+	}
+	sent := 0
+	for s := c.sndUna; seqLT(s, c.sndSent) && sent < d.rtoBurst; s++ {
+		t := &c.tx[s&c.mask]
+		if t.sacked {
+			continue
+		}
+		t.retx = true
+		if !c.transmit(s) {
+			break
+		}
+		d.retx.Inc()
+		sent++
+	}
+}
+
+// onData takes data frame f (seq, the packet in data) into the reorder
+// window; it reports whether it kept the frame.
+func (c *netConn) onData(seq uint32, flags nic.Flags, f nic.Frame, data []byte) bool {
+	d := c.dev
+	c.ackOwed++
+	if flags&nic.FlagAckNow != 0 {
+		c.ackNow = true
+	}
+	if seqLT(seq, c.rcvNxt) {
+		d.dupes.Inc()
+		c.ackNow = true // the peer missed an acknowledgement
+		return false
+	}
+	if !seqLT(seq, c.dlvNxt+c.window) {
+		d.outOfWindow.Inc()
+		return false
+	}
+	s := &c.rx[seq&c.mask]
+	if s.have {
+		d.dupes.Inc()
+		return false
+	}
+	*s = rxSlot{frame: f, data: data, have: true}
+	if seq != c.rcvNxt {
+		c.ooo++
+		c.ackNow = true // a hole: the sender learns of it at once
+		return true
+	}
+	end := c.dlvNxt + c.window
+	for c.rcvNxt != end && c.rx[c.rcvNxt&c.mask].have {
+		c.rcvNxt++
+		if c.rcvNxt != seq+1 {
+			c.ooo--
+		}
+	}
+	return true
+}
+
+// Peek returns how many packets, up to max, are ready in order.
+func (c *netConn) Peek(max int) (int, error) { return min(max, int(c.rcvNxt-c.dlvNxt)), nil }
+
+// Packet returns the i-th packet ready.
+func (c *netConn) Packet(i int) []byte { return c.rx[(c.dlvNxt+uint32(i))&c.mask].data }
+
+// Release gives the first k packets' frames back. Once half the window
+// has opened since the last advertisement, the peer hears of it at once.
+func (c *netConn) Release(k int) {
+	d := c.dev
+	for range k {
+		s := &c.rx[c.dlvNxt&c.mask]
+		d.release(s.frame)
+		*s = rxSlot{}
+		c.dlvNxt++
+	}
+	if k > 0 {
+		d.flushReleased()
+		// Tell the peer of the room at once when it has used most of
+		// what it was given (it may be waiting for it), or when half the
+		// window opened since it last heard.
+		if limit := c.dlvNxt + c.window; limit-c.advLimit >= c.window/2 || c.advLimit-c.rcvNxt <= c.window/4 {
+			c.ackNow = true
+		}
+	}
+}
+
+// RoomWanted is false: a network peer never parks waiting for our room.
+func (c *netConn) RoomWanted() bool { return false }
+
+// close gives back every frame the connection holds.
+func (c *netConn) close() {
+	d := c.dev
+	if c.resOK {
+		d.release(c.res[0])
+		c.resOK = false
+	}
+	for s := c.sndUna; s != c.sndNxt; s++ {
+		d.release(c.tx[s&c.mask].frame)
+	}
+	for i := range c.rx {
+		if c.rx[i].have {
+			d.release(c.rx[i].frame)
+			c.rx[i] = rxSlot{}
+		}
+	}
+	c.sndUna, c.sndSent = c.sndNxt, c.sndNxt
+	d.flushReleased()
+	if c.dead == nil {
+		c.dead = errors.New("network transport closed")
+	}
+}

@@ -1,0 +1,304 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/progress"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// Control variables of the network transport, read when an endpoint
+// opens its device.
+var (
+	netWindow = cvar.NewInt("engine_net_window", 256,
+		"Frames a rank may have sent to a network peer and not yet had acknowledged (a power of two): also how many the receiver holds out of order. Bounds a peer's memory and what one round trip carries.",
+		cvar.WithCategory("engine"), cvar.WithRange(16, 1<<15), cvar.WithUnit("frames"))
+	netAckEvery = cvar.NewInt("engine_net_ack_every", 16,
+		"Frames received from a network peer after which an acknowledgement goes back on its own, if no frame to that peer carried one.",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
+	netAckDelay = cvar.NewDuration("engine_net_ack_delay", 50*time.Microsecond,
+		"Longest a received frame waits for a frame to its sender to carry its acknowledgement before one goes on its own.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, int64(time.Second)))
+	netRTOMin = cvar.NewDuration("engine_net_rto_min", 200*time.Microsecond,
+		"Shortest retransmission timeout to a network peer, whatever the measured round trip.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Minute)))
+	netRTOMax = cvar.NewDuration("engine_net_rto_max", 100*time.Millisecond,
+		"Longest retransmission timeout to a network peer: where doubling after each timeout in a row stops.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Hour)))
+	netRTOInit = cvar.NewDuration("engine_net_rto_initial", time.Millisecond,
+		"Retransmission timeout to a network peer before its round trip is measured.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Minute)))
+	netRTOBurst = cvar.NewInt("engine_net_rto_burst", 16,
+		"Oldest frames not acknowledged that a retransmission timeout sends again at once; later holes go as acknowledgements show them.",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
+	netPeerTimeout = cvar.NewDuration("engine_net_peer_timeout", 30*time.Second,
+		"How long a network peer may leave frames unacknowledged, or stay silent while this rank waits on it, before it counts as dead and every operation involving it fails. A peer answers only while it calls into the library (or runs the progress engine's goroutine): one that computes longer than this while others wait on it counts as dead.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Millisecond), int64(24*time.Hour)))
+	netLinger = cvar.NewDuration("engine_net_linger", 2*time.Second,
+		"Longest an endpoint closing waits for its network peers to acknowledge what it sent, retransmitting what was lost, before it goes (at most engine_net_peer_timeout).",
+		cvar.WithCategory("engine"), cvar.WithRange(0, int64(time.Hour)))
+	netProbeEvery = cvar.NewDuration("engine_net_probe_interval", 500*time.Millisecond,
+		"Silence from a network peer after which a rank waiting on operations asks it for an acknowledgement, to tell a quiet peer from a dead one.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Millisecond), int64(time.Hour)))
+	netPollMax = cvar.NewDuration("engine_net_poll_max", time.Millisecond,
+		"Longest a rank with operations in flight over the network parks between looks at its link: a NIC rings no doorbell, so this bounds how late a frame is noticed by an idle rank.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Second)))
+)
+
+// Performance variables of the network transport.
+var (
+	pvNetData       = pvar.NewCounter("engine_net_data_frames", "Data frames sent to network peers, each once however often it went.", pvar.WithUnit("frames"))
+	pvNetAcks       = pvar.NewCounter("engine_net_acks", "Acknowledgement frames sent on their own (not carried by data).", pvar.WithUnit("frames"))
+	pvNetRetx       = pvar.NewCounter("engine_net_retransmits", "Frames sent again after a retransmission timeout.", pvar.WithUnit("frames"))
+	pvNetFastRetx   = pvar.NewCounter("engine_net_fast_retransmits", "Frames sent again because an acknowledgement showed a later frame arrived and they did not.", pvar.WithUnit("frames"))
+	pvNetTimeouts   = pvar.NewCounter("engine_net_timeouts", "Retransmission timeouts.", pvar.WithUnit("timeouts"))
+	pvNetDupes      = pvar.NewCounter("engine_net_duplicates", "Data frames received again and dropped.", pvar.WithUnit("frames"))
+	pvNetWindow     = pvar.NewCounter("engine_net_out_of_window", "Data frames received beyond the receive window and dropped.", pvar.WithUnit("frames"))
+	pvNetStale      = pvar.NewCounter("engine_net_stale_frames", "Frames of another incarnation of their sender (epoch), dropped.", pvar.WithUnit("frames"))
+	pvNetForeign    = pvar.NewCounter("engine_net_foreign_frames", "Frames for another endpoint or from a rank that is no network peer, dropped.", pvar.WithUnit("frames"))
+	pvNetMalformed  = pvar.NewCounter("engine_net_malformed_frames", "Frames whose Tachyon header was malformed (type, flags, length), dropped.", pvar.WithUnit("frames"))
+	pvNetPeerDeaths = pvar.NewCounter("engine_net_peer_deaths", "Network peers found dead: nothing acknowledged or heard for engine_net_peer_timeout, or closed.", pvar.WithUnit("peers"))
+	countNet        = newTransportCounters("net")
+)
+
+// netDev is an endpoint's network device: one nic.Link that the
+// connections to every network peer share, the demultiplexing of what it
+// receives, and the connections' timers. The endpoint's lock guards it;
+// its pump runs at the start of every poll.
+type netDev struct {
+	link   nic.Link
+	cookie uint64
+	self   uint32 // this endpoint's rank
+	epoch  uint32 // this endpoint's incarnation
+	window uint32
+	conns  []*netConn // by rank; nil where the peer is not on the network
+	list   []*netConn // the connections, to walk
+
+	now      uint64 // the clock at the last pump
+	rx       []nic.RxDesc
+	rel      []nic.Frame // frames to give back to the link, batched
+	ackFrame [1]nic.Frame
+	ackTx    [1]nic.TxDesc
+	due      atomic.Uint64 // the earliest timer of any connection (0: none), for NextDue
+
+	ackEvery                    int
+	rtoBurst                    int
+	ackDelay, rtoMin, rtoMax    uint64 // clock counts
+	rtoInit, peerTimeout        uint64
+	probeEvery, pollMax, linger uint64
+	peerTimeoutD                time.Duration
+	sentData, sentAcks, retx    *pvar.CounterShard
+	fastRetx, timeouts, dupes   *pvar.CounterShard
+	outOfWindow, stale, foreign *pvar.CounterShard
+	malformed, deaths           *pvar.CounterShard
+}
+
+// newNetDev makes the device of the endpoint of rank self, incarnation
+// epoch, in a world of n ranks, over link, for frames with cookie. The
+// device owns link from then on.
+func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int) (*netDev, error) {
+	w := uint32(netWindow.Get())
+	if w&(w-1) != 0 {
+		return nil, fmt.Errorf("%w: engine_net_window %d is not a power of two", ErrConfig, w)
+	}
+	if link.MTU()-nic.HeaderLen < minPacket {
+		return nil, fmt.Errorf("%w: the link's MTU %d leaves less than a %d-byte packet", ErrConfig, link.MTU(), minPacket)
+	}
+	c := func(d time.Duration) uint64 { return max(progress.SecondsToCounts(d.Seconds()), 1) }
+	d := &netDev{
+		link: link, cookie: cookie, self: self, epoch: epoch, window: w,
+		conns:    make([]*netConn, n),
+		rx:       make([]nic.RxDesc, 64),
+		rel:      make([]nic.Frame, 0, 2*int(w)+64),
+		ackEvery: int(netAckEvery.Get()), rtoBurst: int(netRTOBurst.Get()),
+		ackDelay: c(netAckDelay.Get()), rtoMin: c(netRTOMin.Get()), rtoMax: c(netRTOMax.Get()),
+		rtoInit: c(netRTOInit.Get()), peerTimeout: c(netPeerTimeout.Get()),
+		probeEvery: c(netProbeEvery.Get()), pollMax: c(netPollMax.Get()),
+		linger:       c(min(netLinger.Get(), netPeerTimeout.Get())),
+		peerTimeoutD: netPeerTimeout.Get(),
+		sentData:     pvNetData.Shard(), sentAcks: pvNetAcks.Shard(), retx: pvNetRetx.Shard(),
+		fastRetx: pvNetFastRetx.Shard(), timeouts: pvNetTimeouts.Shard(), dupes: pvNetDupes.Shard(),
+		outOfWindow: pvNetWindow.Shard(), stale: pvNetStale.Shard(), foreign: pvNetForeign.Shard(),
+		malformed: pvNetMalformed.Shard(), deaths: pvNetPeerDeaths.Shard(),
+	}
+	d.now = d.clock()
+	return d, nil
+}
+
+// clock reads the progress clock.
+func (d *netDev) clock() uint64 { return progress.Now() }
+
+// connect makes the connection to rank, which listens at card with
+// incarnation epoch.
+func (d *netDev) connect(rank int, card nic.Card, epoch uint32) (*netConn, error) {
+	p, err := d.link.AddPeer(card)
+	if err != nil {
+		return nil, fmt.Errorf("%w: rank %d at %v: %v", ErrConfig, rank, card, err)
+	}
+	c := newNetConn(d, p, uint32(rank), epoch, d.clock())
+	if c.max > 0xffff-nic.HeaderLen {
+		c.max = 0xffff - nic.HeaderLen
+	}
+	d.conns[rank] = c
+	d.list = append(d.list, c)
+	return c, nil
+}
+
+// pump reads what the link received and hands it to the connections. It
+// returns the frames read. The endpoint calls it at the start of a poll,
+// and service at the end.
+func (d *netDev) pump() int {
+	d.now = d.clock()
+	n := 0
+	for {
+		k := d.link.Receive(d.rx)
+		for i := range k {
+			d.frame(&d.rx[i])
+		}
+		n += k
+		if k < len(d.rx) {
+			break
+		}
+	}
+	d.flushReleased()
+	return n
+}
+
+// service runs the connections' timers once the endpoint has handled
+// what came: retransmissions, frames the link had no room for, a peer
+// waiting for credit, acknowledgements owed (those the handling just
+// made owed, with the window it just opened, included).
+func (d *netDev) service() {
+	d.link.Poll()
+	d.now = d.clock()
+	var due uint64
+	for _, c := range d.list {
+		if c.dead != nil {
+			continue
+		}
+		if c.rtoAt != 0 && d.now >= c.rtoAt {
+			c.timeout()
+		}
+		if c.sndSent != c.sndNxt {
+			c.flush()
+		}
+		switch {
+		case c.ackNow || c.ackOwed >= d.ackEvery:
+			c.sendAck(0)
+		case c.ackOwed > 0 && c.ackAt == 0:
+			c.ackAt = d.now + d.ackDelay
+		case c.ackOwed > 0 && d.now >= c.ackAt:
+			c.sendAck(0)
+		}
+		for _, t := range [2]uint64{c.rtoAt, c.ackAt} {
+			if t != 0 && (due == 0 || t < due) {
+				due = t
+			}
+		}
+	}
+	d.flushReleased()
+	d.due.Store(due)
+}
+
+// frame hands one received frame to its connection, or drops it.
+func (d *netDev) frame(r *nic.RxDesc) {
+	h, err := nic.ParseHeader(r.Data)
+	if err != nil {
+		d.malformed.Inc()
+		d.release(r.Frame)
+		return
+	}
+	if h.Dst != d.self || int(h.Src) >= len(d.conns) || d.conns[h.Src] == nil {
+		d.foreign.Inc()
+		d.release(r.Frame)
+		return
+	}
+	c := d.conns[h.Src]
+	if h.Epoch != c.epoch {
+		d.stale.Inc()
+		d.release(r.Frame)
+		return
+	}
+	if c.dead != nil {
+		d.release(r.Frame)
+		return
+	}
+	c.heard = d.now
+	c.onAck(h.Ack, h.SACK, h.Credit)
+	switch h.Type {
+	case nic.TypeData:
+		if c.onData(h.Seq, h.Flags, r.Frame, r.Data[nic.HeaderLen:]) {
+			return
+		}
+	case nic.TypeAck:
+		if h.Flags&nic.FlagAckNow != 0 {
+			c.ackNow = true // a probe
+		}
+	case nic.TypeBye:
+		c.fail(d.now, "closed its endpoint")
+	}
+	d.release(r.Frame)
+}
+
+// release queues frame f to go back to the link.
+func (d *netDev) release(f nic.Frame) {
+	d.rel = append(d.rel, f)
+	if len(d.rel) == cap(d.rel) {
+		d.flushReleased()
+	}
+}
+
+// flushReleased gives the queued frames back to the link.
+func (d *netDev) flushReleased() {
+	if len(d.rel) > 0 {
+		d.link.Release(d.rel)
+		d.rel = d.rel[:0]
+	}
+}
+
+// nextDue is the endpoint's NextDue while it has operations in flight:
+// the earliest connection timer, and no later than engine_net_poll_max
+// from now, since no doorbell announces a frame.
+func (d *netDev) nextDue() (uint64, bool) {
+	due := progress.Now() + d.pollMax
+	if t := d.due.Load(); t != 0 && t < due {
+		due = t
+	}
+	return due, true
+}
+
+// close lingers until every live peer has acknowledged all that this
+// endpoint sent, as a closed shared-memory ring still holds its packets
+// for the reader (for at most engine_net_linger); then tells the peers
+// it is going, gives back every frame and closes the link. The
+// endpoint's lock must be held.
+func (d *netDev) close() error {
+	deadline := d.clock() + d.linger
+	for {
+		waiting := false
+		for _, c := range d.list {
+			if c.dead == nil && c.sndUna != c.sndNxt {
+				waiting = true
+			}
+		}
+		if !waiting || d.clock() >= deadline {
+			break
+		}
+		d.pump()
+		d.service() // retransmits, and fails a peer silent for engine_net_peer_timeout
+		runtime.Gosched()
+	}
+	for _, c := range d.list {
+		if c.dead == nil {
+			c.sendBye()
+		}
+		c.close()
+	}
+	d.flushReleased()
+	return d.link.Close()
+}

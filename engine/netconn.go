@@ -127,6 +127,7 @@ func (c *netConn) Reserve(n int) []byte {
 		// timer asks for it (timeout).
 		if c.rtoAt == 0 {
 			c.rtoAt = c.dev.clock() + c.rto
+			c.dev.armed(c.rtoAt)
 		}
 		return nil
 	}
@@ -242,9 +243,11 @@ func (c *netConn) transmit(seq uint32) bool {
 		return false
 	}
 	now := d.clock()
+	d.now = now // later than the pump's reading: ages computed against it stay positive
 	s.sentAt = now
 	if c.rtoAt == 0 {
 		c.rtoAt = now + c.rto
+		d.armed(c.rtoAt)
 	}
 	return true
 }
@@ -299,20 +302,39 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 		c.sndLimit = limit
 	}
 	if seqLT(c.sndUna, ack) && !seqLT(c.sndNxt, ack) {
+		// A round-trip sample comes only from an acknowledgement that no
+		// loss held back: if any frame it covers went again, or had been
+		// acknowledged selectively beyond a hole, the newest one waited
+		// for the recovery, and its sample would stretch the timeout
+		// that the next recovery waits for (Karn's rule, widened).
 		last := &c.tx[(ack-1)&c.mask]
-		if !last.retx && last.sentAt != 0 {
-			c.sample(d.now - last.sentAt)
-		}
+		clean := last.sentAt != 0
 		for s := c.sndUna; s != ack; s++ {
 			t := &c.tx[s&c.mask]
+			if t.retx || t.sacked {
+				clean = false
+			}
 			d.release(t.frame)
-			*t = txSlot{}
+			if s != ack-1 {
+				*t = txSlot{}
+			}
 		}
+		if clean {
+			c.sample(d.now - last.sentAt)
+		}
+		*last = txSlot{}
 		c.sndUna = ack
 		if seqLT(c.sndSent, ack) {
 			c.sndSent = ack
 		}
-		c.backoff, c.progressAt = 0, d.now
+		if c.backoff > 0 {
+			// Progress ends the back-off: the timeout is the estimate's
+			// again, sample or not (the frames acknowledged may all have
+			// gone twice).
+			c.backoff = 0
+			c.rto = c.estimate()
+		}
+		c.progressAt = d.now
 		c.rtoAt = 0
 		if c.sndUna != c.sndSent {
 			c.rtoAt = d.now + c.rto
@@ -322,7 +344,7 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 		return
 	}
 	// Frames the peer has beyond a hole: mark them, and send the holes
-	// again, each at most once a round trip.
+	// again.
 	top := c.sndUna
 	for i := uint32(0); i < 32; i++ {
 		if sack&(1<<i) == 0 {
@@ -337,7 +359,14 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 	}
 	for s := c.sndUna; seqLT(s, top); s++ {
 		t := &c.tx[s&c.mask]
-		if t.sacked || d.now-t.sentAt < max(c.srtt, d.rtoMin/4) {
+		// A hole goes again once a round trip after it went; once it has
+		// gone again, only after the timeout, since the acknowledgements
+		// that show it still missing may be older than its second send.
+		wait := max(c.srtt, d.rtoMin/4)
+		if t.retx {
+			wait = c.estimate()
+		}
+		if t.sacked || d.now-t.sentAt < wait {
 			continue
 		}
 		t.retx = true
@@ -350,7 +379,6 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 // sample folds a round-trip time into the estimate (RFC 6298) and sets
 // the timeout from it.
 func (c *netConn) sample(r uint64) {
-	d := c.dev
 	if c.srtt == 0 {
 		c.srtt, c.rttvar = r, r/2
 	} else {
@@ -361,15 +389,45 @@ func (c *netConn) sample(r uint64) {
 		c.rttvar = (3*c.rttvar + diff) / 4
 		c.srtt = (7*c.srtt + r) / 8
 	}
-	c.rto = min(max(c.srtt+4*c.rttvar, d.rtoMin), d.rtoMax)
+	c.rto = c.estimate()
 }
 
-// timeout handles the retransmission timer: the oldest frames not
-// acknowledged go again (up to engine_net_rto_burst of them), and the
-// timeout doubles; no progress for engine_net_peer_timeout makes the
-// peer dead.
+// estimate is the retransmission timeout the round-trip estimate gives,
+// between engine_net_rto_min and engine_net_rto_max (the initial timeout
+// before a sample).
+func (c *netConn) estimate() uint64 {
+	d := c.dev
+	if c.srtt == 0 {
+		return d.rtoInit
+	}
+	return min(max(c.srtt+4*c.rttvar, d.rtoMin), d.rtoMax)
+}
+
+// timeout handles the retransmission timer: the oldest frame not
+// acknowledged goes again, with the holes the peer's selective
+// acknowledgements show before its highest (up to engine_net_rto_burst
+// frames), and the timeout doubles. Frames past what the peer has said
+// anything of are not guessed at: the acknowledgement of the first tells
+// of them. No progress for engine_net_peer_timeout makes the peer dead.
 func (c *netConn) timeout() {
 	d := c.dev
+	if c.sndUna == c.sndSent {
+		// Nothing outstanding: the sender waits for credit, and the
+		// acknowledgement that brings it may have been lost. Ask, once
+		// a round trip's timeout, without backing off: a receiver slow
+		// to make room is no sign of loss. It is dead only if it answers
+		// nothing.
+		switch {
+		case seqLT(c.sndNxt, c.sndLimit):
+			c.rtoAt = 0 // credit came; Reserve will go on
+		case d.now-c.heard >= d.peerTimeout:
+			c.fail(d.now, "no answer to credit probes for %v", d.peerTimeoutD)
+		default:
+			c.sendAck(nic.FlagAckNow)
+			c.rtoAt = d.now + c.estimate()
+		}
+		return
+	}
 	if d.now-c.progressAt >= d.peerTimeout {
 		c.fail(d.now, "nothing acknowledged for %v", d.peerTimeoutD)
 		return
@@ -378,18 +436,14 @@ func (c *netConn) timeout() {
 	c.backoff++
 	c.rto = min(c.rto*2, d.rtoMax)
 	c.rtoAt = d.now + c.rto
-	if c.sndUna == c.sndSent {
-		// Nothing outstanding: the sender waits for credit, and the
-		// acknowledgement that brings it may have been lost. Ask.
-		if seqLT(c.sndNxt, c.sndLimit) {
-			c.rtoAt = 0 // credit came; Reserve will go on
-		} else {
-			c.sendAck(nic.FlagAckNow)
+	top := c.sndUna + 1 // one past the highest frame the peer has
+	for s := c.sndUna; seqLT(s, c.sndSent); s++ {
+		if c.tx[s&c.mask].sacked {
+			top = s + 1
 		}
-		return
 	}
 	sent := 0
-	for s := c.sndUna; seqLT(s, c.sndSent) && sent < d.rtoBurst; s++ {
+	for s := c.sndUna; seqLT(s, top) && sent < d.rtoBurst; s++ {
 		t := &c.tx[s&c.mask]
 		if t.sacked {
 			continue

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -45,6 +46,9 @@ var (
 	netProbeEvery = cvar.NewDuration("engine_net_probe_interval", 500*time.Millisecond,
 		"Silence from a network peer after which a rank waiting on operations asks it for an acknowledgement, to tell a quiet peer from a dead one.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Millisecond), int64(time.Hour)))
+	netKeeperIdle = cvar.NewDuration("engine_net_keeper_idle", 10*time.Millisecond,
+		"How often an endpoint's keeper (the goroutine that retransmits for a rank that has stopped polling) looks for a retransmission timer when none runs.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Minute)))
 	netPollMax = cvar.NewDuration("engine_net_poll_max", time.Millisecond,
 		"Longest a rank with operations in flight over the network parks between looks at its link: a NIC rings no doorbell, so this bounds how late a frame is noticed by an idle rank.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Second)))
@@ -62,6 +66,7 @@ var (
 	pvNetStale      = pvar.NewCounter("engine_net_stale_frames", "Frames of another incarnation of their sender (epoch), dropped.", pvar.WithUnit("frames"))
 	pvNetForeign    = pvar.NewCounter("engine_net_foreign_frames", "Frames for another endpoint or from a rank that is no network peer, dropped.", pvar.WithUnit("frames"))
 	pvNetMalformed  = pvar.NewCounter("engine_net_malformed_frames", "Frames whose Tachyon header was malformed (type, flags, length), dropped.", pvar.WithUnit("frames"))
+	pvNetKeeper     = pvar.NewCounter("engine_net_keeper_runs", "Times an endpoint's keeper ran the retransmission timers for a rank that was not polling.", pvar.WithUnit("runs"))
 	pvNetPeerDeaths = pvar.NewCounter("engine_net_peer_deaths", "Network peers found dead: nothing acknowledged or heard for engine_net_peer_timeout, or closed.", pvar.WithUnit("peers"))
 	countNet        = newTransportCounters("net")
 )
@@ -84,7 +89,10 @@ type netDev struct {
 	rel      []nic.Frame // frames to give back to the link, batched
 	ackFrame [1]nic.Frame
 	ackTx    [1]nic.TxDesc
-	due      atomic.Uint64 // the earliest timer of any connection (0: none), for NextDue
+	due      uint64 // the earliest timer of any connection (0: none), for NextDue (asm loads and relaxed stores)
+	rtoDue   uint64 // the earliest retransmission timer (0: none), for the keeper (likewise)
+	stop     atomic.Bool
+	kept     chan struct{} // closed when the keeper has stopped
 
 	ackEvery                    int
 	rtoBurst                    int
@@ -95,7 +103,8 @@ type netDev struct {
 	sentData, sentAcks, retx    *pvar.CounterShard
 	fastRetx, timeouts, dupes   *pvar.CounterShard
 	outOfWindow, stale, foreign *pvar.CounterShard
-	malformed, deaths           *pvar.CounterShard
+	malformed, deaths, kicks    *pvar.CounterShard
+	keepIdle, keepMin           time.Duration
 }
 
 // newNetDev makes the device of the endpoint of rank self, incarnation
@@ -124,7 +133,9 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int) (*netDev
 		sentData:     pvNetData.Shard(), sentAcks: pvNetAcks.Shard(), retx: pvNetRetx.Shard(),
 		fastRetx: pvNetFastRetx.Shard(), timeouts: pvNetTimeouts.Shard(), dupes: pvNetDupes.Shard(),
 		outOfWindow: pvNetWindow.Shard(), stale: pvNetStale.Shard(), foreign: pvNetForeign.Shard(),
-		malformed: pvNetMalformed.Shard(), deaths: pvNetPeerDeaths.Shard(),
+		malformed: pvNetMalformed.Shard(), deaths: pvNetPeerDeaths.Shard(), kicks: pvNetKeeper.Shard(),
+		keepIdle: netKeeperIdle.Get(), keepMin: netRTOMin.Get(),
+		kept: make(chan struct{}),
 	}
 	d.now = d.clock()
 	return d, nil
@@ -176,7 +187,7 @@ func (d *netDev) pump() int {
 func (d *netDev) service() {
 	d.link.Poll()
 	d.now = d.clock()
-	var due uint64
+	var due, rtoDue uint64
 	for _, c := range d.list {
 		if c.dead != nil {
 			continue
@@ -195,14 +206,65 @@ func (d *netDev) service() {
 		case c.ackOwed > 0 && d.now >= c.ackAt:
 			c.sendAck(0)
 		}
-		for _, t := range [2]uint64{c.rtoAt, c.ackAt} {
-			if t != 0 && (due == 0 || t < due) {
-				due = t
-			}
-		}
+		due = earliest(earliest(due, c.rtoAt), c.ackAt)
+		rtoDue = earliest(rtoDue, c.rtoAt)
 	}
 	d.flushReleased()
-	d.due.Store(due)
+	asm.StoreRelaxed64(&d.due, due)
+	asm.StoreRelaxed64(&d.rtoDue, rtoDue)
+}
+
+// earliest returns the earlier of two timers, 0 meaning none.
+func earliest(a, b uint64) uint64 {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
+}
+
+// armed tells the device's timers that a connection's retransmission
+// timer now runs out at t, so that NextDue and the keeper know it before
+// the next service.
+func (d *netDev) armed(t uint64) {
+	if cur := asm.LoadAcquire64(&d.rtoDue); cur == 0 || t < cur {
+		asm.StoreRelaxed64(&d.rtoDue, t)
+	}
+	if cur := asm.LoadAcquire64(&d.due); cur == 0 || t < cur {
+		asm.StoreRelaxed64(&d.due, t)
+	}
+}
+
+// keep is the device's keeper: for an endpoint whose goroutines have
+// stopped polling (a send that completed at once, then a long
+// computation), it runs the retransmission timers, so that a lost frame
+// still goes again and the peer waiting for it is not stuck until it
+// declares this rank dead. It sleeps until the earliest retransmission
+// is due (engine_net_keeper_idle when none is), then services the device
+// if the endpoint is free: a polling goroutine, which holds it, runs the
+// timers itself. A serial endpoint takes no lock, so the keeper leaves it
+// alone: it retransmits only while it polls.
+func (d *netDev) keep(ep *Endpoint) {
+	defer close(d.kept)
+	for !d.stop.Load() {
+		now := d.clock()
+		due := asm.LoadAcquire64(&d.rtoDue)
+		switch {
+		case due == 0:
+			time.Sleep(d.keepIdle)
+		case due > now:
+			time.Sleep(max(time.Duration(progress.CountsToSeconds(due-now)*1e9), d.keepMin))
+		case ep.lk.tryLock():
+			if !ep.serial && !ep.closed {
+				d.pump()
+				d.service()
+				d.kicks.Inc()
+			}
+			ep.lk.unlock()
+			time.Sleep(d.keepMin)
+		default:
+			time.Sleep(d.keepMin)
+		}
+	}
 }
 
 // frame hands one received frame to its connection, or drops it.
@@ -266,7 +328,7 @@ func (d *netDev) flushReleased() {
 // from now, since no doorbell announces a frame.
 func (d *netDev) nextDue() (uint64, bool) {
 	due := progress.Now() + d.pollMax
-	if t := d.due.Load(); t != 0 && t < due {
+	if t := asm.LoadAcquire64(&d.due); t != 0 && t < due {
 		due = t
 	}
 	return due, true
@@ -278,6 +340,7 @@ func (d *netDev) nextDue() (uint64, bool) {
 // it is going, gives back every frame and closes the link. The
 // endpoint's lock must be held.
 func (d *netDev) close() error {
+	d.stop.Store(true)
 	deadline := d.clock() + d.linger
 	for {
 		waiting := false

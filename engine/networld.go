@@ -97,9 +97,12 @@ func newNetWorld(n int) (*World, error) {
 		}
 		ep.net = devs[i]
 		dev := devs[i]
+		go dev.keep(ep)
 		ep.onClose = append(ep.onClose, func() {
 			lc.close()
 			ic.close()
+			dev.stop.Store(true)
+			<-dev.kept
 			ep.lock()
 			dev.close()
 			ep.unlock()

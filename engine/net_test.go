@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/nic"
+)
+
+// netWorld makes a world of n ranks over the network transport (UDP links
+// on loopback), with the control variables in vars set first.
+func netWorld(t *testing.T, n int, vars ...string) *World {
+	t.Helper()
+	setVar(t, "engine_net_force", "true")
+	for i := 0; i+1 < len(vars); i += 2 {
+		setVar(t, vars[i], vars[i+1])
+	}
+	w, err := NewWorld(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if w.Endpoint(i).net == nil {
+			t.Fatalf("rank %d has no network device", i)
+		}
+	}
+	return w
+}
+
+// streamSizes are the sizes a stream test cycles through: empty, short,
+// one frame, several, eager across many frames, rendezvous.
+var streamSizes = []int{0, 1, 8, 100, 1400, 1432, 1433, 5000, 16 << 10, 16<<10 + 1, 70000}
+
+// stream sends count messages of every size in streamSizes and seven tags
+// from rank 0 to rank 1 of w, windows of 16 in flight, and checks every
+// byte and the order on each tag.
+func stream(t *testing.T, w *World, count int) {
+	t.Helper()
+	errs := make(chan error, 2)
+	for rank := range 2 {
+		go func() {
+			ep := w.Endpoint(rank)
+			reqs := make([]*Request, 0, 16)
+			bufs := make([][]byte, 16)
+			for base := 0; base < count; base += 16 {
+				reqs = reqs[:0]
+				for i := base; i < min(base+16, count); i++ {
+					n := streamSizes[i%len(streamSizes)]
+					var r *Request
+					var err error
+					if rank == 0 {
+						r, err = ep.Isend(msg(n, i), 1, i%7, 0, Standard)
+					} else {
+						bufs[i-base] = make([]byte, n)
+						r, err = ep.Irecv(bufs[i-base], 0, i%7, 0)
+					}
+					if err != nil {
+						errs <- fmt.Errorf("rank %d, message %d: %v", rank, i, err)
+						return
+					}
+					reqs = append(reqs, r)
+				}
+				for j, r := range reqs {
+					i := base + j
+					st, err := r.Wait()
+					if err != nil {
+						errs <- fmt.Errorf("rank %d, message %d: %v", rank, i, err)
+						return
+					}
+					if rank == 1 {
+						n := streamSizes[i%len(streamSizes)]
+						if st.Count != n || st.Tag != i%7 || !bytes.Equal(bufs[j], msg(n, i)) {
+							errs <- fmt.Errorf("message %d: %d bytes, tag %d, equal %v", i, st.Count, st.Tag, bytes.Equal(bufs[j], msg(n, i)))
+							return
+						}
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNetStream: messages of every size arrive whole and in order over
+// the network transport, on a clean network and on one that loses,
+// repeats and reorders frames.
+func TestNetStream(t *testing.T) {
+	count := 3000
+	if testing.Short() || raceEnabled {
+		count = 300
+	}
+	for _, c := range []struct {
+		name string
+		vars []string
+	}{
+		{"clean", nil},
+		{"loss 1%", []string{"nic_drop_rate", "0.01"}},
+		{"loss 5%", []string{"nic_drop_rate", "0.05"}},
+		{"loss 20%", []string{"nic_drop_rate", "0.2"}},
+		{"duplicates and reorders 5%", []string{"nic_dup_rate", "0.05", "nic_reorder_rate", "0.05"}},
+		{"all of it", []string{"nic_drop_rate", "0.05", "nic_dup_rate", "0.05", "nic_reorder_rate", "0.05"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := netWorld(t, 2, c.vars...)
+			retx, fast, tos, dupes, keeps, acks, data := pvNetRetx.Value(), pvNetFastRetx.Value(), pvNetTimeouts.Value(), pvNetDupes.Value(), pvNetKeeper.Value(), pvNetAcks.Value(), pvNetData.Value()
+			start := time.Now()
+			stream(t, w, count)
+			t.Logf("%d messages in %v; %d data frames, %d acks; sent again %d on timeouts (%d), %d fast; %d duplicates dropped; keeper ran %d times", count,
+				time.Since(start).Round(time.Millisecond), pvNetData.Value()-data, pvNetAcks.Value()-acks, pvNetRetx.Value()-retx, pvNetTimeouts.Value()-tos, pvNetFastRetx.Value()-fast,
+				pvNetDupes.Value()-dupes, pvNetKeeper.Value()-keeps)
+			closeWorld(t, w)
+		})
+	}
+}
+
+func closeWorld(t *testing.T, w *World) {
+	t.Helper()
+	for i := range w.Size() {
+		if err := w.Endpoint(i).Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestNetPeerCrash: a rank whose link goes dark (its process gone with no
+// goodbye, a cable cut) fails the operations waiting on it with
+// ErrPeerDead within engine_net_peer_timeout, and never hangs them.
+func TestNetPeerCrash(t *testing.T) {
+	w := netWorld(t, 2, "engine_net_peer_timeout", "300ms", "engine_net_probe_interval", "50ms")
+	a, b := w.Endpoint(0), w.Endpoint(1)
+	defer a.Close()
+	// One message through first, so the two have met.
+	go b.Send([]byte("hi"), 0, 1, 0, Standard)
+	if _, err := a.Recv(make([]byte, 2), 1, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	b.lock() // the keeper uses the link under the endpoint's lock
+	b.net.link.Close() // dark: no goodbye, no acknowledgements
+	b.unlock()
+	start := time.Now()
+	_, err := a.Recv(make([]byte, 8), 1, 2, 0)
+	el := time.Since(start)
+	if !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("receive from a dark peer: %v", err)
+	}
+	if el > 2*time.Second {
+		t.Fatalf("took %v to see the peer dead, timeout 300ms", el)
+	}
+	if err := a.Send([]byte("x"), 1, 3, 0, Standard); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("send to a dead peer: %v", err)
+	}
+	t.Logf("peer dead after %v: %v", el.Round(time.Millisecond), err)
+}
+
+// TestNetPeerGone: a rank that closes its endpoint says goodbye, and the
+// operations waiting on it fail at once, with what it sent still
+// delivered.
+func TestNetPeerGone(t *testing.T) {
+	w := netWorld(t, 2)
+	a, b := w.Endpoint(0), w.Endpoint(1)
+	defer a.Close()
+	if err := b.Send([]byte("last words"), 0, 1, 0, Standard); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil { // lingers until a has the message's frames
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	st, err := a.Recv(buf, 1, 1, 0)
+	if err != nil || string(buf[:st.Count]) != "last words" {
+		t.Fatalf("the message before the goodbye: %q, %v", buf[:st.Count], err)
+	}
+	start := time.Now()
+	if _, err := a.Recv(buf, 1, 2, 0); !errors.Is(err, ErrPeerDead) || time.Since(start) > time.Second {
+		t.Fatalf("receive from a closed peer: %v after %v", err, time.Since(start))
+	}
+}
+
+// TestNetHostileFrames: frames that are not the peer's, or not now, change
+// nothing and are counted: another job's cookie, another incarnation's
+// epoch, another endpoint, an unknown sender, a malformed header, a data
+// frame beyond the window, one already received. Traffic goes on.
+func TestNetHostileFrames(t *testing.T) {
+	w := netWorld(t, 2)
+	a, b := w.Endpoint(0), w.Endpoint(1)
+	defer closeWorld(t, w)
+	stream(t, w, 40)
+	dev := b.net
+	conn := dev.conns[0]
+	to := net.UDPAddrFromAddrPort(dev.link.Card().AddrPort())
+	c, err := net.DialUDP("udp4", nil, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := func(h nic.Header, payload int) []byte {
+		b := make([]byte, nic.HeaderLen+payload)
+		h.Length = uint16(payload)
+		h.Put(b)
+		return b
+	}
+	good := nic.Header{Type: nic.TypeData, Cookie: dev.cookie, Src: 0, Dst: 1, Epoch: conn.epoch}
+	with := func(f func(*nic.Header)) nic.Header { h := good; f(&h); return h }
+	before := map[string]uint64{"cookie": dropCookie(dev), "stale": pvNetStale.Value(), "foreign": pvNetForeign.Value(),
+		"malformed": pvNetMalformed.Value(), "window": pvNetWindow.Value(), "dupes": pvNetDupes.Value()}
+	hostile := []struct {
+		h       nic.Header
+		counter string
+	}{
+		{with(func(h *nic.Header) { h.Cookie ^= 1 }), "cookie"},
+		{with(func(h *nic.Header) { h.Epoch ^= 1 }), "stale"},
+		{with(func(h *nic.Header) { h.Dst = 5 }), "foreign"},
+		{with(func(h *nic.Header) { h.Src = 9 }), "foreign"},
+		{with(func(h *nic.Header) { h.Type = 77 }), "malformed"},
+		{with(func(h *nic.Header) { h.Seq = conn.rcvNxt + 1<<20 }), "window"},
+		{with(func(h *nic.Header) { h.Seq = conn.rcvNxt - 1 }), "dupes"},
+	}
+	for _, x := range hostile {
+		if _, err := c.Write(frame(x.h, 24)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Polls take them in; then the counters say what happened.
+	want := map[string]uint64{}
+	for _, x := range hostile {
+		want[x.counter]++
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.Poll()
+		now := map[string]uint64{"cookie": dropCookie(dev), "stale": pvNetStale.Value(), "foreign": pvNetForeign.Value(),
+			"malformed": pvNetMalformed.Value(), "window": pvNetWindow.Value(), "dupes": pvNetDupes.Value()}
+		ok := true
+		for k, n := range want {
+			if now[k]-before[k] < n {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counters moved %v from %v, want at least %v more", now, before, want)
+		}
+	}
+	if conn.dead != nil || a.peers[1].dead != nil || b.peers[0].dead != nil {
+		t.Fatalf("a hostile frame killed a connection: %v", conn.dead)
+	}
+	stream(t, w, 40) // traffic goes on, in order
+}
+
+// dropCookie returns the link's count of frames dropped for another
+// job's cookie.
+func dropCookie(d *netDev) uint64 { return d.link.Stats().DropCookie }
+
+// TestNetAllocs: once warm, a message over the network transport and its
+// receive allocate nothing.
+func TestNetAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	w := netWorld(t, 2)
+	defer closeWorld(t, w)
+	a, b := w.Endpoint(0), w.Endpoint(1)
+	small, big := make([]byte, 8), make([]byte, 5000)
+	for name, buf := range map[string][]byte{"8 B": small, "5000 B": big} {
+		round := func() {
+			r, _ := b.Irecv(buf, 0, 1, 0)
+			a.Send(buf, 1, 1, 0, Standard)
+			r.Wait()
+			r, _ = a.Irecv(buf, 1, 2, 0)
+			b.Send(buf, 0, 2, 0, Standard)
+			r.Wait()
+		}
+		for range 200 {
+			round()
+		}
+		if n := testing.AllocsPerRun(1000, round); n != 0 {
+			t.Errorf("%s: %v allocations per round trip", name, n)
+		}
+	}
+}

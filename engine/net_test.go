@@ -143,7 +143,7 @@ func TestNetPeerCrash(t *testing.T) {
 	if _, err := a.Recv(make([]byte, 2), 1, 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	b.lock() // the keeper uses the link under the endpoint's lock
+	b.lock()           // the keeper uses the link under the endpoint's lock
 	b.net.link.Close() // dark: no goodbye, no acknowledgements
 	b.unlock()
 	start := time.Now()

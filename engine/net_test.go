@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -286,6 +287,101 @@ func TestNetAllocs(t *testing.T) {
 		}
 		if n := testing.AllocsPerRun(1000, round); n != 0 {
 			t.Errorf("%s: %v allocations per round trip", name, n)
+		}
+	}
+}
+
+// TestJoinMixed: a job of four ranks on two "hosts": ranks 0 and 1 share
+// one segment, 2 and 3 another, and the hosts talk over the network
+// transport. Every rank sends every other messages of every size, and
+// each goes the way its pair should: shared memory within a host, the
+// network across.
+func TestJoinMixed(t *testing.T) {
+	const n = 4
+	hosts := [][]int{{0, 1}, {2, 3}}
+	cookie := uint64(0x10c41)
+	links := make([]nic.Link, n)
+	peers := make([]NetPeer, n)
+	for r := range n {
+		l, err := nic.Open(nic.Config{Mode: nic.ModeUDP, Addr: netip.MustParseAddrPort("127.0.0.1:0"), Cookie: cookie})
+		if err != nil {
+			t.Fatal(err)
+		}
+		links[r] = l
+		peers[r] = NetPeer{Card: l.Card(), Epoch: uint32(100 + r)}
+	}
+	eps := make([]*Endpoint, n)
+	for _, local := range hosts {
+		seg, err := CreateShmJob("", len(local))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer seg.Close()
+		for _, r := range local {
+			ep, err := Join(JobSpec{Rank: r, Size: n, Local: local, Seg: seg, Link: links[r], Cookie: cookie,
+				Epoch: peers[r].Epoch, Peers: peers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eps[r] = ep
+		}
+	}
+	shm0, net0 := countShm.msgs.Value(), countNet.msgs.Value()
+	errs := make(chan error, n)
+	for r := range n {
+		go func() {
+			ep := eps[r]
+			var reqs []*Request
+			bufs := map[[2]int][]byte{}
+			for peer := range n {
+				if peer == r {
+					continue
+				}
+				for k, size := range streamSizes {
+					buf := make([]byte, size)
+					bufs[[2]int{peer, k}] = buf
+					rr, err := ep.Irecv(buf, peer, k, 0)
+					if err != nil {
+						errs <- err
+						return
+					}
+					reqs = append(reqs, rr)
+					sr, err := ep.Isend(msg(size, r*100+k), peer, k, 0, Standard)
+					if err != nil {
+						errs <- err
+						return
+					}
+					reqs = append(reqs, sr)
+				}
+			}
+			for _, q := range reqs {
+				if _, err := q.Wait(); err != nil {
+					errs <- fmt.Errorf("rank %d: %v", r, err)
+					return
+				}
+			}
+			for key, buf := range bufs {
+				if !bytes.Equal(buf, msg(streamSizes[key[1]], key[0]*100+key[1])) {
+					errs <- fmt.Errorf("rank %d: message %d from %d differs", r, key[1], key[0])
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each rank sent len(streamSizes) messages to its host's other rank
+	// and to each of the two ranks elsewhere.
+	if shm, net := countShm.msgs.Value()-shm0, countNet.msgs.Value()-net0; shm != uint64(n*len(streamSizes)) || net != uint64(2*n*len(streamSizes)) {
+		t.Fatalf("%d messages over shared memory, %d over the network; want %d and %d", shm, net, n*len(streamSizes), 2*n*len(streamSizes))
+	}
+	for _, ep := range eps {
+		if err := ep.Close(); err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -172,6 +172,39 @@ func openPairRing(mem []byte) (pairRing, error) {
 // OpenShm attaches rank to the job in seg and returns its endpoint. The
 // segment must stay open while the endpoint is in use.
 func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
+	a, err := attachShm(seg, rank)
+	if err != nil {
+		return nil, err
+	}
+	rd := &shmReader{job: a.job, self: rank}
+	ep, err := newEndpoint(rank, a.links, a.inboxes, a.counts, a.prog, rd)
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	rd.ep = ep
+	a.joined()
+	ep.onClose = append(ep.onClose, a.close)
+	return ep, nil
+}
+
+// shmSide is one rank's side of a shared-memory job: its links to and
+// inboxes from every rank of the segment (by the segment's rank, its
+// own included) and its progress engine, parked on its doorbell in the
+// segment.
+type shmSide struct {
+	job     shmJob
+	rank    int
+	prog    *progress.Engine
+	links   []Link
+	inboxes []Inbox
+	counts  []transportCounters
+	closers []func()
+}
+
+// attachShm attaches rank of the job in seg to the rings it sends and
+// receives on.
+func attachShm(seg *rings.Segment, rank int) (*shmSide, error) {
 	job, err := openShmJob(seg)
 	if err != nil {
 		return nil, err
@@ -194,12 +227,10 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	links := make([]Link, n)
-	inboxes := make([]Inbox, n)
-	counts := make([]transportCounters, n)
-	var closers []func()
-	fail := func(err error) (*Endpoint, error) {
-		for _, c := range closers {
+	a := &shmSide{job: job, rank: rank, prog: prog,
+		links: make([]Link, n), inboxes: make([]Inbox, n), counts: make([]transportCounters, n)}
+	fail := func(err error) (*shmSide, error) {
+		for _, c := range a.closers {
 			c()
 		}
 		prog.Close()
@@ -211,16 +242,16 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 			return fail(err)
 		}
 		bell := bells[j]
-		counts[j] = countShm
+		a.counts[j] = countShm
 		if j == rank {
 			bell = nil
-			counts[j] = countSelf
+			a.counts[j] = countSelf
 		}
 		l, lc, err := out.link(bell)
 		if err != nil {
 			return fail(fmt.Errorf("rank %d: sending side of ring to rank %d: %w", rank, j, err))
 		}
-		closers = append(closers, lc.close)
+		a.closers = append(a.closers, lc.close)
 		in, err := openPairRing(job.ringMem(j, rank))
 		if err != nil {
 			return fail(err)
@@ -229,8 +260,8 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 		if err != nil {
 			return fail(fmt.Errorf("rank %d: receiving side of ring from rank %d: %w", rank, j, err))
 		}
-		closers = append(closers, ic.close)
-		links[j], inboxes[j] = l, c
+		a.closers = append(a.closers, ic.close)
+		a.links[j], a.inboxes[j] = l, c
 	}
 	if prefault.Get() {
 		// A hint: a ring that fails to prefault faults in as touched.
@@ -239,25 +270,28 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 			rings.Prefault(job.ringMem(j, rank))
 		}
 	}
-	rd := &shmReader{job: job, self: rank}
-	ep, err := newEndpoint(rank, links, inboxes, counts, prog, rd)
-	if err != nil {
-		return fail(err)
-	}
-	rd.ep = ep
+	return a, nil
+}
+
+// joined marks the rank attached in the segment, with its pid, which
+// the other ranks' dead-peer checks and cross-memory copies read.
+func (a *shmSide) joined() {
+	mine := a.job.rankLines(a.rank)
 	asm.StoreRelease64((*uint64)(unsafe.Pointer(&mine[offCtlPID])), uint64(os.Getpid()))
 	asm.StoreRelease32((*uint32)(unsafe.Pointer(&mine[offCtlJoined])), 1)
-	ep.onClose = append(ep.onClose, func() {
-		for _, c := range closers {
-			c()
-		}
-		asm.Fence() // Wake's contract
-		for _, l := range links {
-			l.Wake()
-		}
-		prog.Close()
-	})
-	return ep, nil
+}
+
+// close detaches from the rings, wakes the ranks that may wait on this
+// one, and closes the progress engine.
+func (a *shmSide) close() {
+	for _, c := range a.closers {
+		c()
+	}
+	asm.Fence() // Wake's contract
+	for _, l := range a.links {
+		l.Wake()
+	}
+	a.prog.Close()
 }
 
 // shmReader reads rendezvous data from another rank process's buffer.

@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/progress"
+	"github.com/tachyon-hpc/tachyon/rings"
+)
+
+// NetPeer is where a rank on another host listens: its link's card and
+// its incarnation, as it published them.
+type NetPeer struct {
+	Card  nic.Card
+	Epoch uint32
+}
+
+// JobSpec is one rank's place in a job whose ranks may span hosts: the
+// ranks of its own host talk through a shared-memory segment, the others
+// over the network transport. A launcher's bootstrap (mpi's, under PMI)
+// gathers it from what every rank published.
+type JobSpec struct {
+	Rank, Size int
+	// Local lists the ranks on this rank's host, ascending, Rank among
+	// them; Seg is their shared-memory job (CreateShmJob of len(Local)
+	// ranks, the i-th of which is Local[i]), nil when Local is Rank
+	// alone.
+	Local []int
+	Seg   *rings.Segment
+	// Link is this rank's network link, which the endpoint owns from
+	// Join on (nil when every rank is local); Cookie is the job's, Epoch
+	// this rank's incarnation, and Peers, by rank, the ranks elsewhere.
+	Link   nic.Link
+	Cookie uint64
+	Epoch  uint32
+	Peers  []NetPeer
+}
+
+// Join makes the endpoint of spec.Rank in a job that may span hosts. The
+// segment must stay open while the endpoint is in use.
+func Join(spec JobSpec) (*Endpoint, error) {
+	n, rank := spec.Size, spec.Rank
+	if n < 1 || rank < 0 || rank >= n || !slices.IsSorted(spec.Local) || !slices.Contains(spec.Local, rank) ||
+		len(spec.Local) > n || spec.Local[0] < 0 || spec.Local[len(spec.Local)-1] >= n {
+		return nil, fmt.Errorf("%w: rank %d of %d with local ranks %v", ErrConfig, rank, n, spec.Local)
+	}
+	if len(spec.Local) > 1 && spec.Seg == nil {
+		return nil, fmt.Errorf("%w: %d ranks on this host and no segment", ErrConfig, len(spec.Local))
+	}
+	remote := n - len(spec.Local)
+	if remote > 0 && (spec.Link == nil || len(spec.Peers) != n) {
+		return nil, fmt.Errorf("%w: %d ranks elsewhere, and no link or no card for each", ErrConfig, remote)
+	}
+	local := make([]int, n) // a rank's index in Local, -1 if elsewhere
+	for i := range local {
+		local[i] = -1
+	}
+	for i, g := range spec.Local {
+		local[g] = i
+	}
+	links := make([]Link, n)
+	inboxes := make([]Inbox, n)
+	counts := make([]transportCounters, n)
+	var side *shmSide
+	var prog *progress.Engine
+	var closers []func()
+	fail := func(err error) (*Endpoint, error) {
+		for _, c := range closers {
+			c()
+		}
+		return nil, err
+	}
+	if spec.Seg != nil {
+		a, err := attachShm(spec.Seg, local[rank])
+		if err != nil {
+			return nil, err
+		}
+		if a.job.n != len(spec.Local) {
+			a.close()
+			return nil, fmt.Errorf("%w: segment %q holds %d ranks, this host has %d", ErrConfig, spec.Seg.Name(), a.job.n, len(spec.Local))
+		}
+		side, prog = a, a.prog
+		closers = append(closers, a.close)
+		for i, g := range spec.Local {
+			links[g], inboxes[g], counts[g] = a.links[i], a.inboxes[i], a.counts[i]
+		}
+	} else {
+		var err error
+		if prog, err = progress.New(); err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() { prog.Close() })
+		if links[rank], inboxes[rank], err = selfRing(&closers); err != nil {
+			return fail(err)
+		}
+		counts[rank] = countSelf
+	}
+	var dev *netDev
+	if remote > 0 {
+		var err error
+		if dev, err = newNetDev(spec.Link, spec.Cookie, uint32(rank), spec.Epoch, n); err != nil {
+			return fail(err)
+		}
+		for g := range n {
+			if local[g] >= 0 {
+				continue
+			}
+			c, err := dev.connect(g, spec.Peers[g].Card, spec.Peers[g].Epoch)
+			if err != nil {
+				dev.close()
+				return fail(err)
+			}
+			links[g], inboxes[g], counts[g] = c, c, countNet
+		}
+	}
+	var reader remoteReader
+	var rd *shmReader
+	if side != nil {
+		rd = &shmReader{job: side.job, self: local[rank]}
+		reader = &localReader{shm: rd, local: local}
+	}
+	ep, err := newEndpoint(rank, links, inboxes, counts, prog, reader)
+	if err != nil {
+		if dev != nil {
+			dev.close()
+		}
+		return fail(err)
+	}
+	if rd != nil {
+		rd.ep = ep
+		side.joined()
+	}
+	if dev != nil {
+		ep.net = dev
+		go dev.keep(ep)
+		ep.onClose = append(ep.onClose, func() {
+			dev.stop.Store(true)
+			<-dev.kept
+			ep.lock()
+			dev.close()
+			ep.unlock()
+		})
+	}
+	ep.onClose = append(ep.onClose, closers...)
+	return ep, nil
+}
+
+// selfRing makes a rank's ring to itself in ordinary memory, adding its
+// ends' close to closers.
+func selfRing(closers *[]func()) (Link, Inbox, error) {
+	size, err := pairRingSize()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := newPairRing(rings.AlignedBytes(size))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	l, lc, err := r.link(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	in, ic, err := r.inbox()
+	if err != nil {
+		lc.close()
+		return nil, nil, err
+	}
+	*closers = append(*closers, lc.close, ic.close)
+	return l, in, nil
+}
+
+// localReader is the remote reader of a job that spans hosts: it copies
+// across processes of this host (shmReader, by the segment's ranks) and
+// refuses the ranks elsewhere, whose rendezvous messages stream.
+type localReader struct {
+	shm   *shmReader
+	local []int // a rank's index in the segment, -1 if elsewhere
+}
+
+var errElsewhere = errors.New("the peer is on another host: streamed")
+
+func (r *localReader) readRemote(peer int, sreq, addr uint64, dst []byte) error {
+	if r.local[peer] < 0 {
+		return errElsewhere
+	}
+	return r.shm.readRemote(r.local[peer], sreq, addr, dst)
+}
+
+func (r *localReader) splitAt(peer, n int) int {
+	if r.local[peer] < 0 {
+		return n
+	}
+	return r.shm.splitAt(r.local[peer], n)
+}
+
+func (r *localReader) readPart(peer int, addr uint64, dst []byte) error {
+	if r.local[peer] < 0 {
+		return errElsewhere
+	}
+	return r.shm.readPart(r.local[peer], addr, dst)
+}
+
+func (r *localReader) writeRemote(peer int, addr uint64, src []byte) error {
+	if r.local[peer] < 0 {
+		return errElsewhere
+	}
+	return r.shm.writeRemote(r.local[peer], addr, src)
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -15,6 +17,48 @@ import (
 type NetPeer struct {
 	Card  nic.Card
 	Epoch uint32
+}
+
+// String returns the peer in the form ParseNetPeer reads: its card, a
+// comma and its epoch, with no space or '=' (what a PMI value allows).
+func (p NetPeer) String() string { return fmt.Sprintf("%s,%d", p.Card, p.Epoch) }
+
+// ParseNetPeer reads a NetPeer in the form String writes.
+func ParseNetPeer(s string) (NetPeer, error) {
+	card, epoch, ok := strings.Cut(s, ",")
+	if !ok {
+		return NetPeer{}, fmt.Errorf("%w: malformed network peer %q", ErrConfig, s)
+	}
+	c, err := nic.ParseCard(card)
+	if err != nil {
+		return NetPeer{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	e, err := strconv.ParseUint(epoch, 10, 32)
+	if err != nil {
+		return NetPeer{}, fmt.Errorf("%w: malformed epoch in %q", ErrConfig, s)
+	}
+	return NetPeer{Card: c, Epoch: uint32(e)}, nil
+}
+
+// OpenNetLink opens this process's network link for a job with cookie:
+// on nic.DefaultInterface, in nic_mode (AF_XDP where it can be had); and
+// draws its incarnation. It returns the link and what the other ranks
+// need to reach it.
+func OpenNetLink(cookie uint64) (nic.Link, NetPeer, error) {
+	ifc, err := nic.DefaultInterface()
+	if err != nil {
+		return nil, NetPeer{}, fmt.Errorf("choosing the network interface: %w", err)
+	}
+	l, err := nic.Open(nic.Config{Interface: ifc, Cookie: cookie})
+	if err != nil {
+		return nil, NetPeer{}, fmt.Errorf("opening the network link on %s: %w", ifc, err)
+	}
+	e, err := randomUint64()
+	if err != nil {
+		l.Close()
+		return nil, NetPeer{}, err
+	}
+	return l, NetPeer{Card: l.Card(), Epoch: uint32(e) | 1}, nil
 }
 
 // JobSpec is one rank's place in a job whose ranks may span hosts: the

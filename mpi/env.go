@@ -1,15 +1,19 @@
 package mpi
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/pmi"
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/rings"
@@ -196,103 +200,186 @@ func unjoinable() error {
 	return nil
 }
 
-// PMI key-value space keys through which rank 0 publishes the job's
-// segment and its host.
+// PMI key-value space keys through which the ranks of a job find one
+// another: each rank's host (engine.HostID) and, where the job spans
+// hosts, its network card and incarnation; the first rank of each host
+// the name of the host's shared-memory segment; rank 0 the job's cookie.
 const (
-	pmiKeySegment = "tachyon-shm"
-	pmiKeyHost    = "tachyon-host"
-	pmiNoSegment  = "-" // rank 0 could not make the segment
-	pmiPrefix     = "tachyon-pmi-"
+	pmiKeyCookie  = "tachyon-cookie"
+	pmiKeyHost    = "tachyon-host-" // + rank
+	pmiKeySegment = "tachyon-shm-"  // + the host's first rank
+	pmiKeyCard    = "tachyon-card-" // + rank: "card epoch"
+	pmiNone       = "-"             // the rank could not make what the key names
+	pmiPrefix     = "tachyon-pmi-"  // starts the names of the job's segments
 )
 
-// bootstrapPMI joins the job of a PMI launcher (MPICH's Hydra, Slurm).
-// Rank 0 creates the job's segment and publishes its name and host; after
-// a barrier the other ranks look it up and attach; after a second
-// barrier, when every rank has the segment open, rank 0 unlinks its name,
-// so that nothing is left behind however the job ends. A rank that fails
-// returns the error without entering the next barrier: the launcher ends
-// the job when that process exits. A job of one is a singleton world.
+// bootstrapPMI joins the job of a PMI launcher (MPICH's Hydra, Slurm),
+// which may span hosts:
+//
+//  1. Every rank publishes its host; rank 0 the job's cookie. Barrier.
+//  2. The ranks that share a host form its group; the group's first rank
+//     creates the group's shared-memory segment and publishes its name.
+//     A rank with peers on other hosts opens its network link
+//     (nic.DefaultInterface, nic_mode) and publishes its card. Barrier.
+//  3. Every rank attaches to its group's segment and joins the job
+//     (engine.Join): shared memory within its host, the network across.
+//     Barrier: then each group's first rank unlinks the segment's name,
+//     so that nothing is left behind however the job ends.
+//
+// A rank that fails publishes what it could not make as "-" where the
+// others wait for it, so that they fail at once rather than wait, and
+// returns its error; the launcher ends the job when that process exits.
+// A job of one is a singleton world.
 func bootstrapPMI(c *pmi.Client) (*proc, error) {
+	me, n := c.Rank(), c.Size()
 	fail := func(detail string, err error) (*proc, error) {
-		return nil, &Error{Class: ErrOther, Op: "Init", Detail: fmt.Sprintf("rank %d of %d under PMI: %s", c.Rank(), c.Size(), detail), Err: err}
+		return nil, &Error{Class: ErrOther, Op: "Init", Detail: fmt.Sprintf("rank %d of %d under PMI: %s", me, n, detail), Err: err}
 	}
-	if c.Size() == 1 {
+	if n == 1 {
 		w, err := engine.NewWorld(1)
 		if err != nil {
 			return fail("singleton world", err)
 		}
 		return newProc(w.Endpoint(0), nil), nil
 	}
-	host, _ := os.Hostname()
-	if c.Rank() == 0 {
-		rings.RemoveStale(pmiPrefix) // leftovers of jobs whose rank 0 died before the unlink
+
+	// 1. Hosts and the cookie.
+	host := engine.HostID()
+	err := c.Put(pmiKeyHost+strconv.Itoa(me), host)
+	if err == nil && me == 0 {
+		var b [8]byte
+		if _, err = rand.Read(b[:]); err == nil {
+			err = c.Put(pmiKeyCookie, hex.EncodeToString(b[:]))
+		}
+	}
+	if err == nil {
+		err = c.Barrier()
+	}
+	if err != nil {
+		return fail("publishing this rank's host", err)
+	}
+	var local []int
+	for r := range n {
+		h, err := c.Get(pmiKeyHost + strconv.Itoa(r))
+		if err != nil {
+			return fail(fmt.Sprintf("looking up rank %d's host", r), err)
+		}
+		if h == host {
+			local = append(local, r)
+		}
+	}
+	hexCookie, err := c.Get(pmiKeyCookie)
+	cookie, perr := strconv.ParseUint(hexCookie, 16, 64)
+	if err != nil || perr != nil {
+		return fail("looking up the job's cookie", errors.Join(err, perr))
+	}
+
+	// 2. The host's segment, and this rank's network link.
+	leader := local[0]
+	var seg *rings.Segment
+	var failed error
+	if len(local) > 1 && me == leader {
+		rings.RemoveStale(pmiPrefix) // leftovers of jobs whose first rank died before the unlink
 		name := fmt.Sprintf("%s%d-%d", pmiPrefix, os.Getpid(), time.Now().UnixNano())
-		seg, err := engine.CreateShmJob(name, c.Size())
-		var ep *engine.Endpoint
+		if seg, failed = engine.CreateShmJob(name, len(local)); failed != nil {
+			name = pmiNone
+		}
+		if err := c.Put(pmiKeySegment+strconv.Itoa(me), name); err != nil && failed == nil {
+			failed = err
+		}
+		if failed != nil {
+			failed = fmt.Errorf("creating this host's shared-memory segment: %w", failed)
+		}
+	}
+	var link nic.Link
+	var epoch uint32
+	if len(local) < n {
+		card := pmiNone
+		var err error
+		var self engine.NetPeer
+		link, self, err = engine.OpenNetLink(cookie)
 		if err == nil {
-			if ep, err = engine.OpenShm(seg, 0); err != nil {
+			card, epoch = self.String(), self.Epoch
+		} else if failed == nil {
+			failed = err
+		}
+		if err := c.Put(pmiKeyCard+strconv.Itoa(me), card); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	closeAll := func() {
+		if link != nil {
+			link.Close()
+		}
+		if seg != nil {
+			if me == leader {
 				seg.Remove()
-				seg.Close()
 			}
+			seg.Close()
 		}
-		if err != nil {
-			// Tell the others, so that they fail at once rather than wait.
-			if c.Put(pmiKeySegment, pmiNoSegment) == nil {
-				c.Barrier()
-			}
-			return fail("creating the job's shared-memory segment", err)
-		}
-		closeAll := func() { ep.Close(); seg.Remove(); seg.Close() }
-		err = c.Put(pmiKeySegment, name)
-		if err == nil && host != "" && len(host) < 64 {
-			err = c.Put(pmiKeyHost, host)
+	}
+	if err := c.Barrier(); err != nil && failed == nil {
+		failed = err
+	}
+	if failed != nil {
+		closeAll()
+		return fail("preparing to join the job", failed)
+	}
+
+	// 3. Attach and join.
+	if len(local) > 1 && me != leader {
+		name, err := c.Get(pmiKeySegment + strconv.Itoa(leader))
+		if err == nil && name == pmiNone {
+			err = fmt.Errorf("rank %d could not create this host's segment (see its error)", leader)
 		}
 		if err == nil {
-			err = c.Barrier() // the name is published
-		}
-		if err == nil {
-			err = c.Barrier() // every rank has attached
+			seg, err = rings.OpenSegment(name)
 		}
 		if err != nil {
 			closeAll()
-			return fail("publishing the job's segment", err)
+			return fail("opening this host's segment", err)
 		}
-		if err := seg.Remove(); err != nil {
-			closeAll()
-			return fail("unlinking the job's segment", err)
+	}
+	peers := make([]engine.NetPeer, n)
+	if link != nil {
+		for r := range n {
+			if slices.Contains(local, r) {
+				continue
+			}
+			v, err := c.Get(pmiKeyCard + strconv.Itoa(r))
+			if err == nil && v == pmiNone {
+				err = errors.New("the rank could not open its network link (see its error)")
+			}
+			if err == nil {
+				peers[r], err = engine.ParseNetPeer(v)
+			}
+			if err != nil {
+				closeAll()
+				return fail(fmt.Sprintf("looking up rank %d's network card", r), err)
+			}
 		}
-		return newProc(ep, func() { seg.Close() }), nil
 	}
-	if err := c.Barrier(); err != nil {
-		return fail("waiting for rank 0 to publish the job's segment", err)
-	}
-	name, err := c.Get(pmiKeySegment)
+	ep, err := engine.Join(engine.JobSpec{Rank: me, Size: n, Local: local, Seg: seg, Link: link,
+		Cookie: cookie, Epoch: epoch, Peers: peers})
 	if err != nil {
-		return fail("looking up the job's segment", err)
-	}
-	if name == pmiNoSegment {
-		return fail("rank 0 could not create the job's shared-memory segment (see its error)", nil)
-	}
-	seg, err := rings.OpenSegment(name)
-	if err != nil {
-		if h0, e := c.Get(pmiKeyHost); e == nil && h0 != host {
-			err = errors.Join(err, fmt.Errorf("this rank runs on host %q and rank 0 on %q: a Tachyon job under a PMI launcher must run on one host", host, h0))
-		}
-		return fail("opening the job's segment "+name, err)
-	}
-	ep, err := engine.OpenShm(seg, c.Rank())
-	if err == nil && ep.Size() != c.Size() {
-		ep.Close()
-		err = fmt.Errorf("the segment holds %d ranks, PMI_SIZE is %d", ep.Size(), c.Size())
-	}
-	if err != nil {
-		seg.Close()
+		closeAll()
 		return fail("joining the job", err)
 	}
+	link = nil // the endpoint's now
 	if err := c.Barrier(); err != nil {
 		ep.Close()
-		seg.Close()
-		return fail("waiting for every rank to attach", err)
+		closeAll()
+		return fail("waiting for every rank to join", err)
+	}
+	if seg == nil {
+		return newProc(ep, nil), nil
+	}
+	if me == leader {
+		if err := seg.Remove(); err != nil {
+			ep.Close()
+			seg.Close()
+			return fail("unlinking this host's segment", err)
+		}
 	}
 	return newProc(ep, func() { seg.Close() }), nil
 }

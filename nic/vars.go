@@ -12,6 +12,9 @@ var (
 	modeVar = cvar.NewEnum("nic_mode", "auto", []string{"auto", "xdp", "udp"},
 		"How a link reaches the network when its Config leaves Mode as ModeAuto: auto takes AF_XDP where it can be had (root or CAP_NET_ADMIN and CAP_BPF, a kernel with XDP sockets, an interface that takes an XDP program) and UDP otherwise; xdp fails rather than fall back; udp never tries AF_XDP.",
 		cvar.WithCategory("nic"))
+	ifaceVar = cvar.NewString("nic_interface", "",
+		"Interface a job's ranks open their network links on (DefaultInterface): empty takes the interface of the default route, or else the first one up that is not loopback and has an IPv4 address.",
+		cvar.WithCategory("nic"))
 	attachVar = cvar.NewEnum("nic_xdp_attach", "auto", []string{"auto", "driver", "generic"},
 		"Where the XDP program runs: auto tries the driver's native hook first and the generic (SKB) one if the driver refuses, except on veth, where the generic hook is faster and goes first; driver or generic insist.",
 		cvar.WithCategory("nic"))

@@ -2,6 +2,7 @@ package nic_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -271,4 +272,25 @@ func dropCaps() error {
 	}
 	data[0].Effective, data[1].Effective = 0, 0
 	return unix.Capset(&hdr, &data[0])
+}
+
+// TestDefaultInterface: in a test host the default interface is its
+// veth (no default route there: the first one up with an address), and
+// nic_interface overrides it.
+func TestDefaultInterface(t *testing.T) {
+	nw := newPair(t)
+	h := nw.Hosts[0]
+	if err := h.Do(func() error {
+		name, err := nic.DefaultInterface()
+		if err != nil || name != h.Iface {
+			return fmt.Errorf("DefaultInterface = %q, %v; want %q", name, err, h.Iface)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	withCvar(t, "nic_interface", "eth7")
+	if name, err := nic.DefaultInterface(); name != "eth7" || err != nil {
+		t.Fatalf("with nic_interface set: %q, %v", name, err)
+	}
 }

@@ -567,3 +567,55 @@ func TestSendAtOnce(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestMain(m *testing.M) {
+	EnterMain()
+	os.Exit(m.Run())
+}
+
+// TestCommand: a program run through the shim (Host.Command) runs on the
+// host: its network, its name, a /dev/shm of its own and a /sys that
+// shows its interfaces; PMI_FD's connection comes along.
+func TestCommand(t *testing.T) {
+	skipUnlessAvailable(t)
+	nw := newNet(t, Config{})
+	h := nw.Hosts[1]
+	marker := fmt.Sprintf("/dev/shm/nethost-test-%d", os.Getpid())
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd, err := h.Command("sh", "-c", "hostname; ls /sys/class/net; cat /proc/net/dev | tail -n +3 | cut -d: -f1; touch "+marker+"; echo pmi >&$PMI_FD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.ExtraFiles = []*os.File{nil, nil, nil, nil, w} // fd 7
+	cmd.Env = append(cmd.Env, "PMI_FD=7")
+	out, err := cmd.CombinedOutput()
+	w.Close()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) < 5 || lines[0] != h.Name {
+		t.Fatalf("output %q: want the host's name first", out)
+	}
+	for _, want := range []string{h.Iface, "lo"} {
+		if strings.Count(string(out), want) < 2 { // in /sys and in /proc/net/dev
+			t.Errorf("%s missing from %q", want, out)
+		}
+	}
+	if strings.Contains(string(out), "eth0") {
+		t.Errorf("the caller's interface shows inside the host: %q", out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		os.Remove(marker)
+		t.Error("a file in the host's /dev/shm appeared in the caller's")
+	}
+	got := make([]byte, 16)
+	n, _ := r.Read(got)
+	if string(got[:n]) != "pmi\n" {
+		t.Errorf("PMI_FD's connection: read %q", got[:n])
+	}
+}

@@ -34,3 +34,12 @@ func (h *Host) Start(cmd *exec.Cmd) error { return errNotLinux }
 
 // XDPAttached fails: not Linux.
 func (h *Host) XDPAttached() (bool, error) { return false, errNotLinux }
+
+// EnterEnv returns "": not Linux.
+func (h *Host) EnterEnv() string { return "" }
+
+// Command fails: not Linux.
+func (h *Host) Command(name string, args ...string) (*exec.Cmd, error) { return nil, errNotLinux }
+
+// EnterMain returns at once: not Linux.
+func EnterMain() {}

@@ -5,6 +5,8 @@ package hwtests
 import (
 	"os"
 	"testing"
+
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
 )
 
 // roleEnv names what a re-executed test binary does: one task of an srun
@@ -13,6 +15,7 @@ import (
 const roleEnv = "TACHYON_HWTEST_ROLE"
 
 func TestMain(m *testing.M) {
+	nethost.EnterMain() // a rank started into a test host (netjob_test.go) enters it first
 	switch role := os.Getenv(roleEnv); role {
 	case "":
 	case "noroom":

@@ -34,6 +34,8 @@ func runRole(role string) int {
 	switch role {
 	case "ring":
 		err = ring(w)
+	case "netjob":
+		err = netJob(w)
 	case "abort":
 		if me == 1 {
 			mpi.Abort(w, 7)

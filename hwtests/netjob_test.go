@@ -1,0 +1,183 @@
+//go:build linux
+
+package hwtests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// Jobs across hosts: each rank a test host of its own (network namespace,
+// host name, /dev/shm: nethost's shim), started by MPICH's mpiexec in
+// MPMD form, one block a host. Nothing can pass through shared memory,
+// so every message crosses the network transport.
+
+// netSizes are the message sizes a job's stream cycles through: mostly
+// small, some over a frame, an eager one of many frames and a rendezvous.
+var netSizes = []int{0, 8, 8, 64, 100, 1400, 1500, 8, 5000, 8, 20000, 8}
+
+// netJob is one rank of a job across hosts (role "netjob"): a ring that
+// says where every rank runs, then a stream of TACHYON_HWTEST_MESSAGES
+// messages (10000 if unset) of mixed sizes and tags between ranks 2k and
+// 2k+1, every byte and the order on each tag checked; and the transport
+// counters, which must show the network and no shared memory.
+func netJob(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	host, _ := os.Hostname()
+	buf := make([]byte, 256)
+	for step := 1; step < n; step++ {
+		st, err := w.Sendrecv([]byte(host), (me+step)%n, 1, buf, (me-step+n)%n, 1)
+		if err != nil {
+			return fmt.Errorf("ring step %d: %v", step, err)
+		}
+		if string(buf[:st.Count]) == host {
+			return fmt.Errorf("rank %d runs on %q too: not a host of its own", (me-step+n)%n, host)
+		}
+	}
+	count := 10000
+	if v := os.Getenv("TACHYON_HWTEST_MESSAGES"); v != "" {
+		count, _ = strconv.Atoi(v)
+	}
+	peer := me ^ 1
+	start := time.Now()
+	if peer < n {
+		if err := netStream(w, peer, count); err != nil {
+			return err
+		}
+	}
+	el := time.Since(start)
+	if err := w.Barrier(); err != nil {
+		return err
+	}
+	netMsgs, _ := pvar.Lookup("engine_net_messages")
+	shmMsgs, _ := pvar.Lookup("engine_shm_messages")
+	if netMsgs.Read() == 0 || shmMsgs.Read() != 0 {
+		return fmt.Errorf("%d messages over the network, %d over shared memory", netMsgs.Read(), shmMsgs.Read())
+	}
+	retx, _ := pvar.Lookup("engine_net_retransmits")
+	fast, _ := pvar.Lookup("engine_net_fast_retransmits")
+	fmt.Printf("netjob rank %d of %d on %s ok: %d messages in %v, %d frames sent again\n",
+		me, n, host, count, el.Round(time.Millisecond), retx.Read()+fast.Read())
+	return nil
+}
+
+// netStream sends count messages to peer and receives count from it,
+// windows of 32 each way.
+func netStream(w *mpi.Comm, peer, count int) error {
+	const window = 32
+	me := w.Rank()
+	pattern := func(from, i, n int) []byte {
+		b := make([]byte, n)
+		for k := range b {
+			b[k] = byte(from*7 + i*13 + k)
+		}
+		return b
+	}
+	reqs := make([]*mpi.Request, 0, 2*window)
+	bufs := make([][]byte, window)
+	for base := 0; base < count; base += window {
+		reqs = reqs[:0]
+		for i := base; i < min(base+window, count); i++ {
+			size := netSizes[i%len(netSizes)]
+			bufs[i-base] = make([]byte, size)
+			r, err := w.Irecv(bufs[i-base], peer, i%5)
+			if err != nil {
+				return err
+			}
+			s, err := w.Isend(pattern(me, i, size), peer, i%5)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r, s)
+		}
+		sts, err := mpi.Waitall(reqs)
+		if err != nil {
+			return fmt.Errorf("messages %d on: %v", base, err)
+		}
+		for j := 0; j < len(reqs); j += 2 {
+			i := base + j/2
+			size := netSizes[i%len(netSizes)]
+			if sts[j].Count != size || !bytes.Equal(bufs[j/2], pattern(peer, i, size)) {
+				return fmt.Errorf("message %d from rank %d: %d bytes, want %d, equal %v", i, peer, sts[j].Count, size, bytes.Equal(bufs[j/2], pattern(peer, i, size)))
+			}
+		}
+	}
+	return nil
+}
+
+// TestNetnsHydra runs jobs of 2 and 4 ranks, each rank a host of its own,
+// under mpiexec.mpich (the PMI socket inherited through the shim): over
+// AF_XDP and over UDP, and with loss injected at 1%, 5% and 20% (the XDP
+// program's drop rate, the UDP link's in software), a million messages
+// each way with none lost, repeated or out of order.
+func TestNetnsHydra(t *testing.T) {
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		t.Skip("mpiexec.mpich is not installed (CI installs MPICH)")
+	}
+	if err := nethost.Available(); err != nil {
+		t.Skip(err)
+	}
+	million := "1000000"
+	if raceEnabled || testing.Short() {
+		million = "20000"
+	}
+	for _, c := range []struct {
+		name  string
+		ranks int
+		env   []string
+	}{
+		{"xdp-2", 2, []string{"TACHYON_NIC_MODE=xdp"}},
+		{"udp-2", 2, []string{"TACHYON_NIC_MODE=udp"}},
+		{"xdp-4", 4, []string{"TACHYON_NIC_MODE=xdp"}},
+		{"xdp-loss-1%", 2, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.01", "TACHYON_HWTEST_MESSAGES=" + million}},
+		{"xdp-loss-5%", 2, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.05", "TACHYON_HWTEST_MESSAGES=" + million}},
+		{"udp-loss-20%", 2, []string{"TACHYON_NIC_MODE=udp", "TACHYON_NIC_DROP_RATE=0.2", "TACHYON_HWTEST_MESSAGES=" + million}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nw, err := nethost.New(nethost.Config{Hosts: c.ranks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nw.Close()
+			exe, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var args []string
+			for i, h := range nw.Hosts {
+				if i > 0 {
+					args = append(args, ":")
+				}
+				k, v, _ := strings.Cut(h.EnterEnv(), "=")
+				args = append(args, "-n", "1", "-env", k, v, "-env", roleEnv, "netjob")
+				for _, kv := range c.env {
+					k, v, _ := strings.Cut(kv, "=")
+					args = append(args, "-env", k, v)
+				}
+				args = append(args, exe, exe, "-test.run=^$")
+			}
+			start := time.Now()
+			out, err := exec.Command(mpiexec, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
+			}
+			for r := range c.ranks {
+				if !strings.Contains(string(out), fmt.Sprintf("netjob rank %d of %d on %s ok", r, c.ranks, nw.Hosts[r].Name)) {
+					t.Fatalf("rank %d did not finish on its host:\n%s", r, out)
+				}
+			}
+			t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
+		})
+	}
+}

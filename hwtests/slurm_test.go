@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
 
@@ -113,6 +114,28 @@ func TestSlurm(t *testing.T) {
 		}
 		if took > 30*time.Second {
 			t.Fatalf("took %v: the other ranks were not ended", took)
+		}
+	})
+	t.Run("netns-2", func(t *testing.T) {
+		// Each task a test host of its own: the job spans hosts, over
+		// AF_XDP between the tasks' namespaces.
+		if err := nethost.Available(); err != nil {
+			t.Skip(err)
+		}
+		nw, err := nethost.New(nethost.Config{Hosts: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nw.Close()
+		out, code, _ := c.srunEnv(t, "netjob", []string{nethost.EnterEnvEach(nw.Hosts), "TACHYON_NIC_MODE=xdp"},
+			"--mpi=pmi2", "-n", "2", os.Args[0])
+		if code != 0 {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		for r, h := range nw.Hosts {
+			if !strings.Contains(out, fmt.Sprintf("netjob rank %d of 2 on %s ok", r, h.Name)) {
+				t.Fatalf("rank %d did not finish on its host:\n%s", r, out)
+			}
 		}
 	})
 	t.Run("without-pmi", func(t *testing.T) {
@@ -314,10 +337,16 @@ func freePorts(t *testing.T, n int) []int {
 // and duration.
 func (c *cluster) srun(t *testing.T, role string, args ...string) (string, int, time.Duration) {
 	t.Helper()
+	return c.srunEnv(t, role, nil, args...)
+}
+
+// srunEnv is srun with extra KEY=VALUE entries in the tasks' environment.
+func (c *cluster) srunEnv(t *testing.T, role string, env []string, args ...string) (string, int, time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "srun", append([]string{"-N", "1", "--overcommit"}, args...)...)
-	cmd.Env = append(c.env[:len(c.env):len(c.env)], roleEnv+"="+role)
+	cmd.Env = append(append(c.env[:len(c.env):len(c.env)], roleEnv+"="+role), env...)
 	if role != "" {
 		cmd.Args = append(cmd.Args, "-test.run=^$")
 	}

@@ -26,7 +26,9 @@ import (
 //     exits as stage 2 does.
 //  2. It makes its mounts private, mounts a tmpfs of its own on /dev/shm
 //     and sysfs on /sys (which then shows the host's interfaces), sets
-//     the host's name, and execs the program its arguments name.
+//     the host's name, and execs the program its first argument names,
+//     or, when there is none or it is a flag, this program again with the
+//     same arguments.
 //
 // So the program runs as on a host of its own: nothing can pass through
 // shared memory to another host's ranks by accident.
@@ -41,6 +43,18 @@ const (
 // process's handle on it, so h must stay open while the program starts.
 func (h *Host) EnterEnv() string {
 	return fmt.Sprintf("%s=/proc/%d/fd/%d,%s", envEnter, os.Getpid(), int(h.NS), h.Name)
+}
+
+// EnterEnvEach returns the environment entry that makes EnterMain run
+// each rank of a job inside its own host: rank i (PMI_RANK, else
+// SLURM_PROCID) in hosts[i%len(hosts)]. For launchers that give all
+// ranks one command and one environment, as srun does.
+func EnterEnvEach(hosts []*Host) string {
+	specs := make([]string, len(hosts))
+	for i, h := range hosts {
+		_, specs[i], _ = strings.Cut(h.EnterEnv(), "=")
+	}
+	return envEnter + "=" + strings.Join(specs, ";")
 }
 
 // Command returns a command that runs name with args inside h, by way of
@@ -80,9 +94,20 @@ func exitWith(err error) {
 // stage1 joins the network namespace and runs stage 2 in new mount and
 // UTS namespaces; it returns stage 2's exit status.
 func stage1(spec string) (int, error) {
+	if specs := strings.Split(spec, ";"); len(specs) > 1 {
+		rank := os.Getenv("PMI_RANK")
+		if rank == "" {
+			rank = os.Getenv("SLURM_PROCID")
+		}
+		i, err := strconv.Atoi(rank)
+		if err != nil || i < 0 {
+			return 0, fmt.Errorf("%s lists %d hosts, and neither PMI_RANK nor SLURM_PROCID says which is this rank's", envEnter, len(specs))
+		}
+		spec = specs[i%len(specs)]
+	}
 	path, host, ok := strings.Cut(spec, ",")
-	if !ok || len(os.Args) < 2 {
-		return 0, fmt.Errorf("%s=%q and arguments %q: want <namespace>,<host> and a program", envEnter, spec, os.Args[1:])
+	if !ok {
+		return 0, fmt.Errorf("%s=%q: want <namespace>,<host>", envEnter, spec)
 	}
 	runtime.LockOSThread() // never unlocked: the thread stays in the host
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -151,18 +176,24 @@ func stage2(host string) error {
 	if err := unix.Sethostname([]byte(host)); err != nil {
 		return fmt.Errorf("naming the host: %w", err)
 	}
-	if len(os.Args) < 2 {
-		return fmt.Errorf("no program to run")
-	}
-	prog, err := exec.LookPath(os.Args[1])
-	if err != nil {
-		return err
-	}
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, envStage+"=") {
 			env = append(env, kv)
 		}
+	}
+	// The program to run is the first argument, or, when there is none
+	// or it is a flag, this program again with the same arguments.
+	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		return syscall.Exec(self, os.Args, env)
+	}
+	prog, err := exec.LookPath(os.Args[1])
+	if err != nil {
+		return err
 	}
 	return syscall.Exec(prog, os.Args[1:], env)
 }

@@ -43,3 +43,6 @@ func (h *Host) Command(name string, args ...string) (*exec.Cmd, error) { return 
 
 // EnterMain returns at once: not Linux.
 func EnterMain() {}
+
+// EnterEnvEach returns "": not Linux.
+func EnterEnvEach(hosts []*Host) string { return "" }

@@ -181,3 +181,56 @@ func TestNetnsHydra(t *testing.T) {
 		})
 	}
 }
+
+// TestTachyonrunNetns: tachyonrun -netns makes each rank a host of its
+// own, serves their PMI connections, and removes everything afterwards:
+// jobs of 2 and 4 ranks over AF_XDP across the bridge, and an Abort that
+// stops the job with its code.
+func TestTachyonrunNetns(t *testing.T) {
+	if err := nethost.Available(); err != nil {
+		t.Skip(err)
+	}
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build tachyonrun")
+	}
+	bin := t.TempDir() + "/tachyonrun"
+	if out, err := exec.Command(gocmd, "build", "-o", bin, "github.com/tachyon-hpc/tachyon/cmd/tachyonrun").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/tachyonrun: %v\n%s", err, out)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := exec.Command("ip", "-o", "link").Output()
+	run := func(role string, n int) (string, int) {
+		cmd := exec.Command(bin, "-netns", "-n", strconv.Itoa(n), exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), roleEnv+"="+role, "TACHYON_NIC_MODE=xdp", "TACHYON_HWTEST_MESSAGES=20000")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	for _, n := range []int{2, 4} {
+		out, code := run("netjob", n)
+		if code != 0 {
+			t.Fatalf("%d ranks: exit %d:\n%s", n, code, out)
+		}
+		for r := range n {
+			if !strings.Contains(out, fmt.Sprintf("netjob rank %d of %d", r, n)) {
+				t.Fatalf("%d ranks: rank %d did not finish:\n%s", n, r, out)
+			}
+		}
+	}
+	out, code := run("abort", 3)
+	if code != 7 || !strings.Contains(out, "rank 1 aborted the job with code 7") {
+		t.Fatalf("abort: exit %d:\n%s", code, out)
+	}
+	if after, _ := exec.Command("ip", "-o", "link").Output(); string(after) != string(before) {
+		t.Fatalf("links left behind:\nbefore %s\nafter %s", before, after)
+	}
+}

@@ -46,6 +46,8 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/pmi"
 	"github.com/tachyon-hpc/tachyon/rings"
 )
 
@@ -91,6 +93,16 @@ type Config struct {
 	// Stale segments with this prefix, left by jobs whose processes all
 	// died, are removed first.
 	SegmentPrefix string
+	// NetNS makes each rank a host of its own, for tests and
+	// demonstrations of jobs across hosts on one machine: its own network
+	// namespace, joined to the others' by veth pairs and a bridge that
+	// Run makes and removes (addresses in 198.18.0.0/15), its own host
+	// name and /dev/shm. The ranks find each other through a PMI-1
+	// process manager Run serves (PMI_FD), so that mpi.Init joins them
+	// over the network transport. It needs root, and the launching
+	// program must call nethost.EnterMain first: it is the shim that puts
+	// each rank into its host (cmd/tachyonrun does).
+	NetNS bool
 }
 
 // Stopping and draining delays; vars for tests.
@@ -127,6 +139,9 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 	if err := context.Cause(ctx); err != nil {
 		return 1, fmt.Errorf("launch: job not started: %w", err)
 	}
+	if cfg.NetNS {
+		return runNetNS(ctx, cfg, path)
+	}
 	prefix := cfg.SegmentPrefix
 	if prefix == "" {
 		prefix = DefaultSegmentPrefix
@@ -143,7 +158,11 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 		}
 		seg.Close()
 	}()
-	j := &job{cfg: cfg, path: path, segment: name}
+	return newJob(cfg, path, name).run(ctx)
+}
+
+func newJob(cfg Config, path, segment string) *job {
+	j := &job{cfg: cfg, path: path, segment: segment, aborts: make(chan abort, cfg.N)}
 	j.out.prefix = cfg.Prefix
 	j.out.stdout, j.out.stderr = cfg.Stdout, cfg.Stderr
 	if j.out.stdout == nil {
@@ -152,7 +171,7 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 	if j.out.stderr == nil {
 		j.out.stderr = os.Stderr
 	}
-	return j.run(ctx)
+	return j
 }
 
 // check validates cfg and returns the program's path.
@@ -193,6 +212,18 @@ type job struct {
 	path    string
 	segment string
 	out     output
+	// With NetNS: the hosts, the process manager, this program (the
+	// shim), and the ranks' aborts through PMI.
+	hosts  []*nethost.Host
+	pm     *pmi.Server
+	shim   string
+	aborts chan abort
+}
+
+// abort is a rank's PMI abort of the job.
+type abort struct {
+	rank, code int
+	msg        string
 }
 
 // rank is one started process.
@@ -238,6 +269,9 @@ func (j *job) run(ctx context.Context) (int, error) {
 				f.Close()
 			}
 		}
+		for _, f := range cmd.ExtraFiles {
+			f.Close()
+		}
 		if err != nil {
 			for _, f := range []*os.File{rOut, rErr} {
 				if f != nil {
@@ -281,6 +315,15 @@ func (j *job) run(ctx context.Context) (int, error) {
 	done := ctx.Done()
 	for left := len(ranks); left > 0; {
 		select {
+		case a := <-j.aborts:
+			if !stopping {
+				code = a.code
+				if code == 0 {
+					code = 1 // an abort is an abort, whatever its code
+				}
+				j.out.note(fmt.Sprintf("tachyon: rank %d aborted the job with code %d (%s); stopping the others", a.rank, a.code, a.msg))
+				stop()
+			}
 		case e := <-exits:
 			left--
 			ranks[e.rank].exited = true
@@ -328,11 +371,23 @@ func (j *job) run(ctx context.Context) (int, error) {
 	return code, nil
 }
 
-// command prepares rank i's process with pipes for its output.
+// command prepares rank i's process with pipes for its output; with
+// NetNS, the shim that enters rank i's host and runs the program there,
+// with its PMI connection.
 func (j *job) command(i int) (cmd *exec.Cmd, rOut, rErr *os.File, err error) {
 	cmd = exec.Command(j.path, j.cfg.Args...)
 	cmd.Args[0] = j.cfg.Program
 	cmd.Env = j.env(i)
+	if j.hosts != nil {
+		cmd = exec.Command(j.shim, append([]string{j.path}, j.cfg.Args...)...)
+		cmd.Env = append(j.env(i), j.hosts[i].EnterEnv(), "PMI_FD=3",
+			"PMI_RANK="+strconv.Itoa(i), "PMI_SIZE="+strconv.Itoa(j.cfg.N))
+		f, err := j.pm.Attach(i)
+		if err != nil {
+			return cmd, nil, nil, err
+		}
+		cmd.ExtraFiles = []*os.File{f}
+	}
 	cmd.SysProcAttr = sysProcAttr()
 	rOut, wOut, err := os.Pipe()
 	if err != nil {
@@ -360,6 +415,9 @@ func (j *job) env(i int) []string {
 		}
 	}
 	env = append(env, j.cfg.Env...)
+	if j.segment == "" {
+		return env
+	}
 	return append(env, EnvRank+"="+strconv.Itoa(i), EnvSize+"="+strconv.Itoa(j.cfg.N), EnvSegment+"="+j.segment)
 }
 

@@ -1,12 +1,16 @@
 package launch
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/pmi"
 )
 
 // sysProcAttr puts each rank in its own process group (groupAttr), and
@@ -70,4 +74,29 @@ func bindThread(cpu int) (restore func() error, err error) {
 		return nil, fmt.Errorf("binding to CPU %d: %w", cpu, os.NewSyscallError("sched_setaffinity", err))
 	}
 	return func() error { return unix.SchedSetaffinity(0, &orig) }, nil
+}
+
+// runNetNS is Run with NetNS: a test host for each rank (at least two:
+// nethost's smallest network) and a PMI-1 process manager, in place of
+// the segment. Everything is removed on every path.
+func runNetNS(ctx context.Context, cfg Config, path string) (int, error) {
+	if err := nethost.Available(); err != nil {
+		return 1, fmt.Errorf("launch: a host for each rank: %w", err)
+	}
+	shim, err := os.Executable()
+	if err != nil {
+		return 1, fmt.Errorf("launch: finding this program, the shim into each host: %w", err)
+	}
+	nw, err := nethost.New(nethost.Config{Hosts: max(2, cfg.N), Prefix: "tr"})
+	if err != nil {
+		return 1, fmt.Errorf("launch: making a host for each rank: %w", err)
+	}
+	defer nw.Close()
+	j := newJob(cfg, path, "")
+	j.hosts, j.shim = nw.Hosts, shim
+	j.pm = pmi.NewServer(cfg.N, fmt.Sprintf("tachyon_%d_%d", os.Getpid(), jobSeq.Add(1)), func(rank, code int, msg string) {
+		j.aborts <- abort{rank: rank, code: code, msg: msg}
+	})
+	defer j.pm.Close()
+	return j.run(ctx)
 }

@@ -3,6 +3,7 @@
 package launch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
@@ -21,3 +22,8 @@ func AllowedCPUs() ([]int, error) { return nil, errNoBinding }
 func checkCPUs([]int) error { return fmt.Errorf("%w: %w", ErrConfig, errNoBinding) }
 
 func bindThread(int) (func() error, error) { return nil, errNoBinding }
+
+// runNetNS fails: hosts of network namespaces need Linux.
+func runNetNS(context.Context, Config, string) (int, error) {
+	return 1, errors.New("launch: a host for each rank needs Linux's network namespaces")
+}

@@ -1,6 +1,6 @@
 // Command tachyonrun runs a Tachyon job of N processes on this host.
 //
-//	tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [--] prog [args...]
+//	tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [-netns] [--] prog [args...]
 //
 // It creates the job's shared-memory segment, starts N processes of prog
 // with their rank, the size and the segment in TACHYON_RANK, TACHYON_SIZE
@@ -18,6 +18,12 @@
 //	-bind      bind rank i to the i-th CPU this process may run on (cyclically)
 //	-cpus L    bind rank i to the i-th CPU of the list L (cyclically), e.g. 0,2,4-7
 //	-prefix    prefix each output line with "[rank] "
+//	-netns     make each rank a host of its own (root): a network namespace
+//	           joined to the others by veth pairs and a bridge, its own host
+//	           name and /dev/shm; the ranks meet through a PMI-1 process
+//	           manager tachyonrun serves and talk over the network
+//	           transport, as a job across machines would. Everything made is
+//	           removed when the job ends.
 //
 // Usage errors exit with status 2; a job that cannot start (program not
 // found, a rank that cannot be started) with status 1.
@@ -36,12 +42,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/launch"
 )
 
-const usageLine = "usage: tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [--] prog [args...]"
+const usageLine = "usage: tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [-netns] [--] prog [args...]"
 
 func main() {
+	nethost.EnterMain() // with -netns, tachyonrun is also the shim that puts each rank in its host
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -54,6 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	bind := fs.Bool("bind", false, "bind rank i to the i-th CPU this process may run on")
 	cpuList := fs.String("cpus", "", "bind rank i to the i-th CPU of this list, e.g. 0,2,4-7")
 	prefix := fs.Bool("prefix", false, "prefix each output line with \"[rank] \"")
+	netns := fs.Bool("netns", false, "make each rank a host of its own: network namespace, host name, /dev/shm (root)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, usageLine)
@@ -77,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *bind && *cpuList != "":
 		return usageError(stderr, "use -bind or -cpus, not both")
 	}
-	cfg := launch.Config{N: *n, Program: fs.Arg(0), Args: fs.Args()[1:], Prefix: *prefix, Stdout: stdout, Stderr: stderr}
+	cfg := launch.Config{N: *n, Program: fs.Arg(0), Args: fs.Args()[1:], Prefix: *prefix, NetNS: *netns, Stdout: stdout, Stderr: stderr}
 	if *cpuList != "" {
 		cpus, err := parseCPUs(*cpuList)
 		if err != nil {

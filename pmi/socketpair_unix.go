@@ -11,7 +11,7 @@ import (
 // socketpairFDs returns the descriptors of a connected pair of Unix
 // stream sockets, both close-on-exec. Without SOCK_CLOEXEC (Darwin has
 // none) they are marked after creation, under syscall.ForkLock as the net
-// package does, so that no program a test starts meanwhile inherits them.
+// package does, so that no program started meanwhile inherits them.
 func socketpairFDs() ([2]int, error) {
 	syscall.ForkLock.RLock()
 	defer syscall.ForkLock.RUnlock()

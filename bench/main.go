@@ -16,6 +16,8 @@
 //	go run ./bench -plot docs/bench.svg  # latency and message rate plots
 //	go run ./bench -thread multiple      # at the level mpi.Init gives
 //	go run ./bench -cpuprofile cpu.pprof # a CPU profile per rank
+//	go run ./bench -net xdp              # the two ranks on two hosts (root): AF_XDP
+//	go run ./bench -net udp -loss 0.01   # over the UDP fallback, 1% of frames lost
 //
 // The build uses default.pgo, a CPU profile of this suite, for
 // profile-guided optimization (docs/bench.md says how to remake it).
@@ -35,6 +37,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/launch"
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
@@ -54,9 +57,12 @@ type options struct {
 	profile   string
 	runs      int
 	phases    bool
+	net       string
+	loss      float64
 }
 
 func main() {
+	nethost.EnterMain() // with -net, bench is also the shim that puts each rank in its host
 	var o options
 	flag.IntVar(&o.max, "max", 4<<20, "largest message size in bytes")
 	flag.StringVar(&o.format, "format", "table", "output: table, or anchor (the lines of ../shared/anchors/mpi_pingpong.c)")
@@ -68,6 +74,8 @@ func main() {
 	flag.StringVar(&o.thread, "thread", "", "thread level process ranks ask of InitThread: serialized (the default: one goroutine at a time inside MPI, as the anchor's MPI_THREAD_SINGLE) or multiple (what mpi.Init gives); in-process ranks are always multiple")
 	flag.IntVar(&o.runs, "runs", 1, "measure this many times (with -compare, each run followed by one of the anchor) and report each figure's median: a figure of a single run can be hit by a pause of the host (see docs/bench.md)")
 	flag.BoolVar(&o.phases, "phases", false, "also time each rank's phases of every message-rate window (posting, collecting, the acknowledgement) and print them in ns a message; the three clock reads this adds to a window slow the rates a little (docs/bench.md)")
+	flag.StringVar(&o.net, "net", "", "xdp or udp: run the two ranks as two hosts (network namespaces joined by a veth pair, as tachyonrun -netns does; needs root) talking over the network transport, on AF_XDP or the UDP fallback")
+	flag.Float64Var(&o.loss, "loss", 0, "with -net, the fraction of frames each rank's link drops on purpose (nic_drop_rate)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto")
 	flag.Parse()
 	if err := o.check(); err != nil {
@@ -100,6 +108,17 @@ func (o options) check() error {
 		return fmt.Errorf("-runs %d: want 1 to %d", o.runs, maxRuns)
 	case o.runs > 1 && o.profile != "":
 		return errors.New("-cpuprofile profiles one run: leave -runs at 1")
+	case o.net != "" && o.net != "xdp" && o.net != "udp":
+		return fmt.Errorf("-net %q: want xdp or udp", o.net)
+	case o.net != "" && o.transport != "shm":
+		return errors.New("-net runs process ranks: leave -transport at shm")
+	case !(o.loss >= 0 && o.loss < 1) || o.loss > 0 && o.net == "":
+		return fmt.Errorf("-loss %v: want a fraction in [0, 1), with -net", o.loss)
+	}
+	if o.net != "" {
+		if err := nethost.Available(); err != nil {
+			return fmt.Errorf("-net %s: %v", o.net, err)
+		}
 	}
 	return nil
 }
@@ -289,10 +308,15 @@ func spawn(o options) ([]Result, int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var out strings.Builder
+	env := []string{workerEnv + "=" + strconv.Itoa(o.max)}
+	if o.net != "" {
+		env = append(env, "TACHYON_NIC_MODE="+o.net, "TACHYON_NIC_DROP_RATE="+strconv.FormatFloat(o.loss, 'g', -1, 64))
+	}
 	code, err := launch.Run(ctx, launch.Config{
 		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread, "-cpuprofile=" + o.profile, "-phases=" + strconv.FormatBool(o.phases)},
-		Env:    []string{workerEnv + "=" + strconv.Itoa(o.max)},
+		Env:    env,
 		CPUs:   cpus,
+		NetNS:  o.net != "",
 		Stdout: &out,
 	})
 	if err != nil || code != 0 {

@@ -197,7 +197,15 @@ func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Resul
 	if o.transport == "inproc" || o.thread == "multiple" {
 		level = "ThreadMultiple"
 	}
-	fmt.Fprintf(w, "Tachyon point-to-point, 2 ranks over %s, %s\n", map[string]string{"shm": "shared memory (processes)", "inproc": "in-process rings (goroutines)"}[o.transport], level)
+	over := map[string]string{"shm": "shared memory (processes)", "inproc": "in-process rings (goroutines)"}[o.transport]
+	if o.net != "" {
+		over = map[string]string{"xdp": "the network transport on AF_XDP", "udp": "the network transport on UDP"}[o.net] +
+			" (processes, two hosts of network namespaces joined by veth)"
+		if o.loss > 0 {
+			over += fmt.Sprintf(", %g%% of frames lost", 100*o.loss)
+		}
+	}
+	fmt.Fprintf(w, "Tachyon point-to-point, 2 ranks over %s, %s\n", over, level)
 	if o.runs > 1 {
 		fmt.Fprintf(w, "each figure the median of %d runs of each implementation\n", o.runs)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/pvar"
 	"github.com/tachyon-hpc/tachyon/rings"
@@ -29,7 +30,7 @@ type Endpoint struct {
 
 	reader   remoteReader // nil: rendezvous always streams
 	net      *netDev      // the network device, nil if no peer is on the network
-	polls    uint64       // calls of pollLocked: a record link prefetches within a stream of sends only
+	polls    uint64       // calls of pollLocked: a record link prefetches within a stream of sends only; the network keeper reads it unlocked
 	warmAt   int          // the peer whose link warmNext looks at first
 	node     string
 	closed   bool
@@ -243,7 +244,7 @@ func (ep *Endpoint) Poll() int {
 //
 //go:noinline
 func (ep *Endpoint) pollLocked() int {
-	ep.polls++
+	asm.StoreRelaxed64(&ep.polls, ep.polls+1) // relaxed: a network keeper reads it unlocked
 	n := 0
 	if ep.net != nil {
 		n = ep.net.pump()

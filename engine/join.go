@@ -41,15 +41,23 @@ func ParseNetPeer(s string) (NetPeer, error) {
 }
 
 // OpenNetLink opens this process's network link for a job with cookie:
-// on nic.DefaultInterface, in nic_mode (AF_XDP where it can be had); and
-// draws its incarnation. It returns the link and what the other ranks
+// on nic.DefaultInterface, in nic_mode (AF_XDP where it can be had; UDP
+// with engine_net_force, whose hosts share one address); and draws its
+// incarnation. It returns the link and what the other ranks
 // need to reach it.
 func OpenNetLink(cookie uint64) (nic.Link, NetPeer, error) {
 	ifc, err := nic.DefaultInterface()
 	if err != nil {
 		return nil, NetPeer{}, fmt.Errorf("choosing the network interface: %w", err)
 	}
-	l, err := nic.Open(nic.Config{Interface: ifc, Cookie: cookie})
+	cfg := nic.Config{Interface: ifc, Cookie: cookie}
+	if netForce.Get() {
+		// Every process a host of its own on one machine: AF_XDP sends
+		// on the wire and never reaches this host's own address, so the
+		// kernel's UDP carries the frames, whatever nic_mode says.
+		cfg.Mode = nic.ModeUDP
+	}
+	l, err := nic.Open(cfg)
 	if err != nil {
 		return nil, NetPeer{}, fmt.Errorf("opening the network link on %s: %w", ifc, err)
 	}
@@ -178,6 +186,7 @@ func Join(spec JobSpec) (*Endpoint, error) {
 	}
 	if dev != nil {
 		ep.net = dev
+		dev.polls = &ep.polls
 		go dev.keep(ep)
 		ep.onClose = append(ep.onClose, func() {
 			dev.stop.Store(true)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -9,18 +10,26 @@ import (
 
 // The network transport carries packets to a peer that shares no memory
 // with this rank, over a nic.Link, reliably, in order and once each, as a
-// reliable-connected queue pair would. Each packet travels in one frame:
-// the engine already splits messages into packets no larger than
-// MaxPacket, the link's MTU less the frame header.
+// reliable-connected queue pair would. A data frame carries one packet or
+// several, each led by its length (u16, little-endian): the engine splits
+// messages into packets no larger than MaxPacket (the link's MTU less the
+// frame header and one length), and small packets sent while earlier
+// frames are still in flight share frames, since a frame costs the kernel
+// far more than the bytes in it.
 //
 // Sending (Reserve, Commit):
-//  1. Reserve takes a frame from the link if the window (engine_net_window
-//     frames not yet acknowledged) and the peer's credit allow, and
-//     returns the room after the header.
-//  2. Commit numbers the frame (seq), stamps what this side has received
-//     from the peer (ack, sack, credit: every frame carries them, so that
-//     a ping-pong's answer is its acknowledgement), and sends it, keeping
-//     it (nic.TxDesc.Keep) until the peer acknowledges it.
+//  1. Reserve returns room in the frame being filled, or takes a new frame
+//     from the link if the window (engine_net_window frames not yet
+//     acknowledged) and the peer's credit allow, numbering it (seq).
+//  2. Commit adds the packet to the frame. If nothing is in flight to the
+//     peer (a ping-pong, the first message of a burst), the frame goes at
+//     once; otherwise it stays open for the packets behind it, and goes
+//     when it is full or at the endpoint's next poll (the keeper's, for a
+//     rank that stops polling: engine_net_coalesce_max). Sending stamps
+//     what this side has received from the peer (ack, sack, credit: every
+//     frame carries them, so that a ping-pong's answer is its
+//     acknowledgement) and keeps the frame (nic.TxDesc.Keep) until the
+//     peer acknowledges it.
 //  3. The acknowledgement frees it. A frame not acknowledged goes again:
 //     when an acknowledgement shows a later frame arrived and it did not
 //     (fast retransmit, once a round trip), or when the retransmission
@@ -37,8 +46,10 @@ import (
 //  2. Its ack, sack and credit go to the sending side (above).
 //  3. A data frame goes into the reorder window at its seq; one already
 //     received or beyond the window is dropped (and acknowledged again: the
-//     sender missed an acknowledgement). The frames from the next expected
-//     seq on that have all arrived become the Inbox's packets.
+//     sender missed an acknowledgement). The packets of the frames from the
+//     next expected seq on that have all arrived are the Inbox's, in order;
+//     a frame whose lengths do not add up is counted malformed and
+//     delivers nothing.
 //  4. Released packets give their frames back and open the window; an
 //     acknowledgement goes back with the next frame to the peer, or on its
 //     own after engine_net_ack_every frames, at once on a gap, a duplicate
@@ -60,8 +71,9 @@ type netConn struct {
 	sndNxt, sndUna, sndSent uint32
 	sndLimit                uint32 // the peer takes seq below this (ack + credit)
 	tx                      []txSlot
-	res                     [1]nic.Frame // a frame Reserve took, for Commit
-	resOK                   bool
+	open                    bool // frame sndNxt-1 is being filled: fill bytes of packets so far
+	fill                    int
+	wakePolls               uint64 // the endpoint's polls at the last Wake
 	txd                     [1]nic.TxDesc
 
 	// The retransmission timer: srtt and rttvar in clock counts (0: no
@@ -75,9 +87,15 @@ type netConn struct {
 	probed            uint64 // when a probe last went out
 	dead              error
 
-	// Receiving. Every seq in [dlvNxt, rcvNxt) has arrived and is the
-	// Inbox's; seqs in [rcvNxt, dlvNxt+window) may have (out of order).
+	// Receiving. Every seq in [dlvNxt, rcvNxt) has arrived and its packets
+	// are the Inbox's, from offset dlvOff of frame dlvNxt on; seqs in
+	// [rcvNxt, dlvNxt+window) may have arrived (out of order). Packet's
+	// cursor (curI, curSeq, curOff) walks the packets Peek counted.
 	rcvNxt, dlvNxt uint32
+	dlvOff         int
+	curI           int
+	curSeq         uint32
+	curOff         int
 	rx             []rxSlot
 	ooo            int    // frames held beyond rcvNxt
 	ackOwed        int    // frames received since this side last acknowledged
@@ -98,9 +116,13 @@ type txSlot struct {
 // rxSlot is a frame received and not yet released.
 type rxSlot struct {
 	frame nic.Frame
-	data  []byte // the packet
+	data  []byte // the packets, each led by its length
+	left  int    // packets not yet released
 	have  bool
 }
+
+// pktLen is the length that leads each packet in a data frame.
+const pktLen = 2
 
 // seqLT reports whether seq a comes before b, modulo 2^32.
 func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
@@ -109,49 +131,74 @@ func newNetConn(d *netDev, peer nic.Peer, rank, epoch uint32, now uint64) *netCo
 	w := d.window
 	return &netConn{
 		dev: d, peer: peer, rank: rank, epoch: epoch,
-		max: d.link.MTU() - nic.HeaderLen, mask: w - 1, window: w,
+		max: d.link.MTU() - nic.HeaderLen - pktLen, mask: w - 1, window: w,
 		sndLimit: w, advLimit: w,
 		tx: make([]txSlot, w), rx: make([]rxSlot, w),
 		rto: d.rtoInit, heard: now, progressAt: now,
 	}
 }
 
-// Reserve returns room for a packet of n bytes in a frame, or nil if the
+// Reserve returns room for a packet of n bytes: in the frame being
+// filled, or in a new one (the full one goes). It returns nil if the
 // window is full, the peer has given no credit, or the link no frame.
 func (c *netConn) Reserve(n int) []byte {
-	if n > c.max || c.dead != nil || c.sndNxt-c.sndUna >= c.window {
+	if n > c.max || c.dead != nil {
 		return nil
 	}
-	if !seqLT(c.sndNxt, c.sndLimit) {
-		// No credit: if nothing is in flight to bring news of more, the
-		// timer asks for it (timeout).
-		if c.rtoAt == 0 {
-			c.rtoAt = c.dev.clock() + c.rto
-			c.dev.armed(c.rtoAt)
-		}
-		return nil
+	if c.open && c.fill+pktLen+n > c.max {
+		c.seal()
 	}
-	l := c.dev.link
-	if !c.resOK {
-		if l.Alloc(c.res[:]) == 0 {
+	d := c.dev
+	if !c.open {
+		if c.sndNxt-c.sndUna >= c.window {
 			return nil
 		}
-		c.resOK = true
+		if !seqLT(c.sndNxt, c.sndLimit) {
+			// No credit: if nothing is in flight to bring news of more,
+			// the timer asks for it (timeout).
+			if c.rtoAt == 0 {
+				c.rtoAt = d.clock() + c.rto
+				d.armed(c.rtoAt)
+			}
+			return nil
+		}
+		if d.link.Alloc(d.one[:]) == 0 {
+			return nil
+		}
+		c.tx[c.sndNxt&c.mask] = txSlot{frame: d.one[0]}
+		c.sndNxt++
+		c.open, c.fill = true, 0
 	}
-	return l.Bytes(c.res[0])[nic.HeaderLen : nic.HeaderLen+n]
+	at := nic.HeaderLen + c.fill + pktLen
+	return d.link.Bytes(c.tx[(c.sndNxt-1)&c.mask].frame)[at : at+n]
 }
 
-// Commit sends the reserved packet's first n bytes.
+// Commit adds the reserved packet's first n bytes to the frame, and sends
+// the frame at once if nothing else is in flight to the peer; else it
+// waits for more packets, or the next poll.
 func (c *netConn) Commit(n int) {
 	d := c.dev
-	seq := c.sndNxt
-	c.sndNxt++
-	c.resOK = false
-	b := d.link.Bytes(c.res[0])
-	h := nic.Header{Type: nic.TypeData, Length: uint16(n), Cookie: d.cookie, Src: d.self, Dst: c.rank,
+	b := d.link.Bytes(c.tx[(c.sndNxt-1)&c.mask].frame)
+	binary.LittleEndian.PutUint16(b[nic.HeaderLen+c.fill:], uint16(n))
+	c.fill += pktLen + n
+	if c.sndUna == c.sndSent && c.sndSent == c.sndNxt-1 {
+		c.seal()
+		return
+	}
+	d.coalesced(c)
+}
+
+// seal closes the frame being filled: its header written, it goes now if
+// every frame before it has gone.
+func (c *netConn) seal() {
+	d := c.dev
+	seq := c.sndNxt - 1
+	t := &c.tx[seq&c.mask]
+	h := nic.Header{Type: nic.TypeData, Length: uint16(c.fill), Cookie: d.cookie, Src: d.self, Dst: c.rank,
 		Epoch: d.epoch, Seq: seq}
-	h.Put(b)
-	c.tx[seq&c.mask] = txSlot{frame: c.res[0], n: uint16(nic.HeaderLen + n)}
+	h.Put(d.link.Bytes(t.frame))
+	t.n = uint16(nic.HeaderLen + c.fill)
+	c.open = false
 	if c.sndSent == seq && c.transmit(seq) {
 		c.sndSent++
 	}
@@ -161,9 +208,18 @@ func (c *netConn) Commit(n int) {
 func (c *netConn) Put(h0, h1 uint64, payload []byte) bool { return putWords(c, h0, h1, payload) }
 func (c *netConn) MaxPacket() int                         { return c.max }
 
-// Wake does nothing: a network peer polls its link, no doorbell of ours
-// wakes it.
-func (c *netConn) Wake() {}
+// Wake ends an operation that committed packets (the endpoint calls it
+// once per such operation): a frame left open goes now, unless the
+// operation followed another with no poll between, a burst of sends
+// whose frames fill up and go at the next poll. A network peer polls its
+// link: there is no doorbell to ring.
+func (c *netConn) Wake() {
+	polls := *c.dev.polls
+	if c.open && polls != c.wakePolls {
+		c.flush()
+	}
+	c.wakePolls = polls
+}
 
 // WantRoom does nothing: room comes with an acknowledgement, which the
 // device's pump reads; its deadline (NextDue) keeps a parked rank polling.
@@ -252,8 +308,12 @@ func (c *netConn) transmit(seq uint32) bool {
 	return true
 }
 
-// flush sends the frames committed that the link did not take yet.
+// flush sends the frame being filled and those the link did not take
+// yet.
 func (c *netConn) flush() {
+	if c.open {
+		c.seal()
+	}
 	for c.sndSent != c.sndNxt && c.transmit(c.sndSent) {
 		c.sndSent++
 	}
@@ -479,7 +539,12 @@ func (c *netConn) onData(seq uint32, flags nic.Flags, f nic.Frame, data []byte) 
 		d.dupes.Inc()
 		return false
 	}
-	*s = rxSlot{frame: f, data: data, have: true}
+	k := packets(data)
+	if k < 0 {
+		d.malformed.Inc() // the frame still counts as received: it delivers nothing
+		k = 0
+	}
+	*s = rxSlot{frame: f, data: data, left: k, have: true}
 	if seq != c.rcvNxt {
 		c.ooo++
 		c.ackNow = true // a hole: the sender learns of it at once
@@ -495,31 +560,95 @@ func (c *netConn) onData(seq uint32, flags nic.Flags, f nic.Frame, data []byte) 
 	return true
 }
 
-// Peek returns how many packets, up to max, are ready in order.
-func (c *netConn) Peek(max int) (int, error) { return min(max, int(c.rcvNxt-c.dlvNxt)), nil }
-
-// Packet returns the i-th packet ready.
-func (c *netConn) Packet(i int) []byte { return c.rx[(c.dlvNxt+uint32(i))&c.mask].data }
-
-// Release gives the first k packets' frames back. Once half the window
-// has opened since the last advertisement, the peer hears of it at once.
-func (c *netConn) Release(k int) {
-	d := c.dev
-	for range k {
-		s := &c.rx[c.dlvNxt&c.mask]
-		d.release(s.frame)
-		*s = rxSlot{}
-		c.dlvNxt++
-	}
-	if k > 0 {
-		d.flushReleased()
-		// Tell the peer of the room at once when it has used most of
-		// what it was given (it may be waiting for it), or when half the
-		// window opened since it last heard.
-		if limit := c.dlvNxt + c.window; limit-c.advLimit >= c.window/2 || c.advLimit-c.rcvNxt <= c.window/4 {
-			c.ackNow = true
+// packets returns how many packets frame payload b holds, or -1 if its
+// lengths do not add up to it (or a packet is empty).
+func packets(b []byte) int {
+	k := 0
+	for off := 0; off < len(b); k++ {
+		if off+pktLen > len(b) {
+			return -1
+		}
+		n := int(binary.LittleEndian.Uint16(b[off:]))
+		off += pktLen + n
+		if n == 0 || off > len(b) {
+			return -1
 		}
 	}
+	return k
+}
+
+// Peek returns how many packets, up to max, are ready in order. Frames
+// that carry nothing (malformed) at the front are given back first.
+func (c *netConn) Peek(max int) (int, error) {
+	for c.dlvNxt != c.rcvNxt && c.rx[c.dlvNxt&c.mask].left == 0 {
+		c.releaseFrame()
+	}
+	n := 0
+	for s := c.dlvNxt; s != c.rcvNxt && n < max; s++ {
+		n += c.rx[s&c.mask].left
+	}
+	c.curI, c.curSeq, c.curOff = 0, c.dlvNxt, c.dlvOff
+	return min(n, max), nil
+}
+
+// Packet returns the i-th packet ready. The engine asks for them in
+// order, which the cursor walks; any other order walks from the first.
+func (c *netConn) Packet(i int) []byte {
+	if i < c.curI {
+		c.curI, c.curSeq, c.curOff = 0, c.dlvNxt, c.dlvOff
+	}
+	for ; c.curI < i; c.curI++ {
+		c.next()
+	}
+	b := c.rx[c.curSeq&c.mask].data[c.curOff:]
+	n := int(binary.LittleEndian.Uint16(b))
+	return b[pktLen : pktLen+n]
+}
+
+// next moves the cursor past its packet, to the next frame's first when
+// it was its frame's last.
+func (c *netConn) next() {
+	s := &c.rx[c.curSeq&c.mask]
+	c.curOff += pktLen + int(binary.LittleEndian.Uint16(s.data[c.curOff:]))
+	for c.curOff == len(s.data) && c.curSeq != c.rcvNxt {
+		c.curSeq++
+		c.curOff = 0
+		s = &c.rx[c.curSeq&c.mask]
+	}
+}
+
+// Release gives the first k packets back, and their frames once all
+// their packets are. Once half the window has opened since the last
+// advertisement, or the peer has little credit left, it hears at once.
+func (c *netConn) Release(k int) {
+	if k == 0 {
+		return
+	}
+	for k > 0 {
+		s := &c.rx[c.dlvNxt&c.mask]
+		if k >= s.left {
+			k -= s.left
+			c.releaseFrame()
+			continue
+		}
+		for ; k > 0; k-- {
+			c.dlvOff += pktLen + int(binary.LittleEndian.Uint16(s.data[c.dlvOff:]))
+			s.left--
+		}
+	}
+	c.dev.flushReleased()
+	if limit := c.dlvNxt + c.window; limit-c.advLimit >= c.window/2 || c.advLimit-c.rcvNxt <= c.window/4 {
+		c.ackNow = true
+	}
+}
+
+// releaseFrame gives back frame dlvNxt, whose packets are all released.
+func (c *netConn) releaseFrame() {
+	s := &c.rx[c.dlvNxt&c.mask]
+	c.dev.release(s.frame)
+	*s = rxSlot{}
+	c.dlvNxt++
+	c.dlvOff = 0
 }
 
 // RoomWanted is false: a network peer never parks waiting for our room.
@@ -528,10 +657,7 @@ func (c *netConn) RoomWanted() bool { return false }
 // close gives back every frame the connection holds.
 func (c *netConn) close() {
 	d := c.dev
-	if c.resOK {
-		d.release(c.res[0])
-		c.resOK = false
-	}
+	c.open = false
 	for s := c.sndUna; s != c.sndNxt; s++ {
 		d.release(c.tx[s&c.mask].frame)
 	}

@@ -46,9 +46,12 @@ var (
 	netProbeEvery = cvar.NewDuration("engine_net_probe_interval", 500*time.Millisecond,
 		"Silence from a network peer after which a rank waiting on operations asks it for an acknowledgement, to tell a quiet peer from a dead one.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Millisecond), int64(time.Hour)))
-	netKeeperIdle = cvar.NewDuration("engine_net_keeper_idle", 10*time.Millisecond,
-		"How often an endpoint's keeper (the goroutine that retransmits for a rank that has stopped polling) looks for a retransmission timer when none runs.",
+	netKeeperIdle = cvar.NewDuration("engine_net_keeper_idle", time.Millisecond,
+		"How often an endpoint's keeper (the goroutine that retransmits, and sends frames left open, for a rank that has stopped polling) looks for work when no timer runs: also the longest a frame left open by a burst of sends with no poll after it can wait.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Minute)))
+	netCoalesceMax = cvar.NewDuration("engine_net_coalesce_max", 50*time.Microsecond,
+		"Longest a frame left open for more packets (sent while earlier frames to the peer were in flight) waits when the rank stops polling: the keeper sends it then. A rank that polls sends it at its next poll.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Second)))
 	netPollMax = cvar.NewDuration("engine_net_poll_max", time.Millisecond,
 		"Longest a rank with operations in flight over the network parks between looks at its link: a NIC rings no doorbell, so this bounds how late a frame is noticed by an idle rank.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Second)))
@@ -89,22 +92,26 @@ type netDev struct {
 	rel      []nic.Frame // frames to give back to the link, batched
 	ackFrame [1]nic.Frame
 	ackTx    [1]nic.TxDesc
-	due      uint64 // the earliest timer of any connection (0: none), for NextDue (asm loads and relaxed stores)
-	rtoDue   uint64 // the earliest retransmission timer (0: none), for the keeper (likewise)
+	one      [1]nic.Frame // Reserve's
+	polls    *uint64      // the endpoint's count of polls (Endpoint.polls), for Wake
+	due      uint64       // the earliest timer of any connection (0: none), for NextDue (asm loads and relaxed stores)
+	rtoDue   uint64       // the earliest retransmission timer (0: none), for the keeper (likewise)
+	flushDue uint64       // when a frame left open for more packets must go (0: none), for the keeper (likewise)
 	stop     atomic.Bool
 	kept     chan struct{} // closed when the keeper has stopped
 
-	ackEvery                    int
-	rtoBurst                    int
-	ackDelay, rtoMin, rtoMax    uint64 // clock counts
-	rtoInit, peerTimeout        uint64
-	probeEvery, pollMax, linger uint64
-	peerTimeoutD                time.Duration
-	sentData, sentAcks, retx    *pvar.CounterShard
-	fastRetx, timeouts, dupes   *pvar.CounterShard
-	outOfWindow, stale, foreign *pvar.CounterShard
-	malformed, deaths, kicks    *pvar.CounterShard
-	keepIdle, keepMin           time.Duration
+	ackEvery                     int
+	rtoBurst                     int
+	ackDelay, rtoMin, rtoMax     uint64 // clock counts
+	rtoInit, peerTimeout         uint64
+	probeEvery, pollMax, linger  uint64
+	coalesceMax                  uint64
+	peerTimeoutD                 time.Duration
+	sentData, sentAcks, retx     *pvar.CounterShard
+	fastRetx, timeouts, dupes    *pvar.CounterShard
+	outOfWindow, stale, foreign  *pvar.CounterShard
+	malformed, deaths, kicks     *pvar.CounterShard
+	keepIdle, keepMin, keepSlice time.Duration
 }
 
 // newNetDev makes the device of the endpoint of rank self, incarnation
@@ -128,14 +135,14 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int) (*netDev
 		ackDelay: c(netAckDelay.Get()), rtoMin: c(netRTOMin.Get()), rtoMax: c(netRTOMax.Get()),
 		rtoInit: c(netRTOInit.Get()), peerTimeout: c(netPeerTimeout.Get()),
 		probeEvery: c(netProbeEvery.Get()), pollMax: c(netPollMax.Get()),
-		linger:       c(min(netLinger.Get(), netPeerTimeout.Get())),
+		linger: c(min(netLinger.Get(), netPeerTimeout.Get())), coalesceMax: c(netCoalesceMax.Get()),
 		peerTimeoutD: netPeerTimeout.Get(),
 		sentData:     pvNetData.Shard(), sentAcks: pvNetAcks.Shard(), retx: pvNetRetx.Shard(),
 		fastRetx: pvNetFastRetx.Shard(), timeouts: pvNetTimeouts.Shard(), dupes: pvNetDupes.Shard(),
 		outOfWindow: pvNetWindow.Shard(), stale: pvNetStale.Shard(), foreign: pvNetForeign.Shard(),
 		malformed: pvNetMalformed.Shard(), deaths: pvNetPeerDeaths.Shard(), kicks: pvNetKeeper.Shard(),
-		keepIdle: netKeeperIdle.Get(), keepMin: netRTOMin.Get(),
-		kept: make(chan struct{}),
+		keepIdle: netKeeperIdle.Get(), keepMin: netRTOMin.Get(), keepSlice: netCoalesceMax.Get(),
+		kept: make(chan struct{}), polls: new(uint64),
 	}
 	d.now = d.clock()
 	return d, nil
@@ -213,6 +220,16 @@ func (d *netDev) service() {
 	d.flushReleased()
 	asm.StoreRelaxed64(&d.due, due)
 	asm.StoreRelaxed64(&d.rtoDue, rtoDue)
+	asm.StoreRelaxed64(&d.flushDue, 0) // every open frame went
+}
+
+// coalesced notes that c left a frame open for the packets behind its
+// last: the next poll sends it, or the keeper by engine_net_coalesce_max
+// if the rank stops polling.
+func (d *netDev) coalesced(c *netConn) {
+	if asm.LoadAcquire64(&d.flushDue) == 0 {
+		asm.StoreRelaxed64(&d.flushDue, d.clock()+d.coalesceMax)
+	}
 }
 
 // earliest returns the earlier of two timers, 0 meaning none.
@@ -237,33 +254,46 @@ func (d *netDev) armed(t uint64) {
 
 // keep is the device's keeper: for an endpoint whose goroutines have
 // stopped polling (a send that completed at once, then a long
-// computation), it runs the retransmission timers, so that a lost frame
-// still goes again and the peer waiting for it is not stuck until it
-// declares this rank dead. It sleeps until the earliest retransmission
-// is due (engine_net_keeper_idle when none is), then services the device
-// if the endpoint is free: a polling goroutine, which holds it, runs the
-// timers itself. A serial endpoint takes no lock, so the keeper leaves it
-// alone: it retransmits only while it polls.
+// computation), it does what a poll would for the network: takes in what
+// came, answers with acknowledgements and probes, retransmits, and sends
+// frames left open. So a lost or held frame still goes, and a peer
+// waiting on this rank neither stalls nor takes it for dead. It wakes at
+// the earliest retransmission or open frame due, at most
+// engine_net_coalesce_max apart while one runs, engine_net_keeper_idle
+// apart otherwise or while the endpoint polls; it works only if the
+// endpoint has not polled since its last look, and only if the endpoint
+// is free. A rank that polls does all this itself, and the keeper keeps
+// off it: taking the endpoint from a polling rank, even now and then,
+// cost that rank's ping-pong two microseconds a message. A serial endpoint takes no lock, so
+// the keeper leaves it alone: it retransmits only while it polls.
 func (d *netDev) keep(ep *Endpoint) {
 	defer close(d.kept)
+	var seen uint64 // the endpoint's polls at the keeper's last look
 	for !d.stop.Load() {
 		now := d.clock()
-		due := asm.LoadAcquire64(&d.rtoDue)
-		switch {
-		case due == 0:
-			time.Sleep(d.keepIdle)
-		case due > now:
-			time.Sleep(max(time.Duration(progress.CountsToSeconds(due-now)*1e9), d.keepMin))
-		case ep.lk.tryLock():
+		due := earliest(asm.LoadAcquire64(&d.rtoDue), asm.LoadAcquire64(&d.flushDue))
+		polls := asm.LoadAcquire64(d.polls)
+		idle := polls == seen
+		seen = polls
+		if idle && ep.lk.tryLock() {
 			if !ep.serial && !ep.closed {
 				d.pump()
 				d.service()
 				d.kicks.Inc()
 			}
 			ep.lk.unlock()
-			time.Sleep(d.keepMin)
-		default:
-			time.Sleep(d.keepMin)
+		}
+		if due = earliest(asm.LoadAcquire64(&d.rtoDue), asm.LoadAcquire64(&d.flushDue)); due == 0 || !idle {
+			// Nothing due, or the endpoint polls (and runs its timers)
+			// itself: look again after the idle interval, off the CPUs
+			// the ranks spin on.
+			time.Sleep(d.keepIdle)
+		} else if now = d.clock(); due > now {
+			// No longer than engine_net_coalesce_max: a frame left open
+			// meanwhile may be due before what it sleeps for.
+			time.Sleep(min(time.Duration(progress.CountsToSeconds(due-now)*1e9), d.keepSlice))
+		} else {
+			time.Sleep(d.keepSlice)
 		}
 	}
 }

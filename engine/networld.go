@@ -97,6 +97,7 @@ func newNetWorld(n int) (*World, error) {
 		}
 		ep.net = devs[i]
 		dev := devs[i]
+		dev.polls = &ep.polls
 		go dev.keep(ep)
 		ep.onClose = append(ep.onClose, func() {
 			lc.close()

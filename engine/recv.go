@@ -6,6 +6,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/rings"
 )
 
@@ -131,7 +132,7 @@ func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bo
 	// the room may be what the source waits for.
 	ep.releaseHeld(p)
 	for range recvDirectPolls.Get() {
-		ep.polls++ // a poll: a stream of sends to src ends here
+		asm.StoreRelaxed64(&ep.polls, ep.polls+1) // a poll: a stream of sends to src ends here
 		if !rd.Ready() {
 			ep.warmNext() // as an empty poll does
 			continue

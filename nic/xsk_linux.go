@@ -339,6 +339,9 @@ func (l *xskLink) AddPeer(c Card) (Peer, error) {
 	if c.MAC == ([6]byte{}) {
 		return 0, fmt.Errorf("%w: card %v has no Ethernet address, which an XDP link needs (open the peer's link on an interface)", ErrPeer, c)
 	}
+	if c.IP == l.card.IP {
+		return 0, fmt.Errorf("%w: %v is this link's own address; an XDP link sends on the wire and cannot reach it (use a UDP link)", ErrPeer, c.IP)
+	}
 	if !l.subnet.Contains(c.IP) {
 		return 0, fmt.Errorf("%w: %v is not on %s's subnet %v; an XDP link sends without routing", ErrPeer, c.IP, l.status.Interface, l.subnet)
 	}

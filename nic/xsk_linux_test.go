@@ -137,6 +137,9 @@ func TestXDPSendErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := a.AddPeer(a.Card()); !errors.Is(err, nic.ErrPeer) {
+		t.Errorf("its own address as a peer: %v", err)
+	}
 	noMAC := b.Card()
 	noMAC.MAC = [6]byte{}
 	if _, err := a.AddPeer(noMAC); !errors.Is(err, nic.ErrPeer) {

@@ -358,10 +358,16 @@ func (c *netConn) sendControl(typ nic.Type, flags nic.Flags) bool {
 // ack+credit).
 func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 	d := c.dev
-	if limit := ack + uint32(credit); seqLT(c.sndLimit, limit) && !seqLT(c.sndUna+c.window, limit) {
+	if seqLT(c.sndNxt, ack) || uint32(credit) > c.window {
+		return // acknowledges what was never sent, or gives more than a window: not the peer's
+	}
+	// The peer takes seq below ack+credit (its released frames plus its
+	// window): as that only grows, an older acknowledgement that comes
+	// late changes nothing.
+	if limit := ack + uint32(credit); seqLT(c.sndLimit, limit) {
 		c.sndLimit = limit
 	}
-	if seqLT(c.sndUna, ack) && !seqLT(c.sndNxt, ack) {
+	if seqLT(c.sndUna, ack) {
 		// A round-trip sample comes only from an acknowledgement that no
 		// loss held back: if any frame it covers went again, or had been
 		// acknowledged selectively beyond a hole, the newest one waited

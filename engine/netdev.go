@@ -196,9 +196,17 @@ func (d *netDev) pump() int {
 func (d *netDev) service() {
 	d.link.Poll()
 	var due, rtoDue uint64
+	pumped := false
 	for _, c := range d.list {
 		if c.dead != nil {
 			continue
+		}
+		if c.rtoAt != 0 && d.now >= c.rtoAt && !pumped {
+			// Acknowledgements may have come while the endpoint handled
+			// packets and pushed data (a window takes hundreds of
+			// microseconds): take them in before anything goes again.
+			d.pump()
+			pumped = true
 		}
 		if c.rtoAt != 0 && d.now >= c.rtoAt {
 			c.timeout()

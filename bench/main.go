@@ -59,6 +59,7 @@ type options struct {
 	phases    bool
 	net       string
 	loss      float64
+	mtu       int
 }
 
 func main() {
@@ -76,6 +77,7 @@ func main() {
 	flag.BoolVar(&o.phases, "phases", false, "also time each rank's phases of every message-rate window (posting, collecting, the acknowledgement) and print them in ns a message; the three clock reads this adds to a window slow the rates a little (docs/bench.md)")
 	flag.StringVar(&o.net, "net", "", "xdp or udp: run the two ranks as two hosts (network namespaces joined by a veth pair, as tachyonrun -netns does; needs root) talking over the network transport, on AF_XDP or the UDP fallback")
 	flag.Float64Var(&o.loss, "loss", 0, "with -net, the fraction of frames each rank's link drops on purpose (nic_drop_rate)")
+	flag.IntVar(&o.mtu, "mtu", 9000, "with -net, the MTU of the two hosts' interfaces; above 3868 the ranks' links use 4 KiB frame buffers (nic_frame_size), whose largest frame the MTU then is")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto")
 	flag.Parse()
 	if err := o.check(); err != nil {
@@ -114,6 +116,8 @@ func (o options) check() error {
 		return errors.New("-net runs process ranks: leave -transport at shm")
 	case !(o.loss >= 0 && o.loss < 1) || o.loss > 0 && o.net == "":
 		return fmt.Errorf("-loss %v: want a fraction in [0, 1), with -net", o.loss)
+	case o.mtu < 576 || o.mtu > 65535:
+		return fmt.Errorf("-mtu %d: want 576 to 65535", o.mtu)
 	}
 	if o.net != "" {
 		if err := nethost.Available(); err != nil {
@@ -311,12 +315,16 @@ func spawn(o options) ([]Result, int, error) {
 	env := []string{workerEnv + "=" + strconv.Itoa(o.max)}
 	if o.net != "" {
 		env = append(env, "TACHYON_NIC_MODE="+o.net, "TACHYON_NIC_DROP_RATE="+strconv.FormatFloat(o.loss, 'g', -1, 64))
+		if o.mtu > 2048-256-14 {
+			env = append(env, "TACHYON_NIC_FRAME_SIZE=4096")
+		}
 	}
 	code, err := launch.Run(ctx, launch.Config{
 		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread, "-cpuprofile=" + o.profile, "-phases=" + strconv.FormatBool(o.phases)},
 		Env:    env,
 		CPUs:   cpus,
 		NetNS:  o.net != "",
+		NetMTU: o.mtu,
 		Stdout: &out,
 	})
 	if err != nil || code != 0 {

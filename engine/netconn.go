@@ -131,7 +131,7 @@ func newNetConn(d *netDev, peer nic.Peer, rank, epoch uint32, now uint64) *netCo
 	w := d.window
 	return &netConn{
 		dev: d, peer: peer, rank: rank, epoch: epoch,
-		max: d.link.MTU() - nic.HeaderLen - pktLen, mask: w - 1, window: w,
+		mask: w - 1, window: w,
 		sndLimit: w, advLimit: w,
 		tx: make([]txSlot, w), rx: make([]rxSlot, w),
 		rto: d.rtoInit, heard: now, progressAt: now,

@@ -161,8 +161,11 @@ func (d *netDev) connect(rank int, card nic.Card, epoch uint32) (*netConn, error
 		return nil, fmt.Errorf("%w: rank %d at %v: %v", ErrConfig, rank, card, err)
 	}
 	c := newNetConn(d, p, uint32(rank), epoch, d.clock())
-	if c.max > 0xffff-nic.HeaderLen {
-		c.max = 0xffff - nic.HeaderLen
+	// Packets fit the smaller MTU of the two links, and a frame's u16
+	// length.
+	c.max = min(d.link.MTU(), int(card.MTU), 0xffff) - nic.HeaderLen - pktLen
+	if c.max < minPacket {
+		return nil, fmt.Errorf("%w: rank %d's MTU %d leaves less than a %d-byte packet", ErrConfig, rank, card.MTU, minPacket)
 	}
 	d.conns[rank] = c
 	d.list = append(d.list, c)

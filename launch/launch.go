@@ -103,6 +103,8 @@ type Config struct {
 	// program must call nethost.EnterMain first: it is the shim that puts
 	// each rank into its host (cmd/tachyonrun does).
 	NetNS bool
+	// NetMTU, with NetNS, is the MTU of the hosts' interfaces (0: 1500).
+	NetMTU int
 }
 
 // Stopping and draining delays; vars for tests.

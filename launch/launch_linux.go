@@ -87,7 +87,7 @@ func runNetNS(ctx context.Context, cfg Config, path string) (int, error) {
 	if err != nil {
 		return 1, fmt.Errorf("launch: finding this program, the shim into each host: %w", err)
 	}
-	nw, err := nethost.New(nethost.Config{Hosts: max(2, cfg.N), Prefix: "tr"})
+	nw, err := nethost.New(nethost.Config{Hosts: max(2, cfg.N), Prefix: "tr", MTU: cfg.NetMTU})
 	if err != nil {
 		return 1, fmt.Errorf("launch: making a host for each rank: %w", err)
 	}

@@ -116,7 +116,7 @@ func (o options) check() error {
 		return errors.New("-net runs process ranks: leave -transport at shm")
 	case !(o.loss >= 0 && o.loss < 1) || o.loss > 0 && o.net == "":
 		return fmt.Errorf("-loss %v: want a fraction in [0, 1), with -net", o.loss)
-	case o.mtu < 576 || o.mtu > 65535:
+	case o.net != "" && (o.mtu < 576 || o.mtu > 65535):
 		return fmt.Errorf("-mtu %d: want 576 to 65535", o.mtu)
 	}
 	if o.net != "" {

@@ -51,6 +51,35 @@ func TestTableRatios(t *testing.T) {
 	}
 }
 
+// TestNetAnchorTable: the network anchor script's kernel lines become
+// latency figures by name, a line without a figure is skipped, and an
+// anchor measured at no size of the table is printed below it rather
+// than as a column of dashes; an anchor without figures of a measure
+// has no column in its table.
+func TestNetAnchorTable(t *testing.T) {
+	got := parseKernelAnchors("anchor sockperf-udp-p50 14 4.2 us\nanchor fi_pingpong-udp 8 3.5 us\nanchor qperf-udp_lat 8  us\n# noise\n")
+	if len(got) != 2 || got["fi_pingpong-udp"][0] != (Result{"latency", 8, 3.5}) || got["sockperf-udp-p50"][0] != (Result{"latency", 14, 4.2}) {
+		t.Fatalf("parsed %v", got)
+	}
+	got[mpichNetName] = []Result{{"latency", 8, 7}, {"msgrate", 8, 0.25}}
+	var b bytes.Buffer
+	writeTable(&b, options{transport: "shm", net: "xdp"}, []Result{{"latency", 8, 1.4}, {"msgrate", 8, 7.5}, {"bw", 8, 60}}, got, "")
+	out := b.String()
+	for _, s := range []string{"AF_XDP", "fi_pingpong-udp", "0.40", mpichNetName, "0.20", "30.00", "sockperf-udp-p50: 14 B 4.200 us"} {
+		if !strings.Contains(out, s) {
+			t.Fatalf("table lacks %q:\n%s", s, out)
+		}
+	}
+	_, rate, _ := strings.Cut(out, "message rate")
+	if rate, _, _ = strings.Cut(rate, "bandwidth"); strings.Contains(rate, "fi_pingpong") {
+		t.Fatalf("a column for an anchor without rates:\n%s", out)
+	}
+	_, bw, _ := strings.Cut(out, "bandwidth")
+	if strings.Contains(bw, mpichNetName) {
+		t.Fatalf("a column for an anchor without bandwidths:\n%s", out)
+	}
+}
+
 // TestSuiteInProcess runs the whole suite, small sizes, on two goroutine
 // ranks and checks that every figure is there and positive.
 func TestSuiteInProcess(t *testing.T) {

@@ -18,6 +18,7 @@
 //	go run ./bench -cpuprofile cpu.pprof # a CPU profile per rank
 //	go run ./bench -net xdp              # the two ranks on two hosts (root): AF_XDP
 //	go run ./bench -net udp -loss 0.01   # over the UDP fallback, 1% of frames lost
+//	go run ./bench -net xdp -compare     # beside MPICH over UCX's TCP and kernel UDP ping-pongs
 //
 // The build uses default.pgo, a CPU profile of this suite, for
 // profile-guided optimization (docs/bench.md says how to remake it).
@@ -69,7 +70,7 @@ func main() {
 	flag.StringVar(&o.format, "format", "table", "output: table, or anchor (the lines of ../shared/anchors/mpi_pingpong.c)")
 	flag.StringVar(&o.transport, "transport", "shm", "shm (two processes over shared memory) or inproc (two goroutines)")
 	flag.BoolVar(&o.compare, "compare", false, "also run the MPICH and Open MPI anchor and print ratios")
-	flag.StringVar(&o.anchor, "anchor", "../shared/anchors/run-mpi-anchor.sh", "the anchor script for -compare")
+	flag.StringVar(&o.anchor, "anchor", "", "the anchor script for -compare (default ../shared/anchors/run-mpi-anchor.sh, with -net run-net-anchor.sh beside it)")
 	flag.StringVar(&o.plot, "plot", "", "write an SVG plot of latency and message rate to this file")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	flag.StringVar(&o.thread, "thread", "", "thread level process ranks ask of InitThread: serialized (the default: one goroutine at a time inside MPI, as the anchor's MPI_THREAD_SINGLE) or multiple (what mpi.Init gives); in-process ranks are always multiple")
@@ -80,6 +81,12 @@ func main() {
 	flag.IntVar(&o.mtu, "mtu", 9000, "with -net, the MTU of the two hosts' interfaces; above 3868 the ranks' links use 4 KiB frame buffers (nic_frame_size), whose largest frame the MTU then is")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto")
 	flag.Parse()
+	if o.anchor == "" {
+		o.anchor = "../shared/anchors/run-mpi-anchor.sh"
+		if o.net != "" {
+			o.anchor = "../shared/anchors/run-net-anchor.sh"
+		}
+	}
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -118,6 +125,11 @@ func (o options) check() error {
 		return fmt.Errorf("-loss %v: want a fraction in [0, 1), with -net", o.loss)
 	case o.net != "" && (o.mtu < 576 || o.mtu > 65535):
 		return fmt.Errorf("-mtu %d: want 576 to 65535", o.mtu)
+	}
+	if o.compare {
+		if _, err := os.Stat(o.anchor); err != nil {
+			return fmt.Errorf("-compare needs the anchor script (-anchor): %w", err)
+		}
 	}
 	if o.net != "" {
 		if err := nethost.Available(); err != nil {
@@ -213,11 +225,15 @@ func run(o options) (int, error) {
 // seconds here.
 const maxRuns = 100
 
-// anchorRun runs the MPICH and Open MPI anchor once if -compare asks for
-// it (nil otherwise).
+// anchorRun runs the anchors once if -compare asks for it (nil
+// otherwise): MPICH and Open MPI over shared memory, or with -net the
+// network anchors.
 func anchorRun(o options) (map[string][]Result, error) {
-	if !o.compare {
+	switch {
+	case !o.compare:
 		return nil, nil
+	case o.net != "":
+		return runNetAnchor(o, o.anchor)
 	}
 	return runAnchor(o.anchor, o.max)
 }

@@ -220,14 +220,28 @@ func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Resul
 		fmt.Fprintf(w, "\n%s (%s)\n", m.title, m.unit)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		hdr := "size\ttachyon\t"
-		for _, n := range names {
-			hdr += n + "\tratio\t"
+		// A column for each anchor with figures of this measure at sizes
+		// of the table; a line below it for one with figures at others
+		// only (sockperf's 14 B).
+		var cols []series
+		var apart []string
+		for i, n := range names {
+			switch figs := others[i][m.kind]; {
+			case len(figs) == 0:
+			case !sharesSize(figs, t[m.kind]):
+				for _, size := range others[i].sizes(m.kind) {
+					apart = append(apart, fmt.Sprintf("%s: %s %s %s", n, sizeLabel(size), num(figs[size]), m.unit))
+				}
+			default:
+				hdr += n + "\tratio\t"
+				cols = append(cols, others[i])
+			}
 		}
 		fmt.Fprintln(tw, hdr)
 		for _, size := range t.sizes(m.kind) {
 			v := t[m.kind][size]
 			line := fmt.Sprintf("%s\t%s\t", sizeLabel(size), num(v))
-			for _, s := range others {
+			for _, s := range cols {
 				a, ok := s[m.kind][size]
 				if !ok || a == 0 {
 					line += "-\t-\t"
@@ -238,8 +252,21 @@ func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Resul
 			fmt.Fprintln(tw, line)
 		}
 		tw.Flush()
+		for _, l := range apart {
+			fmt.Fprintln(w, l)
+		}
 	}
 	writePhases(w, t)
+}
+
+// sharesSize reports whether a and b have a figure at one size.
+func sharesSize(a, b map[int]float64) bool {
+	for size := range a {
+		if _, ok := b[size]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // writePhases prints the phases of the message-rate windows (-phases),
@@ -268,6 +295,8 @@ func num(v float64) string {
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case v >= 10:
 		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v > 0 && v < 0.01:
+		return strconv.FormatFloat(v, 'g', 3, 64) // a 4 MiB message rate
 	}
 	return strconv.FormatFloat(v, 'f', 3, 64)
 }

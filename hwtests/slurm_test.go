@@ -37,6 +37,10 @@ func runRole(role string) int {
 		err = ring(w)
 	case "netjob":
 		err = netJob(w)
+	case "netfail":
+		if err = netFail(w); err == nil {
+			return 0 // finalized
+		}
 	case "abort":
 		if me == 1 {
 			mpi.Abort(w, 7)

@@ -88,6 +88,10 @@ type JobSpec struct {
 	Cookie uint64
 	Epoch  uint32
 	Peers  []NetPeer
+	// Key is the job key under which frames are authenticated
+	// (engine_net_auth, NewJobKey): nil when they are not. Every rank
+	// must have the same.
+	Key []byte
 }
 
 // Join makes the endpoint of spec.Rank in a job that may span hosts. The
@@ -152,7 +156,7 @@ func Join(spec JobSpec) (*Endpoint, error) {
 	var dev *netDev
 	if remote > 0 {
 		var err error
-		if dev, err = newNetDev(spec.Link, spec.Cookie, uint32(rank), spec.Epoch, n); err != nil {
+		if dev, err = newNetDev(spec.Link, spec.Cookie, uint32(rank), spec.Epoch, n, spec.Key); err != nil {
 			return fail(err)
 		}
 		for g := range n {

@@ -191,7 +191,7 @@ func TestNetPeerGone(t *testing.T) {
 // epoch, another endpoint, an unknown sender, a malformed header, a data
 // frame beyond the window, one already received. Traffic goes on.
 func TestNetHostileFrames(t *testing.T) {
-	w := netWorld(t, 2)
+	w := netWorld(t, 2, "engine_net_auth", "false") // TestNetAuthHostile has the authenticated case
 	a, b := w.Endpoint(0), w.Endpoint(1)
 	defer closeWorld(t, w)
 	stream(t, w, 40)
@@ -264,30 +264,32 @@ func TestNetHostileFrames(t *testing.T) {
 func dropCookie(d *netDev) uint64 { return d.link.Stats().DropCookie }
 
 // TestNetAllocs: once warm, a message over the network transport and its
-// receive allocate nothing.
+// receive allocate nothing, with authenticated frames too.
 func TestNetAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	w := netWorld(t, 2)
-	defer closeWorld(t, w)
-	a, b := w.Endpoint(0), w.Endpoint(1)
-	small, big := make([]byte, 8), make([]byte, 5000)
-	for name, buf := range map[string][]byte{"8 B": small, "5000 B": big} {
-		round := func() {
-			r, _ := b.Irecv(buf, 0, 1, 0)
-			a.Send(buf, 1, 1, 0, Standard)
-			r.Wait()
-			r, _ = a.Irecv(buf, 1, 2, 0)
-			b.Send(buf, 0, 2, 0, Standard)
-			r.Wait()
+	for _, auth := range []string{"false", "true"} {
+		w := netWorld(t, 2, "engine_net_auth", auth)
+		a, b := w.Endpoint(0), w.Endpoint(1)
+		small, big := make([]byte, 8), make([]byte, 5000)
+		for name, buf := range map[string][]byte{"8 B": small, "5000 B": big} {
+			round := func() {
+				r, _ := b.Irecv(buf, 0, 1, 0)
+				a.Send(buf, 1, 1, 0, Standard)
+				r.Wait()
+				r, _ = a.Irecv(buf, 1, 2, 0)
+				b.Send(buf, 0, 2, 0, Standard)
+				r.Wait()
+			}
+			for range 200 {
+				round()
+			}
+			if n := testing.AllocsPerRun(1000, round); n != 0 {
+				t.Errorf("%s, engine_net_auth %s: %v allocations per round trip", name, auth, n)
+			}
 		}
-		for range 200 {
-			round()
-		}
-		if n := testing.AllocsPerRun(1000, round); n != 0 {
-			t.Errorf("%s: %v allocations per round trip", name, n)
-		}
+		closeWorld(t, w)
 	}
 }
 

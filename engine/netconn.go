@@ -86,6 +86,7 @@ type netConn struct {
 	heard             uint64 // when a frame of the peer's last came
 	probed            uint64 // when a probe last went out
 	dead              error
+	opener            *frameOpener // checks the peer's frames (engine_net_auth; nil: off)
 
 	// Receiving. Every seq in [dlvNxt, rcvNxt) has arrived and its packets
 	// are the Inbox's, from offset dlvOff of frame dlvNxt on; seqs in
@@ -194,10 +195,10 @@ func (c *netConn) seal() {
 	d := c.dev
 	seq := c.sndNxt - 1
 	t := &c.tx[seq&c.mask]
-	h := nic.Header{Type: nic.TypeData, Length: uint16(c.fill), Cookie: d.cookie, Src: d.self, Dst: c.rank,
+	h := nic.Header{Type: nic.TypeData, Length: uint16(c.fill + d.trailer), Cookie: d.cookie, Src: d.self, Dst: c.rank,
 		Epoch: d.epoch, Seq: seq}
 	h.Put(d.link.Bytes(t.frame))
-	t.n = uint16(nic.HeaderLen + c.fill)
+	t.n = uint16(nic.HeaderLen + c.fill + d.trailer)
 	c.open = false
 	if c.sndSent == seq && c.transmit(seq) {
 		c.sndSent++
@@ -287,12 +288,17 @@ func (c *netConn) sack() uint32 {
 	return s
 }
 
-// transmit sends frame seq, stamped afresh, and reports whether the link
-// took it. A frame whose last send is still in the kernel's hands waits.
+// transmit sends frame seq, stamped (and tagged) afresh, and reports
+// whether the link took it. A frame whose last send is still in the
+// kernel's hands waits.
 func (c *netConn) transmit(seq uint32) bool {
 	d := c.dev
 	s := &c.tx[seq&c.mask]
-	c.stamp(d.link.Bytes(s.frame))
+	b := d.link.Bytes(s.frame)
+	c.stamp(b)
+	if d.sealer != nil {
+		d.sealer.seal(b[:s.n])
+	}
 	c.txd[0] = nic.TxDesc{Frame: s.frame, Len: s.n, Peer: c.peer, Keep: true}
 	if n, _ := d.link.Send(c.txd[:]); n == 0 {
 		c.ackNow = true // what the stamp said did not go
@@ -341,11 +347,15 @@ func (c *netConn) sendControl(typ nic.Type, flags nic.Flags) bool {
 		return false
 	}
 	b := d.link.Bytes(d.ackFrame[0])
-	h := nic.Header{Type: typ, Flags: flags, Cookie: d.cookie, Src: d.self, Dst: c.rank,
+	h := nic.Header{Type: typ, Flags: flags, Length: uint16(d.trailer), Cookie: d.cookie, Src: d.self, Dst: c.rank,
 		Epoch: d.epoch, Seq: c.sndNxt}
 	h.Put(b)
 	c.stamp(b)
-	d.ackTx[0] = nic.TxDesc{Frame: d.ackFrame[0], Len: nic.HeaderLen, Peer: c.peer}
+	n := nic.HeaderLen + d.trailer
+	if d.sealer != nil {
+		d.sealer.seal(b[:n])
+	}
+	d.ackTx[0] = nic.TxDesc{Frame: d.ackFrame[0], Len: uint16(n), Peer: c.peer}
 	if n, _ := d.link.Send(d.ackTx[:]); n == 0 {
 		d.link.Release(d.ackFrame[:])
 		return false

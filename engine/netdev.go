@@ -99,6 +99,9 @@ type netDev struct {
 	flushDue uint64       // when a frame left open for more packets must go (0: none), for the keeper (likewise)
 	stop     atomic.Bool
 	kept     chan struct{} // closed when the keeper has stopped
+	job      []byte        // the job key (nil: frames are not authenticated)
+	sealer   *frameSealer  // tags this endpoint's frames (nil: none)
+	trailer  int           // bytes of the trailer a frame ends in (0 or authTrailer)
 
 	ackEvery                     int
 	rtoBurst                     int
@@ -111,18 +114,27 @@ type netDev struct {
 	fastRetx, timeouts, dupes    *pvar.CounterShard
 	outOfWindow, stale, foreign  *pvar.CounterShard
 	malformed, deaths, kicks     *pvar.CounterShard
+	authFail, replays            *pvar.CounterShard
 	keepIdle, keepMin, keepSlice time.Duration
 }
 
 // newNetDev makes the device of the endpoint of rank self, incarnation
-// epoch, in a world of n ranks, over link, for frames with cookie. The
-// device owns link from then on.
-func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int) (*netDev, error) {
+// epoch, in a world of n ranks, over link, for frames with cookie,
+// authenticated under job key if it is not nil. The device owns link
+// from then on.
+func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []byte) (*netDev, error) {
+	if err := checkJobKey(key); err != nil {
+		return nil, err
+	}
 	w := uint32(netWindow.Get())
 	if w&(w-1) != 0 {
 		return nil, fmt.Errorf("%w: engine_net_window %d is not a power of two", ErrConfig, w)
 	}
-	if link.MTU()-nic.HeaderLen < minPacket {
+	trailer := 0
+	if key != nil {
+		trailer = authTrailer
+	}
+	if link.MTU()-nic.HeaderLen-trailer < minPacket {
 		return nil, fmt.Errorf("%w: the link's MTU %d leaves less than a %d-byte packet", ErrConfig, link.MTU(), minPacket)
 	}
 	c := func(d time.Duration) uint64 { return max(progress.SecondsToCounts(d.Seconds()), 1) }
@@ -141,8 +153,17 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int) (*netDev
 		fastRetx: pvNetFastRetx.Shard(), timeouts: pvNetTimeouts.Shard(), dupes: pvNetDupes.Shard(),
 		outOfWindow: pvNetWindow.Shard(), stale: pvNetStale.Shard(), foreign: pvNetForeign.Shard(),
 		malformed: pvNetMalformed.Shard(), deaths: pvNetPeerDeaths.Shard(), kicks: pvNetKeeper.Shard(),
+		authFail: pvNetAuthFail.Shard(), replays: pvNetReplays.Shard(),
+		job: key, trailer: trailer,
 		keepIdle: netKeeperIdle.Get(), keepMin: netRTOMin.Get(), keepSlice: netCoalesceMax.Get(),
 		kept: make(chan struct{}), polls: new(uint64),
+	}
+	if key != nil {
+		aead, err := frameAEAD(key, self, epoch)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the frame key: %v", ErrConfig, err)
+		}
+		d.sealer = &frameSealer{aead: aead}
 	}
 	d.now = d.clock()
 	return d, nil
@@ -161,9 +182,16 @@ func (d *netDev) connect(rank int, card nic.Card, epoch uint32) (*netConn, error
 		return nil, fmt.Errorf("%w: rank %d at %v: %v", ErrConfig, rank, card, err)
 	}
 	c := newNetConn(d, p, uint32(rank), epoch, d.clock())
+	if d.job != nil {
+		aead, err := frameAEAD(d.job, uint32(rank), epoch)
+		if err != nil {
+			return nil, fmt.Errorf("%w: rank %d's frame key: %v", ErrConfig, rank, err)
+		}
+		c.opener = &frameOpener{aead: aead}
+	}
 	// Packets fit the smaller MTU of the two links, and a frame's u16
-	// length.
-	c.max = min(d.link.MTU(), int(card.MTU), 0xffff) - nic.HeaderLen - pktLen
+	// length, with the trailer.
+	c.max = min(d.link.MTU(), int(card.MTU), 0xffff) - nic.HeaderLen - pktLen - d.trailer
 	if c.max < minPacket {
 		return nil, fmt.Errorf("%w: rank %d's MTU %d leaves less than a %d-byte packet", ErrConfig, rank, card.MTU, minPacket)
 	}
@@ -332,11 +360,25 @@ func (d *netDev) frame(r *nic.RxDesc) {
 		d.release(r.Frame)
 		return
 	}
+	data := r.Data[nic.HeaderLen:]
+	if c.opener != nil {
+		b, err := c.opener.open(r.Data)
+		if err != nil {
+			if err == errAuthReplay {
+				d.replays.Inc()
+			} else {
+				d.authFail.Inc()
+			}
+			d.release(r.Frame)
+			return
+		}
+		data = b[nic.HeaderLen:]
+	}
 	c.heard = d.now
 	c.onAck(h.Ack, h.SACK, h.Credit)
 	switch h.Type {
 	case nic.TypeData:
-		if c.onData(h.Seq, h.Flags, r.Frame, r.Data[nic.HeaderLen:]) {
+		if c.onData(h.Seq, h.Flags, r.Frame, data) {
 			return
 		}
 	case nic.TypeAck:

@@ -31,6 +31,10 @@ func newNetWorld(n int) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, err := NewJobKey()
+	if err != nil {
+		return nil, err
+	}
 	w := &World{eps: make([]*Endpoint, n)}
 	devs := make([]*netDev, n)
 	cards := make([]nic.Card, n)
@@ -54,7 +58,7 @@ func newNetWorld(n int) (*World, error) {
 			return fail(err)
 		}
 		epochs[i] = uint32(e) | 1
-		if devs[i], err = newNetDev(l, cookie, uint32(i), epochs[i], n); err != nil {
+		if devs[i], err = newNetDev(l, cookie, uint32(i), epochs[i], n, key); err != nil {
 			l.Close()
 			return fail(err)
 		}

@@ -140,6 +140,7 @@ func TestNetnsHydra(t *testing.T) {
 		{"xdp-2", 2, []string{"TACHYON_NIC_MODE=xdp"}},
 		{"udp-2", 2, []string{"TACHYON_NIC_MODE=udp"}},
 		{"xdp-4", 4, []string{"TACHYON_NIC_MODE=xdp"}},
+		{"xdp-auth-2", 2, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_ENGINE_NET_AUTH=true"}},
 		{"xdp-loss-1%", 2, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.01", "TACHYON_HWTEST_MESSAGES=" + million}},
 		{"xdp-loss-5%", 2, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.05", "TACHYON_HWTEST_MESSAGES=" + million}},
 		{"udp-loss-20%", 2, []string{"TACHYON_NIC_MODE=udp", "TACHYON_NIC_DROP_RATE=0.2", "TACHYON_HWTEST_MESSAGES=" + million}},
@@ -179,6 +180,41 @@ func TestNetnsHydra(t *testing.T) {
 			}
 			t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
 		})
+	}
+}
+
+// TestNetnsAuthMismatch: a job whose ranks disagree on engine_net_auth
+// fails at Init, on the rank that differs from rank 0, with an error that
+// says to set it alike.
+func TestNetnsAuthMismatch(t *testing.T) {
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		t.Skip("mpiexec.mpich not installed")
+	}
+	if err := nethost.Available(); err != nil {
+		t.Skip(err)
+	}
+	nw, err := nethost.New(nethost.Config{Hosts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for i, h := range nw.Hosts {
+		if i > 0 {
+			args = append(args, ":")
+		}
+		k, v, _ := strings.Cut(h.EnterEnv(), "=")
+		args = append(args, "-n", "1", "-env", k, v, "-env", roleEnv, "netjob",
+			"-env", "TACHYON_ENGINE_NET_AUTH", strconv.FormatBool(i == 0), exe, exe, "-test.run=^$")
+	}
+	out, err := exec.Command(mpiexec, args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "engine_net_auth is off here but the job authenticates its frames") {
+		t.Fatalf("a job with engine_net_auth on rank 0 only: %v\n%s", err, out)
 	}
 }
 

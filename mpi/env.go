@@ -203,9 +203,11 @@ func unjoinable() error {
 // PMI key-value space keys through which the ranks of a job find one
 // another: each rank's host (engine.HostID) and, where the job spans
 // hosts, its network card and incarnation; the first rank of each host
-// the name of the host's shared-memory segment; rank 0 the job's cookie.
+// the name of the host's shared-memory segment; rank 0 the job's cookie
+// and key.
 const (
 	pmiKeyCookie  = "tachyon-cookie"
+	pmiKeyAuth    = "tachyon-auth"  // the job key (engine_net_auth), pmiNone if frames go unauthenticated
 	pmiKeyHost    = "tachyon-host-" // + rank
 	pmiKeySegment = "tachyon-shm-"  // + the host's first rank
 	pmiKeyCard    = "tachyon-card-" // + rank: "card epoch"
@@ -243,13 +245,24 @@ func bootstrapPMI(c *pmi.Client) (*proc, error) {
 		return newProc(w.Endpoint(0), nil), nil
 	}
 
-	// 1. Hosts and the cookie.
+	// 1. Hosts, the cookie and the job key.
 	host := engine.HostID()
 	err := c.Put(pmiKeyHost+strconv.Itoa(me), host)
 	if err == nil && me == 0 {
 		var b [8]byte
 		if _, err = rand.Read(b[:]); err == nil {
 			err = c.Put(pmiKeyCookie, hex.EncodeToString(b[:]))
+		}
+		var key []byte
+		if err == nil {
+			key, err = engine.NewJobKey()
+		}
+		if err == nil {
+			v := pmiNone
+			if key != nil {
+				v = hex.EncodeToString(key)
+			}
+			err = c.Put(pmiKeyAuth, v)
 		}
 	}
 	if err == nil {
@@ -272,6 +285,16 @@ func bootstrapPMI(c *pmi.Client) (*proc, error) {
 	cookie, perr := strconv.ParseUint(hexCookie, 16, 64)
 	if err != nil || perr != nil {
 		return fail("looking up the job's cookie", errors.Join(err, perr))
+	}
+	var key []byte
+	if len(local) < n {
+		v, err := c.Get(pmiKeyAuth)
+		if err == nil && v != pmiNone {
+			key, err = hex.DecodeString(v)
+		}
+		if err != nil {
+			return fail("looking up the job's key", err)
+		}
 	}
 
 	// 2. The host's segment, and this rank's network link.
@@ -360,7 +383,7 @@ func bootstrapPMI(c *pmi.Client) (*proc, error) {
 		}
 	}
 	ep, err := engine.Join(engine.JobSpec{Rank: me, Size: n, Local: local, Seg: seg, Link: link,
-		Cookie: cookie, Epoch: epoch, Peers: peers})
+		Cookie: cookie, Epoch: epoch, Peers: peers, Key: key})
 	if err != nil {
 		closeAll()
 		return fail("joining the job", err)

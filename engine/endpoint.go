@@ -304,6 +304,9 @@ func (ep *Endpoint) pollLocked() int {
 		n += ep.flushAll()
 	}
 	if ep.net != nil {
+		if ep.net.bulk != nil && ep.net.bulk.active > 0 {
+			n += ep.pollBulk()
+		}
 		ep.net.service()
 	}
 	if n > 0 || ep.inflight == 0 && ep.probing == 0 {
@@ -695,6 +698,9 @@ func (ep *Endpoint) peerGone(i int, cause error) {
 	}
 	p.ctl = p.ctl[:0]
 	p.sendq, p.dataq = reqQueue{}, reqQueue{}
+	if ep.net != nil {
+		ep.net.bulkGone(i)
+	}
 	if u := p.rx.uq; u != nil {
 		ep.dropUnexpected(u)
 	}

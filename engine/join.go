@@ -12,43 +12,51 @@ import (
 	"github.com/tachyon-hpc/tachyon/rings"
 )
 
-// NetPeer is where a rank on another host listens: its link's card and
-// its incarnation, as it published them.
+// NetPeer is where a rank on another host listens: its link's card, its
+// incarnation, and the port of its bulk lane's listener, on the card's
+// address (0: it has none), as it published them.
 type NetPeer struct {
 	Card  nic.Card
 	Epoch uint32
+	Bulk  uint16
 }
 
-// String returns the peer in the form ParseNetPeer reads: its card, a
-// comma and its epoch, with no space or '=' (what a PMI value allows).
-func (p NetPeer) String() string { return fmt.Sprintf("%s,%d", p.Card, p.Epoch) }
+// String returns the peer in the form ParseNetPeer reads: its card, its
+// epoch and its bulk port, separated by commas, with no space or '='
+// (what a PMI value allows).
+func (p NetPeer) String() string { return fmt.Sprintf("%s,%d,%d", p.Card, p.Epoch, p.Bulk) }
 
 // ParseNetPeer reads a NetPeer in the form String writes.
 func ParseNetPeer(s string) (NetPeer, error) {
-	card, epoch, ok := strings.Cut(s, ",")
-	if !ok {
-		return NetPeer{}, fmt.Errorf("%w: malformed network peer %q", ErrConfig, s)
+	f := strings.Split(s, ",")
+	if len(f) != 3 {
+		return NetPeer{}, fmt.Errorf("%w: malformed network peer %q (want card,epoch,bulk port)", ErrConfig, s)
 	}
-	c, err := nic.ParseCard(card)
+	c, err := nic.ParseCard(f[0])
 	if err != nil {
 		return NetPeer{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	e, err := strconv.ParseUint(epoch, 10, 32)
+	e, err := strconv.ParseUint(f[1], 10, 32)
 	if err != nil {
 		return NetPeer{}, fmt.Errorf("%w: malformed epoch in %q", ErrConfig, s)
 	}
-	return NetPeer{Card: c, Epoch: uint32(e)}, nil
+	b, err := strconv.ParseUint(f[2], 10, 16)
+	if err != nil {
+		return NetPeer{}, fmt.Errorf("%w: malformed bulk port in %q", ErrConfig, s)
+	}
+	return NetPeer{Card: c, Epoch: uint32(e), Bulk: uint16(b)}, nil
 }
 
 // OpenNetLink opens this process's network link for a job with cookie:
 // on nic.DefaultInterface, in nic_mode (AF_XDP where it can be had; UDP
-// with engine_net_force, whose hosts share one address); and draws its
-// incarnation. It returns the link and what the other ranks
-// need to reach it.
-func OpenNetLink(cookie uint64) (nic.Link, NetPeer, error) {
+// with engine_net_force, whose hosts share one address); the listener of
+// its bulk lane (engine_net_bulk, not with engine_net_auth; nil when
+// off); and draws its incarnation. It returns the link, the listener and
+// what the other ranks need to reach them.
+func OpenNetLink(cookie uint64) (nic.Link, *nic.StreamListener, NetPeer, error) {
 	ifc, err := nic.DefaultInterface()
 	if err != nil {
-		return nil, NetPeer{}, fmt.Errorf("choosing the network interface: %w", err)
+		return nil, nil, NetPeer{}, fmt.Errorf("choosing the network interface: %w", err)
 	}
 	cfg := nic.Config{Interface: ifc, Cookie: cookie}
 	if netForce.Get() {
@@ -59,14 +67,23 @@ func OpenNetLink(cookie uint64) (nic.Link, NetPeer, error) {
 	}
 	l, err := nic.Open(cfg)
 	if err != nil {
-		return nil, NetPeer{}, fmt.Errorf("opening the network link on %s: %w", ifc, err)
+		return nil, nil, NetPeer{}, fmt.Errorf("opening the network link on %s: %w", ifc, err)
 	}
 	e, err := randomUint64()
 	if err != nil {
 		l.Close()
-		return nil, NetPeer{}, err
+		return nil, nil, NetPeer{}, err
 	}
-	return l, NetPeer{Card: l.Card(), Epoch: uint32(e) | 1}, nil
+	self := NetPeer{Card: l.Card(), Epoch: uint32(e) | 1}
+	var ln *nic.StreamListener
+	if netBulk.Get() && !netAuth.Get() {
+		if ln, err = nic.ListenStream(self.Card.IP); err != nil {
+			l.Close()
+			return nil, nil, NetPeer{}, fmt.Errorf("opening the bulk lane's listener: %w", err)
+		}
+		self.Bulk = ln.Port()
+	}
+	return l, ln, self, nil
 }
 
 // JobSpec is one rank's place in a job whose ranks may span hosts: the
@@ -85,6 +102,7 @@ type JobSpec struct {
 	// Join on (nil when every rank is local); Cookie is the job's, Epoch
 	// this rank's incarnation, and Peers, by rank, the ranks elsewhere.
 	Link   nic.Link
+	Bulk   *nic.StreamListener // the bulk lane's listener (nil: none), the endpoint's from Join on
 	Cookie uint64
 	Epoch  uint32
 	Peers  []NetPeer
@@ -159,11 +177,18 @@ func Join(spec JobSpec) (*Endpoint, error) {
 		if dev, err = newNetDev(spec.Link, spec.Cookie, uint32(rank), spec.Epoch, n, spec.Key); err != nil {
 			return fail(err)
 		}
+		if spec.Bulk != nil {
+			if spec.Key == nil {
+				dev.bulk = newBulkDev(spec.Bulk)
+			} else {
+				spec.Bulk.Close() // no lane for authenticated frames
+			}
+		}
 		for g := range n {
 			if local[g] >= 0 {
 				continue
 			}
-			c, err := dev.connect(g, spec.Peers[g].Card, spec.Peers[g].Epoch)
+			c, err := dev.connect(g, spec.Peers[g].Card, spec.Peers[g].Epoch, spec.Peers[g].Bulk)
 			if err != nil {
 				dev.close()
 				return fail(err)

@@ -295,14 +295,15 @@ func TestNetAllocs(t *testing.T) {
 
 // TestJoinMixed: a job of four ranks on two "hosts": ranks 0 and 1 share
 // one segment, 2 and 3 another, and the hosts talk over the network
-// transport. Every rank sends every other messages of every size, and
-// each goes the way its pair should: shared memory within a host, the
-// network across.
+// transport, with bulk lanes. Every rank sends every other messages of
+// every size, and each goes the way its pair should: shared memory within
+// a host, the network across, the largest over the lanes.
 func TestJoinMixed(t *testing.T) {
 	const n = 4
 	hosts := [][]int{{0, 1}, {2, 3}}
 	cookie := uint64(0x10c41)
 	links := make([]nic.Link, n)
+	lns := make([]*nic.StreamListener, n)
 	peers := make([]NetPeer, n)
 	for r := range n {
 		l, err := nic.Open(nic.Config{Mode: nic.ModeUDP, Addr: netip.MustParseAddrPort("127.0.0.1:0"), Cookie: cookie})
@@ -310,7 +311,10 @@ func TestJoinMixed(t *testing.T) {
 			t.Fatal(err)
 		}
 		links[r] = l
-		peers[r] = NetPeer{Card: l.Card(), Epoch: uint32(100 + r)}
+		if lns[r], err = nic.ListenStream(l.Card().IP); err != nil {
+			t.Fatal(err)
+		}
+		peers[r] = NetPeer{Card: l.Card(), Epoch: uint32(100 + r), Bulk: lns[r].Port()}
 	}
 	eps := make([]*Endpoint, n)
 	for _, local := range hosts {
@@ -320,7 +324,7 @@ func TestJoinMixed(t *testing.T) {
 		}
 		defer seg.Close()
 		for _, r := range local {
-			ep, err := Join(JobSpec{Rank: r, Size: n, Local: local, Seg: seg, Link: links[r], Cookie: cookie,
+			ep, err := Join(JobSpec{Rank: r, Size: n, Local: local, Seg: seg, Link: links[r], Bulk: lns[r], Cookie: cookie,
 				Epoch: peers[r].Epoch, Peers: peers})
 			if err != nil {
 				t.Fatal(err)
@@ -328,7 +332,7 @@ func TestJoinMixed(t *testing.T) {
 			eps[r] = ep
 		}
 	}
-	shm0, net0 := countShm.msgs.Value(), countNet.msgs.Value()
+	shm0, net0, bulk0 := countShm.msgs.Value(), countNet.msgs.Value(), pvNetBulkMsgs.Value()
 	errs := make(chan error, n)
 	for r := range n {
 		go func() {
@@ -380,6 +384,9 @@ func TestJoinMixed(t *testing.T) {
 	// and to each of the two ranks elsewhere.
 	if shm, net := countShm.msgs.Value()-shm0, countNet.msgs.Value()-net0; shm != uint64(n*len(streamSizes)) || net != uint64(2*n*len(streamSizes)) {
 		t.Fatalf("%d messages over shared memory, %d over the network; want %d and %d", shm, net, n*len(streamSizes), 2*n*len(streamSizes))
+	}
+	if bulk := pvNetBulkMsgs.Value() - bulk0; bulk != uint64(2*n) { // one message of each pair across is over 64 KiB
+		t.Errorf("%d messages over the bulk lanes, want %d", bulk, 2*n)
 	}
 	for _, ep := range eps {
 		if err := ep.Close(); err != nil {

@@ -88,6 +88,10 @@ type netConn struct {
 	dead              error
 	opener            *frameOpener // checks the peer's frames (engine_net_auth; nil: off)
 
+	// The bulk lane (netbulk.go), each way.
+	out bulkOut
+	in  bulkIn
+
 	// Receiving. Every seq in [dlvNxt, rcvNxt) has arrived and its packets
 	// are the Inbox's, from offset dlvOff of frame dlvNxt on; seqs in
 	// [rcvNxt, dlvNxt+window) may have arrived (out of order). Packet's

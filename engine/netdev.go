@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"net/netip"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,7 @@ type netDev struct {
 	job      []byte        // the job key (nil: frames are not authenticated)
 	sealer   *frameSealer  // tags this endpoint's frames (nil: none)
 	trailer  int           // bytes of the trailer a frame ends in (0 or authTrailer)
+	bulk     *bulkDev      // the bulk lane (nil: off)
 
 	ackEvery                     int
 	rtoBurst                     int
@@ -175,8 +177,8 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 func (d *netDev) clock() uint64 { return progress.NowCoarse() }
 
 // connect makes the connection to rank, which listens at card with
-// incarnation epoch.
-func (d *netDev) connect(rank int, card nic.Card, epoch uint32) (*netConn, error) {
+// incarnation epoch, and for its bulk lane at bulkPort (0: none).
+func (d *netDev) connect(rank int, card nic.Card, epoch uint32, bulkPort uint16) (*netConn, error) {
 	p, err := d.link.AddPeer(card)
 	if err != nil {
 		return nil, fmt.Errorf("%w: rank %d at %v: %v", ErrConfig, rank, card, err)
@@ -195,6 +197,7 @@ func (d *netDev) connect(rank int, card nic.Card, epoch uint32) (*netConn, error
 	if c.max < minPacket {
 		return nil, fmt.Errorf("%w: rank %d's MTU %d leaves less than a %d-byte packet", ErrConfig, rank, card.MTU, minPacket)
 	}
+	c.out.to = netip.AddrPortFrom(card.IP, bulkPort)
 	d.conns[rank] = c
 	d.list = append(d.list, c)
 	return c, nil
@@ -445,6 +448,10 @@ func (d *netDev) close() error {
 			c.sendBye()
 		}
 		c.close()
+		c.closeBulk()
+	}
+	if d.bulk != nil {
+		d.bulk.close()
 	}
 	d.flushReleased()
 	return d.link.Close()

@@ -39,6 +39,7 @@ func newNetWorld(n int) (*World, error) {
 	devs := make([]*netDev, n)
 	cards := make([]nic.Card, n)
 	epochs := make([]uint32, n)
+	ports := make([]uint16, n)
 	fail := func(err error) (*World, error) {
 		for _, d := range devs {
 			if d != nil {
@@ -63,6 +64,14 @@ func newNetWorld(n int) (*World, error) {
 			return fail(err)
 		}
 		cards[i] = l.Card()
+		if netBulk.Get() && key == nil { // no lane for authenticated frames
+			ln, err := nic.ListenStream(cards[i].IP)
+			if err != nil {
+				return fail(fmt.Errorf("%w: rank %d's bulk lane: %v", ErrConfig, i, err))
+			}
+			devs[i].bulk = newBulkDev(ln)
+			ports[i] = ln.Port()
+		}
 	}
 	for i := 0; i < n; i++ {
 		links := make([]Link, n)
@@ -72,7 +81,7 @@ func newNetWorld(n int) (*World, error) {
 			if j == i {
 				continue
 			}
-			c, err := devs[i].connect(j, cards[j], epochs[j])
+			c, err := devs[i].connect(j, cards[j], epochs[j], ports[j])
 			if err != nil {
 				return fail(err)
 			}

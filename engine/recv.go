@@ -332,6 +332,9 @@ func (ep *Endpoint) handleAny(src int, pkt []byte) {
 			return
 		}
 		s.rreq, s.sent, s.state = u64(pkt, 16), 0, stStreaming
+		if pkt[1]&flagBulk != 0 && ep.net != nil && ep.net.bulkSend(src, s) {
+			return
+		}
 		p.dataq.push(s)
 		ep.markQueued(p)
 	case pktData:
@@ -703,7 +706,11 @@ func (ep *Endpoint) startRendezvous(r *Request, src, length int, sreq, addr uint
 	}
 	pvPipelined.Add(1)
 	r.sent = 0
-	ep.queueCtl(src, ctlPacket{typ: pktCTS, a: sreq, b: r.id})
+	var flags byte
+	if ep.net != nil && ep.net.bulkRecv(src, r, length) {
+		flags = flagBulk
+	}
+	ep.queueCtl(src, ctlPacket{typ: pktCTS, flags: flags, a: sreq, b: r.id})
 }
 
 // stillReceiving reports whether the rendezvous receive id from src is
@@ -801,6 +808,9 @@ func (ep *Endpoint) onData(src int, pkt []byte) {
 	}
 	r.got += len(payload)
 	if r.got == length {
+		if r.bulk {
+			ep.net.bulkDone(src, r) // the sender could not reach the lane
+		}
 		r.sent = min(length, len(r.buf))
 		ep.finishRecv(r, length)
 	}

@@ -132,6 +132,7 @@ type reqProto struct {
 	uq      *unexpected // recv: the unexpected message it waits on
 	finned  bool        // synchronous eager send: fin came before its last packet left
 	split   splitState  // split rendezvous recv
+	bulk    bool        // rendezvous recv: its data was asked for over the bulk lane (netbulk.go)
 	release func()      // buffered sends: give the space back
 }
 

@@ -25,8 +25,9 @@ import (
 //	rts    0 type, 1 flags, 4 context u32, 8 tag i32, 16 length u64,
 //	       24 sender request u64, 32 sender address u64: a rendezvous
 //	       message announced; the data stays in the sender's buffer.
-//	cts    0 type, 8 sender request u64, 16 receiver request u64: the
-//	       receiver matched an rts and asks for the data in packets.
+//	cts    0 type, 1 flags, 8 sender request u64, 16 receiver request
+//	       u64: the receiver matched an rts and asks for the data in
+//	       packets, or with flagBulk (1) over the network's bulk lane.
 //	data   0 type, 8 receiver request u64, 16 offset u64, 24 payload...
 //	fin    0 type, 8 sender request u64: the receiver has the whole
 //	       message (rendezvous) or has matched it (synchronous eager).
@@ -57,6 +58,7 @@ const (
 	pktWritten   = 11
 
 	flagSync = 1 << 0 // eager or rts: the sender wants fin once matched
+	flagBulk = 1 << 0 // cts: send the data over the bulk lane (netbulk.go)
 
 	eagerHeader   = 24
 	shortHeader   = 16

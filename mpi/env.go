@@ -315,12 +315,13 @@ func bootstrapPMI(c *pmi.Client) (*proc, error) {
 		}
 	}
 	var link nic.Link
+	var bulk *nic.StreamListener
 	var epoch uint32
 	if len(local) < n {
 		card := pmiNone
 		var err error
 		var self engine.NetPeer
-		link, self, err = engine.OpenNetLink(cookie)
+		link, bulk, self, err = engine.OpenNetLink(cookie)
 		if err == nil {
 			card, epoch = self.String(), self.Epoch
 		} else if failed == nil {
@@ -333,6 +334,9 @@ func bootstrapPMI(c *pmi.Client) (*proc, error) {
 	closeAll := func() {
 		if link != nil {
 			link.Close()
+		}
+		if bulk != nil {
+			bulk.Close()
 		}
 		if seg != nil {
 			if me == leader {
@@ -382,13 +386,13 @@ func bootstrapPMI(c *pmi.Client) (*proc, error) {
 			}
 		}
 	}
-	ep, err := engine.Join(engine.JobSpec{Rank: me, Size: n, Local: local, Seg: seg, Link: link,
+	ep, err := engine.Join(engine.JobSpec{Rank: me, Size: n, Local: local, Seg: seg, Link: link, Bulk: bulk,
 		Cookie: cookie, Epoch: epoch, Peers: peers, Key: key})
 	if err != nil {
 		closeAll()
 		return fail("joining the job", err)
 	}
-	link = nil // the endpoint's now
+	link, bulk = nil, nil // the endpoint's now
 	if err := c.Barrier(); err != nil {
 		ep.Close()
 		closeAll()

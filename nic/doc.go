@@ -28,5 +28,10 @@
 // each call checks and the tests audit. Tunables are the control
 // variables nic_*, counters the performance variables nic_*.
 //
+// Beside a link, a Stream is the bulk lane: a non-blocking kernel TCP
+// connection, polled the same way, that the engine uses for the data of
+// large messages, which the kernel moves in 64 KiB segments where frames
+// would cost it one packet each (stream_linux.go).
+//
 // The reliable, ordered transport on top of it is the engine's.
 package nic

@@ -1,0 +1,437 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/netip"
+
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// The bulk lane carries the data of large rendezvous messages between
+// ranks on different hosts over a kernel TCP connection (nic.Stream), one
+// per pair of ranks and direction, instead of frames: the kernel moves a
+// 64 KiB segment for the cost of one of Tachyon's frames, and copies the
+// bytes straight from the sender's buffer and into the receiver's. The
+// frames still carry everything else, the rendezvous handshake included,
+// so the lane adds no latency to small messages and no ordering rule:
+//
+//  1. The receiver matches an rts of engine_net_bulk_min bytes or more
+//     from a peer that published a bulk port, and asks for the data with
+//     a cts flagged flagBulk.
+//  2. The sender dials the receiver's listener the first time it needs
+//     to, writes a hello (the job's cookie, both ranks and incarnations),
+//     then for each flagged cts, in order, a header (the receiver's
+//     request, the length) and the data; a send completes when the kernel
+//     has taken its last byte, as a streamed one does when its last frame
+//     is out. If the stream cannot be made, the sender streams as frames
+//     instead, which the receiver takes all the same.
+//  3. The receiver accepts the stream, checks its hello, and reads each
+//     header and then the data into the request it names; a header that
+//     names no transfer it asked for, or a stream that breaks while it
+//     waits, makes the peer dead, so no request waits for ever.
+//
+// The lane is polled while a transfer is under way in either direction;
+// otherwise a poll pays one comparison for it. It is off under
+// engine_net_auth: its bytes carry no tags, so authenticated jobs send
+// everything as frames.
+
+// Control variables of the bulk lane, read when a rank opens its network
+// link (engine_net_bulk) and when it joins (engine_net_bulk_min).
+var (
+	netBulk = cvar.NewBool("engine_net_bulk", true,
+		"Whether the data of rendezvous messages of engine_net_bulk_min bytes or more between ranks on different hosts crosses a kernel TCP connection (the bulk lane, one per pair of ranks and direction) rather than Tachyon's frames. Off, or with engine_net_auth, every byte goes as frames. A rank without it makes its peers send it frames.",
+		cvar.WithCategory("engine"))
+	netBulkMin = cvar.NewInt("engine_net_bulk_min", 64<<10,
+		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames, which start sooner.",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<50), cvar.WithUnit("bytes"))
+)
+
+// Performance variables of the bulk lane.
+var (
+	pvNetBulkMsgs      = pvar.NewCounter("engine_net_bulk_messages", "Rendezvous messages received through the bulk lane.", pvar.WithUnit("messages"))
+	pvNetBulkBytes     = pvar.NewCounter("engine_net_bulk_bytes", "Bytes received through the bulk lane.", pvar.WithUnit("bytes"))
+	pvNetBulkRefused   = pvar.NewCounter("engine_net_bulk_refused", "Streams accepted and closed at once: a wrong or incomplete hello (another job's cookie, an unknown rank, a stale incarnation), a second stream from one peer, or too many waiting.", pvar.WithUnit("streams"))
+	pvNetBulkFallbacks = pvar.NewCounter("engine_net_bulk_fallbacks", "Rendezvous messages sent as frames although their receiver asked for the bulk lane, because it could not be reached.", pvar.WithUnit("messages"))
+)
+
+const (
+	bulkMagic     = 0x4b4c5542_59484354 // "TCHYBULK", little-endian: the first eight bytes of a hello
+	bulkHelloLen  = 32                  // magic, cookie u64; from, from epoch, to, to epoch u32
+	bulkHeaderLen = 16                  // receiver request u64, length u64
+)
+
+// bulkDev is a device's side of the bulk lane: its listener and the
+// streams accepted whose hello has not all come.
+type bulkDev struct {
+	ln      *nic.StreamListener
+	min     int
+	active  int // transfers under way, both directions: the lane is polled while not 0
+	hellos  []*bulkHello
+	scratch []byte // where bytes past a truncated receive's buffer go
+
+	msgs, bytes, refused, fallbacks *pvar.CounterShard
+}
+
+// bulkHello is an accepted stream and the bytes of its hello so far.
+type bulkHello struct {
+	s *nic.Stream
+	b [bulkHelloLen]byte
+	n int
+}
+
+// bulkOut is a connection's sending side of the lane.
+type bulkOut struct {
+	to    netip.AddrPort // the peer's listener (port 0: it has none)
+	s     *nic.Stream
+	lost  bool // the stream could not be made: frames carry everything
+	hello [bulkHelloLen]byte
+	sent  int // bytes of hello written
+	q     reqQueue
+	hdr   [bulkHeaderLen]byte // the head's header
+	hdrN  int                 // bytes of it written
+}
+
+// bulkIn is a connection's receiving side of the lane.
+type bulkIn struct {
+	s     *nic.Stream
+	want  int // transfers asked for (flagBulk) and not finished
+	hdr   [bulkHeaderLen]byte
+	hdrN  int
+	r     *Request // the transfer being read, nil between transfers
+	total int      // its length
+	got   int      // bytes of it read
+}
+
+// newBulkDev gives d the lane's listener ln.
+func newBulkDev(ln *nic.StreamListener) *bulkDev {
+	return &bulkDev{
+		ln: ln, min: int(netBulkMin.Get()), scratch: make([]byte, 64<<10),
+		msgs: pvNetBulkMsgs.Shard(), bytes: pvNetBulkBytes.Shard(),
+		refused: pvNetBulkRefused.Shard(), fallbacks: pvNetBulkFallbacks.Shard(),
+	}
+}
+
+// bulkRecv reports whether the rendezvous receive r of length bytes from
+// rank src should ask for its data over the lane, and if so counts it as
+// wanted.
+func (d *netDev) bulkRecv(src int, r *Request, length int) bool {
+	b, c := d.bulk, d.conns[src]
+	if b == nil || c == nil || c.dead != nil || c.out.to.Port() == 0 || length < b.min {
+		return false
+	}
+	r.bulk = true
+	c.in.want++
+	b.active++
+	return true
+}
+
+// bulkSend queues the data of the rendezvous send s, whose receiver asked
+// for it over the lane, and reports false if the lane cannot take it: the
+// endpoint streams it as frames then.
+func (d *netDev) bulkSend(dest int, s *Request) bool {
+	b, c := d.bulk, d.conns[dest]
+	if b == nil || c == nil || c.out.lost || c.out.to.Port() == 0 {
+		if b != nil {
+			b.fallbacks.Inc()
+		}
+		return false
+	}
+	o := &c.out
+	if o.s == nil {
+		st, err := nic.DialStream(o.to)
+		if err != nil {
+			o.lost = true
+			b.fallbacks.Inc()
+			return false
+		}
+		o.s = st
+		binary.LittleEndian.PutUint64(o.hello[0:], bulkMagic)
+		binary.LittleEndian.PutUint64(o.hello[8:], d.cookie)
+		put32(o.hello[:], 16, d.self)
+		put32(o.hello[:], 20, d.epoch)
+		put32(o.hello[:], 24, c.rank)
+		put32(o.hello[:], 28, c.epoch)
+	}
+	if o.q.head == nil {
+		o.header(s)
+	}
+	o.q.push(s)
+	b.active++
+	return true
+}
+
+// header starts the transfer of s: its header goes first.
+func (o *bulkOut) header(s *Request) {
+	put64(o.hdr[:], 0, s.rreq)
+	put64(o.hdr[:], 8, uint64(len(s.buf)))
+	o.hdrN = 0
+}
+
+// pollBulk moves what it can on every connection's lane and returns how
+// many system calls moved bytes.
+func (ep *Endpoint) pollBulk() int {
+	d := ep.net
+	n := 0
+	accept := false
+	for _, c := range d.list {
+		if c.dead != nil {
+			continue
+		}
+		if c.out.q.head != nil {
+			n += ep.writeBulk(c)
+		}
+		if c.in.want > 0 {
+			if c.in.s == nil {
+				accept = true
+			} else {
+				n += ep.readBulk(c)
+			}
+		}
+	}
+	if accept || len(d.bulk.hellos) > 0 {
+		d.acceptBulk()
+	}
+	return n
+}
+
+// writeBulk writes the hello, then the queued transfers' headers and
+// data, until the kernel takes no more, and returns how many writes
+// moved bytes (work, for the progress engine's idea of idle).
+func (ep *Endpoint) writeBulk(c *netConn) int {
+	o, b := &c.out, c.dev.bulk
+	n := 0
+	for o.sent < bulkHelloLen {
+		k, err := o.s.Write(o.hello[o.sent:], nil)
+		if err != nil {
+			ep.bulkWriteFailed(c, err)
+			return n
+		}
+		if k == 0 {
+			return n
+		}
+		o.sent += k
+	}
+	for s := o.q.head; s != nil; s = o.q.head {
+		var h []byte
+		if o.hdrN < bulkHeaderLen {
+			h = o.hdr[o.hdrN:]
+		}
+		k, err := o.s.Write(h, s.buf[s.sent:])
+		if err != nil {
+			ep.bulkWriteFailed(c, err)
+			return n
+		}
+		if k == 0 {
+			return n
+		}
+		n++
+		hk := min(k, len(h))
+		o.hdrN += hk
+		s.sent += k - hk
+		if s.sent < len(s.buf) || o.hdrN < bulkHeaderLen {
+			continue
+		}
+		o.q.pop()
+		b.active--
+		ep.complete(s, nil)
+		if o.q.head != nil {
+			o.header(o.q.head)
+		}
+	}
+	return n
+}
+
+// bulkWriteFailed handles a stream the kernel would not write to. One
+// never made (refused, unreachable) leaves the transfers to the frames,
+// which the receiver takes as well; one that broke after it carried data
+// makes the peer dead, since what it took may not have arrived.
+func (ep *Endpoint) bulkWriteFailed(c *netConn, err error) {
+	o, b := &c.out, c.dev.bulk
+	o.s.Close()
+	o.s = nil
+	o.lost = true
+	if o.sent > 0 {
+		c.fail(c.dev.clock(), "bulk lane: %v", err)
+		return
+	}
+	p := &ep.peers[c.rank]
+	for s := o.q.pop(); s != nil; s = o.q.pop() {
+		b.active--
+		b.fallbacks.Inc()
+		s.sent = 0
+		p.dataq.push(s)
+	}
+	ep.markQueued(p)
+}
+
+// readBulk reads the headers and data that have come on c's stream into
+// the requests they name, and returns how many reads moved data.
+func (ep *Endpoint) readBulk(c *netConn) int {
+	in, d := &c.in, c.dev
+	b := d.bulk
+	n := 0
+	for in.want > 0 {
+		if in.r == nil {
+			k, err := in.s.Read(in.hdr[in.hdrN:])
+			if err != nil {
+				ep.bulkReadFailed(c, err)
+				return n
+			}
+			if k == 0 {
+				return n
+			}
+			if in.hdrN += k; in.hdrN < bulkHeaderLen {
+				continue
+			}
+			in.hdrN = 0
+			r := ep.reqs.lookup(u64(in.hdr[:], 0))
+			length := u64(in.hdr[:], 8)
+			if r == nil || r.kind != kindRecv || r.state != stReceiving || r.status.Source != int(c.rank) ||
+				!r.bulk || r.got != 0 || uint64(r.total) != length {
+				pvMalformed.Add(1)
+				ep.bulkReadFailed(c, errors.New("a header that names no transfer this rank asked for"))
+				return n
+			}
+			in.r, in.total, in.got = r, r.total, 0
+		}
+		r := in.r
+		dst := b.scratch[:min(len(b.scratch), in.total-in.got)]
+		if in.got < len(r.buf) {
+			dst = r.buf[in.got:min(len(r.buf), in.total)]
+		}
+		k, err := in.s.Read(dst)
+		if err != nil {
+			ep.bulkReadFailed(c, err)
+			return n
+		}
+		if k == 0 {
+			return n
+		}
+		n++
+		in.got += k
+		c.heard = d.now
+		b.bytes.Add(uint64(k))
+		if in.got < in.total {
+			continue
+		}
+		in.r = nil
+		in.want--
+		b.active--
+		b.msgs.Inc()
+		r.bulk = false
+		r.got = in.total
+		r.sent = min(in.total, len(r.buf))
+		ep.finishRecv(r, in.total)
+	}
+	return n
+}
+
+// bulkReadFailed makes c's peer dead: its stream broke, or closed, or
+// carried garbage, while this rank waited for data on it.
+func (ep *Endpoint) bulkReadFailed(c *netConn, err error) {
+	if errors.Is(err, io.EOF) {
+		err = errors.New("the peer closed it with transfers due")
+	}
+	c.in.s.Close()
+	c.in.s = nil
+	c.fail(c.dev.clock(), "bulk lane: %v", err)
+}
+
+// bulkDone notes that the lane transfer r asked for came as frames
+// instead (the sender could not reach the lane).
+func (d *netDev) bulkDone(src int, r *Request) {
+	r.bulk = false
+	if c := d.conns[src]; c != nil && c.in.want > 0 {
+		c.in.want--
+		d.bulk.active--
+	}
+}
+
+// acceptBulk takes the streams peers dialed and reads their hellos; a
+// stream whose hello is whole and right becomes its peer's lane.
+func (d *netDev) acceptBulk() {
+	b := d.bulk
+	for {
+		s, err := b.ln.Accept()
+		if s == nil || err != nil {
+			break
+		}
+		if len(b.hellos) >= len(d.list)+8 {
+			s.Close() // more half-open streams than peers: someone else's
+			b.refused.Inc()
+			continue
+		}
+		b.hellos = append(b.hellos, &bulkHello{s: s})
+	}
+	for i := 0; i < len(b.hellos); {
+		h := b.hellos[i]
+		k, err := h.s.Read(h.b[h.n:])
+		h.n += k
+		if err == nil && h.n < bulkHelloLen {
+			i++
+			continue
+		}
+		b.hellos[i] = b.hellos[len(b.hellos)-1]
+		b.hellos[len(b.hellos)-1] = nil
+		b.hellos = b.hellos[:len(b.hellos)-1]
+		if err != nil || !d.helloed(h) {
+			h.s.Close()
+			b.refused.Inc()
+		}
+	}
+}
+
+// helloed makes h's stream its sender's lane if its hello is this job's,
+// from a network peer's current incarnation, to this one.
+func (d *netDev) helloed(h *bulkHello) bool {
+	from, to := u32(h.b[:], 16), u32(h.b[:], 24)
+	if binary.LittleEndian.Uint64(h.b[0:]) != bulkMagic || u64(h.b[:], 8) != d.cookie ||
+		to != d.self || u32(h.b[:], 28) != d.epoch || int(from) >= len(d.conns) {
+		return false
+	}
+	c := d.conns[from]
+	if c == nil || c.dead != nil || c.epoch != u32(h.b[:], 20) || c.in.s != nil {
+		return false
+	}
+	c.in.s = h.s
+	return true
+}
+
+// bulkGone drops the lane to rank i, whose operations have failed.
+func (d *netDev) bulkGone(i int) {
+	b, c := d.bulk, d.conns[i]
+	if b == nil || c == nil {
+		return
+	}
+	for s := c.out.q.pop(); s != nil; s = c.out.q.pop() {
+		b.active--
+	}
+	b.active -= c.in.want
+	c.in.want, c.in.r = 0, nil
+	c.closeBulk()
+}
+
+// closeBulk closes c's streams.
+func (c *netConn) closeBulk() {
+	if c.out.s != nil {
+		c.out.s.Close()
+		c.out.s = nil
+	}
+	if c.in.s != nil {
+		c.in.s.Close()
+		c.in.s = nil
+	}
+}
+
+// closeBulk closes the listener and the streams not yet taken.
+func (b *bulkDev) close() {
+	b.ln.Close()
+	for _, h := range b.hellos {
+		h.s.Close()
+	}
+	b.hellos = nil
+}

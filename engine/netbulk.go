@@ -361,9 +361,12 @@ func (d *netDev) acceptBulk() {
 			break
 		}
 		if len(b.hellos) >= len(d.list)+8 {
-			s.Close() // more half-open streams than peers: someone else's
+			// More silent streams than peers: someone else's. The
+			// oldest goes, so that they cannot keep a peer's out (a
+			// peer's hello follows its connection at once).
+			b.hellos[0].s.Close()
 			b.refused.Inc()
-			continue
+			b.hellos = append(b.hellos[:0], b.hellos[1:]...)
 		}
 		b.hellos = append(b.hellos, &bulkHello{s: s})
 	}

@@ -45,8 +45,8 @@ var (
 	netBulk = cvar.NewBool("engine_net_bulk", true,
 		"Whether the data of rendezvous messages of engine_net_bulk_min bytes or more between ranks on different hosts crosses a kernel TCP connection (the bulk lane, one per pair of ranks and direction) rather than Tachyon's frames. Off, or with engine_net_auth, every byte goes as frames. A rank without it makes its peers send it frames.",
 		cvar.WithCategory("engine"))
-	netBulkMin = cvar.NewInt("engine_net_bulk_min", 64<<10,
-		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames, which start sooner.",
+	netBulkMin = cvar.NewInt("engine_net_bulk_min", 16<<10,
+		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames. The default, the default engine_eager_limit, sends every rendezvous message's data over the lane, which is faster than frames from there on.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<50), cvar.WithUnit("bytes"))
 )
 

@@ -214,16 +214,7 @@ func Join(spec JobSpec) (*Endpoint, error) {
 		side.joined()
 	}
 	if dev != nil {
-		ep.net = dev
-		dev.polls = &ep.polls
-		go dev.keep(ep)
-		ep.onClose = append(ep.onClose, func() {
-			dev.stop.Store(true)
-			<-dev.kept
-			ep.lock()
-			dev.close()
-			ep.unlock()
-		})
+		ep.onClose = append(ep.onClose, ep.attachNet(dev))
 	}
 	ep.onClose = append(ep.onClose, closers...)
 	return ep, nil

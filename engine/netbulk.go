@@ -45,6 +45,9 @@ var (
 	netBulk = cvar.NewBool("engine_net_bulk", true,
 		"Whether the data of rendezvous messages of engine_net_bulk_min bytes or more between ranks on different hosts crosses a kernel TCP connection (the bulk lane, one per pair of ranks and direction) rather than Tachyon's frames. Off, or with engine_net_auth, every byte goes as frames. A rank without it makes its peers send it frames.",
 		cvar.WithCategory("engine"))
+	netBulkLowat = cvar.NewInt("engine_net_bulk_lowat", 256<<10,
+		"SO_RCVLOWAT of a bulk lane's receiving socket (0: the kernel's): the kernel acknowledges at once while less than this waits unread, and sizes the receive buffer to hold it. With it, 256 KiB to 4 MiB messages between two hosts on one machine went faster (docs/network.md).",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("bytes"))
 	netBulkMin = cvar.NewInt("engine_net_bulk_min", 16<<10,
 		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames. The default, the default engine_eager_limit, sends every rendezvous message's data over the lane, which is faster than frames from there on.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<50), cvar.WithUnit("bytes"))
@@ -69,6 +72,7 @@ const (
 type bulkDev struct {
 	ln      *nic.StreamListener
 	min     int
+	lowat   int // engine_net_bulk_lowat
 	active  int // transfers under way, both directions: the lane is polled while not 0
 	hellos  []*bulkHello
 	scratch []byte // where bytes past a truncated receive's buffer go
@@ -109,7 +113,7 @@ type bulkIn struct {
 // newBulkDev gives d the lane's listener ln.
 func newBulkDev(ln *nic.StreamListener) *bulkDev {
 	return &bulkDev{
-		ln: ln, min: int(netBulkMin.Get()), scratch: make([]byte, 64<<10),
+		ln: ln, min: int(netBulkMin.Get()), lowat: int(netBulkLowat.Get()), scratch: make([]byte, 64<<10),
 		msgs: pvNetBulkMsgs.Shard(), bytes: pvNetBulkBytes.Shard(),
 		refused: pvNetBulkRefused.Shard(), fallbacks: pvNetBulkFallbacks.Shard(),
 	}
@@ -399,6 +403,9 @@ func (d *netDev) helloed(h *bulkHello) bool {
 	c := d.conns[from]
 	if c == nil || c.dead != nil || c.epoch != u32(h.b[:], 20) || c.in.s != nil {
 		return false
+	}
+	if d.bulk.lowat > 0 {
+		h.s.SetReadLowWater(d.bulk.lowat) // a tuning: the lane works without it
 	}
 	c.in.s = h.s
 	return true

@@ -171,6 +171,21 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 	return d, nil
 }
 
+// attachNet makes dev ep's network device and starts its keeper. It
+// returns what stops and closes them when ep closes.
+func (ep *Endpoint) attachNet(dev *netDev) func() {
+	ep.net = dev
+	dev.polls = &ep.polls
+	go dev.keep(ep)
+	return func() {
+		dev.stop.Store(true)
+		<-dev.kept
+		ep.lock()
+		dev.close()
+		ep.unlock()
+	}
+}
+
 // clock reads the progress clock without ordering (NowCoarse: a plain
 // RDTSC, half the ordered read's cost, on a path read at every poll): the
 // timers and round-trip samples it serves are microseconds long.

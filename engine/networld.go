@@ -108,18 +108,11 @@ func newNetWorld(n int) (*World, error) {
 		if err != nil {
 			return fail(err)
 		}
-		ep.net = devs[i]
-		dev := devs[i]
-		dev.polls = &ep.polls
-		go dev.keep(ep)
+		closeNet := ep.attachNet(devs[i])
 		ep.onClose = append(ep.onClose, func() {
 			lc.close()
 			ic.close()
-			dev.stop.Store(true)
-			<-dev.kept
-			ep.lock()
-			dev.close()
-			ep.unlock()
+			closeNet()
 			prog.Close()
 		})
 		w.eps[i] = ep

@@ -168,6 +168,17 @@ func (s *Stream) Read(b []byte) (int, error) {
 	}
 }
 
+// SetReadLowWater sets the socket's SO_RCVLOWAT to n bytes: the kernel
+// then acknowledges data at once while less than n waits unread, and
+// makes its receive buffer hold at least n. Reads still return whatever
+// has come.
+func (s *Stream) SetReadLowWater(n int) error {
+	if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, n); err != nil {
+		return fmt.Errorf("nic: stream low water %d: %w", n, err)
+	}
+	return nil
+}
+
 // streamError wraps a stream's system call error; a peer that went away
 // (reset, refused, broken pipe) matches ErrStreamLost.
 func streamError(what string, e unix.Errno) error {

@@ -40,11 +40,14 @@ func streamPair(t *testing.T) (w, r *Stream, ln *StreamListener) {
 }
 
 // TestStream: a header and 4 MiB written in non-blocking pieces arrive
-// whole and in order, read in non-blocking pieces; an empty Read is no
-// end; the writer's Close is io.EOF after the last byte; calls after
-// Close fail.
+// whole and in order, read in non-blocking pieces, although the reader's
+// low water is above what comes at a time; an empty Read is no end; the
+// writer's Close is io.EOF after the last byte; calls after Close fail.
 func TestStream(t *testing.T) {
 	w, r, ln := streamPair(t)
+	if err := r.SetReadLowWater(8 << 20); err != nil {
+		t.Fatal(err)
+	}
 	hdr := []byte("header!!")
 	data := make([]byte, 4<<20)
 	for i := range data {

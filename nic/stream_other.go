@@ -35,6 +35,9 @@ func (s *Stream) Write(a, b []byte) (int, error) { return 0, ErrNotLinux }
 // Read fails with ErrNotLinux.
 func (s *Stream) Read(b []byte) (int, error) { return 0, ErrNotLinux }
 
+// SetReadLowWater fails with ErrNotLinux.
+func (s *Stream) SetReadLowWater(n int) error { return ErrNotLinux }
+
 // Close fails with ErrClosed.
 func (s *Stream) Close() error { return ErrClosed }
 

@@ -22,8 +22,8 @@ type Comm struct {
 	ctx    uint32 // point-to-point context; ctx+1 carries internal collectives
 	freed  uint32 // 1 once freed (asm.StoreRelaxed32), read with asm.LoadRelaxed32 so that the usual path's checks stay one chain of compares
 	errh   atomic.Int32
-	name   string
-	worldC bool // ranks are world ranks: no translation
+	name   atomic.Pointer[string] // SetName's, nil if none: any goroutine may name or read at ThreadMultiple
+	worldC bool                   // ranks are world ranks: no translation
 }
 
 // Errhandler says what a routine does with an error on a communicator
@@ -64,8 +64,8 @@ func (c *Comm) check(op string) error {
 }
 
 func (c *Comm) label() string {
-	if c.name != "" {
-		return c.name
+	if n := c.Name(); n != "" {
+		return n
 	}
 	return fmt.Sprintf("context %d", c.ctx/2)
 }
@@ -151,7 +151,10 @@ func (c *Comm) Name() string {
 	if c == nil {
 		return ""
 	}
-	return c.name
+	if n := c.name.Load(); n != nil {
+		return *n
+	}
+	return ""
 }
 
 // SetName names c for error messages and tools (MPI_COMM_SET_NAME).
@@ -159,7 +162,7 @@ func (c *Comm) SetName(name string) error {
 	if err := c.check("SetName"); err != nil {
 		return err
 	}
-	c.name = name
+	c.name.Store(&name)
 	return nil
 }
 

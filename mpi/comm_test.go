@@ -3,6 +3,8 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -136,5 +138,51 @@ func TestMainWithoutLauncher(t *testing.T) {
 	}
 	if err := Main(2, func(w *Comm) error { return errFinalized }); err != errFinalized {
 		t.Fatalf("Main's error: %v", err)
+	}
+}
+
+// TestSetNameConcurrent: at ThreadMultiple, goroutines of one rank name a
+// communicator and read its name and errors at once (run under -race);
+// every name read is one that was set whole.
+func TestSetNameConcurrent(t *testing.T) {
+	if err := Run(1, func(c *Comm) error {
+		d, err := c.Dup()
+		if err != nil {
+			return err
+		}
+		names := map[string]bool{"": true, "alpha": true, "a longer name, beta": true}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 2000 {
+					switch {
+					case g%2 == 0 && i%2 == 0:
+						d.SetName("alpha")
+					case g%2 == 0:
+						d.SetName("a longer name, beta")
+					default:
+						if n := d.Name(); !names[n] {
+							errs <- fmt.Errorf("read name %q", n)
+							return
+						}
+						if err := d.label(); !names[err] && !strings.HasPrefix(err, "context ") {
+							errs <- fmt.Errorf("label %q", err)
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			return err
+		}
+		return d.Free()
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -427,7 +427,7 @@ func Finalize() error {
 	env.mu.Lock()
 	defer env.mu.Unlock()
 	if env.state.Load() != stateInit {
-		return errorf(ErrNotInitialized, "Finalize", "MPI is not initialized")
+		return notInitialized("Finalize", "Finalize (c.Finalize)")
 	}
 	err := env.p.finalize()
 	if c := env.pmi; c != nil {

@@ -3,6 +3,8 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -156,4 +158,74 @@ func TestAfterFinalize(t *testing.T) {
 		t.Fatal(err)
 	}
 	runProcesses(t, 2, scAfter)
+}
+
+// TestFinalizeOneClass: Finalize whose closing barrier fails, because the
+// other rank left without Finalize, returns an error that matches one
+// class alone, ErrProcFailed, in-process and across processes.
+func TestFinalizeOneClass(t *testing.T) {
+	if err := Run(2, func(c *Comm) error {
+		if c.Rank() == 1 {
+			return nil // leaves without Finalize
+		}
+		return finalizedAlone(c.Finalize())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runProcesses(t, 2, scFinalizeAlone)
+}
+
+var scFinalizeAlone = scenario("finalize-alone", func(c *Comm) error {
+	if c.Rank() == 1 {
+		os.Exit(0) // leaves without Finalize
+	}
+	if err := finalizedAlone(Finalize()); err != nil {
+		return err
+	}
+	return errFinalized
+})
+
+// finalizedAlone checks the error of a Finalize that found its peer gone.
+func finalizedAlone(err error) error {
+	if err == nil {
+		return errors.New("Finalize succeeded without the other rank")
+	}
+	var matched []error
+	for _, cls := range classes {
+		if errors.Is(err, cls) {
+			matched = append(matched, cls)
+		}
+	}
+	if len(matched) != 1 || matched[0] != ErrProcFailed || ErrorClass(err) != ErrProcFailed {
+		return fmt.Errorf("Finalize's error %q matches %v, class %v; want ErrProcFailed alone", err, matched, ErrorClass(err))
+	}
+	return nil
+}
+
+// TestPackageRoutinesInRun: the package-level routines that need the
+// process's MPI, called from a rank of Run, fail with ErrNotInitialized
+// and name the World's method to call instead; outside Run they only say
+// MPI is not initialized.
+func TestPackageRoutinesInRun(t *testing.T) {
+	calls := map[string]func() error{
+		"BufferAttach": func() error { return BufferAttach(make([]byte, 100)) },
+		"BufferDetach": func() error { _, err := BufferDetach(); return err },
+		"Finalize":     Finalize,
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, ErrNotInitialized) || strings.Contains(err.Error(), "Run") {
+			t.Errorf("%s outside Run: %v", name, err)
+		}
+	}
+	if err := Run(2, func(c *Comm) error {
+		for name, call := range calls {
+			err := call()
+			if !errors.Is(err, ErrNotInitialized) || !strings.Contains(err.Error(), "c."+name) {
+				return fmt.Errorf("%s in a rank of Run: %v", name, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -365,3 +365,32 @@ func TestQueryThreadNotInitialized(t *testing.T) {
 		t.Fatalf("QueryThread before Init: %v", err)
 	}
 }
+
+// TestTimerBeforeInit: in a process that never called Init, a timer
+// request completes no earlier than its due time, and cancels.
+func TestTimerBeforeInit(t *testing.T) {
+	if Initialized() {
+		t.Fatal("the test process initialized MPI")
+	}
+	start := Wtime()
+	r, err := TimerCreate(0.002)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if el := Wtime() - start; el < 0.002 {
+		t.Fatalf("a 2 ms timer completed after %v s", el)
+	}
+	r, err = TimerCreate(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Wait(); err != nil || !st.Cancelled {
+		t.Fatalf("cancelled timer: %+v, %v", st, err)
+	}
+}

@@ -3,6 +3,7 @@ package mpi
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -169,11 +170,14 @@ func newProc(ep *engine.Endpoint, closer func()) *proc {
 		ranks[i] = i
 	}
 	p.world = newComm(p, newGroup(ranks, ep.Rank()), 0)
-	p.world.name = "MPI_COMM_WORLD"
+	p.world.name.Store(&worldName)
 	p.self = newComm(p, newGroup([]int{ep.Rank()}, ep.Rank()), 1)
-	p.self.name = "MPI_COMM_SELF"
+	p.self.name.Store(&selfName)
 	return p
 }
+
+// The predefined communicators' names.
+var worldName, selfName = "MPI_COMM_WORLD", "MPI_COMM_SELF"
 
 // finalize is Finalize for one rank.
 func (p *proc) finalize() error {
@@ -192,9 +196,35 @@ func (p *proc) finalize() error {
 		p.closer()
 	}
 	if len(errs) > 0 {
-		return &Error{Class: ErrOther, Op: "Finalize", Detail: "finalizing", Err: errors.Join(errs...)}
+		return finalizeError(errs)
 	}
 	return nil
+}
+
+// finalizeError makes what Finalize ran into one error of one class: the
+// first error's (ErrOther if it has none), so that errors.Is matches that
+// class alone, with every error's text and cause kept.
+func finalizeError(errs []error) *Error {
+	out := &Error{Class: ErrOther, Op: "Finalize", Detail: "finalizing"}
+	causes := make([]error, len(errs))
+	for i, err := range errs {
+		causes[i] = err
+		var e *Error
+		if !errors.As(err, &e) {
+			continue
+		}
+		if i == 0 {
+			out.Class = e.Class
+		}
+		// The inner Error's text and cause, not its class.
+		if e.Err != nil {
+			causes[i] = fmt.Errorf("%s: %s: %w", e.Op, e.Detail, e.Err)
+		} else {
+			causes[i] = errors.New(e.Op + ": " + e.Detail)
+		}
+	}
+	out.Err = errors.Join(causes...)
+	return out
 }
 
 // Tags of the internal collectives, on a communicator's collective

@@ -289,6 +289,11 @@ var timerEngine struct {
 // Wtime()+dueTime (MPI_TIMER_CREATE); a due time of zero or less gives a
 // completed request. It can be waited on with communication requests, and
 // cancelled, freed and reset like them.
+//
+// Unlike the other routines it works before Init, and so in the ranks of
+// Run, which have no Init: the timer then runs on a progress engine of
+// its own, as a clock needs no job. After Finalize it fails with
+// ErrNotInitialized.
 func TimerCreate(dueTime float64) (*Request, error) {
 	if env.state.Load() == stateDone {
 		return nil, errorf(ErrNotInitialized, "TimerCreate", "MPI was finalized")

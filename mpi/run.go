@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tachyon-hpc/tachyon/engine"
 )
@@ -30,6 +31,8 @@ func Run(n int, fn func(world *Comm) error) error {
 		once  sync.Once
 		first error
 	)
+	runWorlds.Add(1)
+	defer runWorlds.Add(-1)
 	for i := 0; i < n; i++ {
 		p := newProc(w.Endpoint(i), nil)
 		wg.Add(1)
@@ -43,6 +46,20 @@ func Run(n int, fn func(world *Comm) error) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// runWorlds counts the worlds of Run under way, so that a package-level
+// routine called from one of their ranks can say what to call instead.
+var runWorlds atomic.Int32
+
+// notInitialized is the error of a package-level routine, op, that needs
+// the process's MPI when there is none: inside a rank of Run, it names
+// what the rank calls instead, its World's method (alt).
+func notInitialized(op, alt string) *Error {
+	if runWorlds.Load() > 0 {
+		return errorf(ErrNotInitialized, op, "MPI is not initialized in this process; a goroutine rank of Run calls its World's %s instead", alt)
+	}
+	return errorf(ErrNotInitialized, op, "MPI is not initialized")
 }
 
 // runRank runs fn as one rank and ends the rank afterwards, finalizing it
@@ -81,7 +98,7 @@ func (c *Comm) Finalize() error {
 func BufferAttach(buf []byte) error {
 	p := current()
 	if p == nil {
-		return errorf(ErrNotInitialized, "BufferAttach", "MPI is not initialized")
+		return notInitialized("BufferAttach", "BufferAttach (c.BufferAttach)")
 	}
 	return p.world.BufferAttach(buf)
 }
@@ -91,7 +108,7 @@ func BufferAttach(buf []byte) error {
 func BufferDetach() ([]byte, error) {
 	p := current()
 	if p == nil {
-		return nil, errorf(ErrNotInitialized, "BufferDetach", "MPI is not initialized")
+		return nil, notInitialized("BufferDetach", "BufferDetach (c.BufferDetach)")
 	}
 	return p.world.BufferDetach()
 }

@@ -42,9 +42,10 @@ type Endpoint struct {
 	checkD   time.Duration // engine_check_interval when checkC was computed
 	checkC   uint64        // the same in clock counts
 	onClose  []func()
-	serial   bool    // no lock: one goroutine at a time (SetSerial)
-	notify   bool    // requests completed: ring this engine's doorbell at unlock
-	woken    []int32 // peers whose links got packets: wake them at unlock
+	onAbort  func(code int) // marks the job aborted where a launcher looks (a shared-memory job's segment); nil if none
+	serial   bool           // no lock: one goroutine at a time (SetSerial)
+	notify   bool           // requests completed: ring this engine's doorbell at unlock
+	woken    []int32        // peers whose links got packets: wake them at unlock
 
 	uqLevel *pvar.LevelShard
 	uqHWM   *pvar.WatermarkShard
@@ -206,11 +207,15 @@ func Wtime() float64 { return progress.Wtime() }
 func Wtick() float64 { return progress.Wtick() }
 
 // Abort ends this process with code as its exit status, after printing
-// msg; a launcher that sees a rank exit with a non-zero status ends the
-// others (MPID_Abort).
+// msg and, in a shared-memory job, marking the job aborted in its segment
+// (ShmJobAborted): a launcher that sees a rank exit ends the others if it
+// aborted, whatever the code, or if its status is not zero (MPID_Abort).
 func (ep *Endpoint) Abort(code int, msg string) {
 	if msg == "" {
 		msg = "aborted"
+	}
+	if ep.onAbort != nil {
+		ep.onAbort(code)
 	}
 	fmt.Fprintf(os.Stderr, "tachyon: rank %d: %s (exit status %d)\n", ep.rank, msg, code)
 	os.Exit(code)

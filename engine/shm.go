@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -16,9 +17,10 @@ import (
 // A shared-memory job is one segment (see rings.Segment) that every rank
 // process maps, with two regions:
 //
-//	region 0  control: line 0 {magic u32, ranks u32, ring bytes u64},
-//	          then two lines per rank: its doorbell, and {pid u64,
-//	          attached u32}
+//	region 0  control: line 0 {magic u32, ranks u32, ring bytes u64,
+//	          abort u64}, then two lines per rank: its doorbell, and
+//	          {pid u64, attached u32}; abort is 0, or the first
+//	          Endpoint.Abort's 1<<63 | rank<<32 | code, for the launcher
 //	region 1  the pair rings, ranks² of ring bytes each (a multiple of a
 //	          cache line): ring i*n+j carries rank i's packets to rank j,
 //	          a record ring or a cell ring (engine_rings, as the creator
@@ -35,6 +37,7 @@ const (
 	ctlLine      = 64
 	ctlPerRank   = 2 * ctlLine
 	offCtlRing   = 8       // within line 0: ring bytes
+	offCtlAbort  = 16      // within line 0: the job's abort
 	offCtlPID    = ctlLine // within a rank's lines
 	offCtlJoined = ctlLine + 8
 	maxShmRanks  = 1 << 12
@@ -122,6 +125,28 @@ func (j shmJob) pid(i int) int {
 	return int(asm.LoadAcquire64((*uint64)(unsafe.Pointer(&j.rankLines(i)[offCtlPID]))))
 }
 
+// markAborted records that rank aborted the job with code, unless a rank
+// did first.
+func (j shmJob) markAborted(rank, code int) {
+	w := (*uint64)(unsafe.Pointer(&j.ctl[offCtlAbort]))
+	atomic.CompareAndSwapUint64(w, 0, 1<<63|uint64(uint32(rank))<<32|uint64(uint32(int32(code))))
+}
+
+// ShmJobAborted reports whether a rank of the job in seg called Abort,
+// which one and with what code. A launcher reads it when a rank exits,
+// so that an abort ends the job whatever its code, 0 included.
+func ShmJobAborted(seg *rings.Segment) (rank, code int, ok bool) {
+	j, err := openShmJob(seg)
+	if err != nil {
+		return 0, 0, false
+	}
+	v := atomic.LoadUint64((*uint64)(unsafe.Pointer(&j.ctl[offCtlAbort])))
+	if v == 0 {
+		return 0, 0, false
+	}
+	return int(v >> 32 & 0x7fffffff), int(int32(uint32(v))), true
+}
+
 // ringMem returns the memory of the ring from rank i to rank k.
 func (j shmJob) ringMem(i, k int) []byte {
 	off := (i*j.n + k) * j.stride
@@ -184,6 +209,7 @@ func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
 	}
 	rd.ep = ep
 	a.joined()
+	ep.onAbort = func(code int) { a.job.markAborted(rank, code) }
 	ep.onClose = append(ep.onClose, a.close)
 	return ep, nil
 }

@@ -41,11 +41,11 @@ func runRole(role string) int {
 		if err = netFail(w); err == nil {
 			return 0 // finalized
 		}
-	case "abort":
+	case "abort", "abort0":
 		if me == 1 {
-			mpi.Abort(w, 7)
+			mpi.Abort(w, map[string]int{"abort": 7, "abort0": 0}[role])
 		}
-		_, err = w.Recv(make([]byte, 8), 1, 0) // never sent: srun ends the step
+		_, err = w.Recv(make([]byte, 8), 1, 0) // never sent: the launcher ends the job
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -118,6 +118,17 @@ func TestSlurm(t *testing.T) {
 		}
 		if took > 30*time.Second {
 			t.Fatalf("took %v: the other ranks were not ended", took)
+		}
+	})
+	t.Run("abort0", func(t *testing.T) {
+		// An abort with code 0 ends the step all the same: the other
+		// tasks, blocked in a receive, do not run on.
+		out, code, took := c.srun(t, "abort0", "--mpi=pmi2", "-n", "3", os.Args[0])
+		if code == 0 || took > 30*time.Second {
+			t.Fatalf("exit %d after %v:\n%s", code, took, out)
+		}
+		if !strings.Contains(out, "Abort(0) called") {
+			t.Fatalf("no word of the abort:\n%s", out)
 		}
 	})
 	t.Run("netns-2", func(t *testing.T) {

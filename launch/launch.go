@@ -160,7 +160,9 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 		}
 		seg.Close()
 	}()
-	return newJob(cfg, path, name).run(ctx)
+	j := newJob(cfg, path, name)
+	j.seg = seg
+	return j.run(ctx)
 }
 
 func newJob(cfg Config, path, segment string) *job {
@@ -213,6 +215,7 @@ type job struct {
 	cfg     Config
 	path    string
 	segment string
+	seg     *rings.Segment // the job's segment, where a rank's Abort is marked (nil with NetNS)
 	out     output
 	// With NetNS: the hosts, the process manager, this program (the
 	// shim), and the ranks' aborts through PMI.
@@ -330,6 +333,19 @@ func (j *job) run(ctx context.Context) (int, error) {
 			left--
 			ranks[e.rank].exited = true
 			c, how := exitStatus(e.state, e.err)
+			if !stopping && j.seg != nil {
+				// A rank that called Abort marked the segment: the job
+				// ends whatever the code, as for an abort through PMI.
+				if r, ac, ok := engine.ShmJobAborted(j.seg); ok {
+					c, how = ac, fmt.Sprintf("aborted the job with code %d", ac)
+					if r != e.rank {
+						how = fmt.Sprintf("exited after rank %d aborted the job with code %d", r, ac)
+					}
+					if c == 0 {
+						c = 1 // an abort is an abort, whatever its code
+					}
+				}
+			}
 			if c != 0 && !stopping {
 				code = c
 				others := ""

@@ -109,14 +109,14 @@ func runRole(role string) int {
 			return 3
 		}
 		return sleepForever()
-	case "abort7": // rank 1 calls Abort(World, 7); the others wait
+	case "abort7", "abort0": // rank 1 calls Abort(World, 7 or 0); the others wait
 		if err := mpi.Init(); err != nil {
 			fmt.Fprintln(os.Stderr, "Init:", err)
 			return 1
 		}
 		announce()
 		if rankOf() == 1 {
-			mpi.Abort(mpi.World(), 7)
+			mpi.Abort(mpi.World(), map[string]int{"abort7": 7, "abort0": 0}[role])
 		}
 		return sleepForever()
 	case "kill9": // rank 1 dies by SIGKILL
@@ -322,6 +322,22 @@ func TestAbortCode(t *testing.T) {
 		t.Fatalf("Run = %d, %v, want 7\n%s\n%s", res.code, res.err, res.out, res.err2)
 	}
 	pidsGone(t, res.out.String(), 1)
+}
+
+// TestAbortZero: an abort with code 0 ends the job all the same, with
+// status 1, and says so.
+func TestAbortZero(t *testing.T) {
+	res := runJob(t, nil, 3, "abort0", nil)
+	if res.err != nil || res.code != 1 {
+		t.Fatalf("Run = %d, %v, want 1\n%s\n%s", res.code, res.err, res.out, res.err2)
+	}
+	if res.took > 30*time.Second {
+		t.Fatalf("took %v: the other ranks were not stopped", res.took)
+	}
+	if !strings.Contains(res.err2.String(), "rank 1 aborted the job with code 0; stopping the other 2 rank(s)") {
+		t.Errorf("no note of the abort:\n%s", res.err2)
+	}
+	pidsGone(t, res.out.String(), 2)
 }
 
 func TestSignalDeath(t *testing.T) {

@@ -1,0 +1,35 @@
+//go:build linux
+
+package hwtests
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHydraAbortZero: under MPICH's mpiexec (Hydra), a rank's Abort with
+// code 0 ends the whole job: the other ranks, blocked in a receive, are
+// ended with it, well before the test's deadline.
+func TestHydraAbortZero(t *testing.T) {
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		t.Skip("mpiexec.mpich is not installed (CI installs MPICH)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpiexec, "-n", "3", "-env", roleEnv, "abort0", os.Args[0], "-test.run=^$")
+	cmd.Env = os.Environ()
+	begin := time.Now()
+	out, _ := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the job still ran a minute after rank 1's Abort(0):\n%s", out)
+	}
+	if !strings.Contains(string(out), "Abort(0) called") {
+		t.Fatalf("no word of the abort (exit %d after %v):\n%s", cmd.ProcessState.ExitCode(), time.Since(begin), out)
+	}
+	t.Logf("mpiexec exit %d after %v", cmd.ProcessState.ExitCode(), time.Since(begin).Round(time.Millisecond))
+}

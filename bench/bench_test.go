@@ -162,7 +162,7 @@ func TestOptions(t *testing.T) {
 	for _, tc := range []struct {
 		thread, transport string
 		ok                bool
-		level             int
+		level             mpi.ThreadLevel
 		title             string
 	}{
 		{"", "shm", true, mpi.ThreadSerialized, "shared memory (processes), ThreadSerialized"},

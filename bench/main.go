@@ -140,7 +140,7 @@ func (o options) check() error {
 }
 
 // level returns the thread level process ranks ask for.
-func (o options) level() int {
+func (o options) level() mpi.ThreadLevel {
 	if o.thread == "multiple" {
 		return mpi.ThreadMultiple
 	}

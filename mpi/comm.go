@@ -325,7 +325,7 @@ func (c *Comm) Free() error {
 // Compare reports how a and b relate (MPI_COMM_COMPARE): Ident for the
 // same communicator, Congruent for the same group in the same order,
 // Similar for the same ranks in another order, Unequal otherwise.
-func Compare(a, b *Comm) (int, error) {
+func Compare(a, b *Comm) (Comparison, error) {
 	if err := a.check("Compare"); err != nil {
 		return 0, err
 	}

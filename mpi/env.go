@@ -29,13 +29,26 @@ const (
 	TagUB = 1<<31 - 1
 )
 
-// Thread support levels (MPI_THREAD_*).
+// ThreadLevel is a thread support level (MPI_THREAD_*). Levels are
+// ordered: each allows what the ones below it allow.
+type ThreadLevel int
+
+// Thread support levels.
 const (
-	ThreadSingle = iota
+	ThreadSingle ThreadLevel = iota
 	ThreadFunneled
 	ThreadSerialized
 	ThreadMultiple
 )
+
+var threadLevelNames = [...]string{"ThreadSingle", "ThreadFunneled", "ThreadSerialized", "ThreadMultiple"}
+
+func (l ThreadLevel) String() string {
+	if l >= 0 && int(l) < len(threadLevelNames) {
+		return threadLevelNames[l]
+	}
+	return "ThreadLevel(" + strconv.Itoa(int(l)) + ")"
+}
 
 // Environment variables through which a launcher tells a process its
 // place in a job.
@@ -87,7 +100,7 @@ func Init() error {
 //     data race, which the race detector reports.
 //
 // QueryThread reports the level later.
-func InitThread(required int) (provided int, err error) {
+func InitThread(required ThreadLevel) (provided ThreadLevel, err error) {
 	env.mu.Lock()
 	defer env.mu.Unlock()
 	switch env.state.Load() {
@@ -97,7 +110,7 @@ func InitThread(required int) (provided int, err error) {
 		return 0, errorf(ErrNotInitialized, "Init", "MPI was finalized and cannot be initialized again")
 	}
 	if required < ThreadSingle || required > ThreadMultiple {
-		return 0, errorf(ErrArg, "InitThread", "thread level %d is not one of ThreadSingle..ThreadMultiple", required)
+		return 0, errorf(ErrArg, "InitThread", "thread level %v is not one of ThreadSingle..ThreadMultiple", required)
 	}
 	p, err := bootstrap()
 	if err != nil {
@@ -126,7 +139,7 @@ func InitThread(required int) (provided int, err error) {
 // provides (MPI_QUERY_THREAD): the level InitThread provided, or
 // ThreadMultiple after Init. (The ranks of Run always have
 // ThreadMultiple.)
-func QueryThread() (int, error) {
+func QueryThread() (ThreadLevel, error) {
 	p := current()
 	if p == nil {
 		return 0, errorf(ErrNotInitialized, "QueryThread", "MPI is not initialized")

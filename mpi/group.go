@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"slices"
+	"strconv"
 	"sync/atomic"
 )
 
@@ -13,13 +14,26 @@ import (
 // communicators are then made from them. A group is immutable once built;
 // only Free changes it, by marking it freed.
 
-// Results of GroupCompare (and of Comm.Compare).
+// Comparison is how two groups or two communicators relate: the result of
+// GroupCompare and Comm.Compare.
+type Comparison int
+
+// Comparisons.
 const (
-	Ident     = 0 // MPI_IDENT: same members in the same order (for communicators: the same communicator)
-	Congruent = 1 // MPI_CONGRUENT: communicators with identical groups but different contexts
-	Similar   = 2 // MPI_SIMILAR: same members in a different order
-	Unequal   = 3 // MPI_UNEQUAL: anything else
+	Ident     Comparison = 0 // MPI_IDENT: same members in the same order (for communicators: the same communicator)
+	Congruent Comparison = 1 // MPI_CONGRUENT: communicators with identical groups but different contexts
+	Similar   Comparison = 2 // MPI_SIMILAR: same members in a different order
+	Unequal   Comparison = 3 // MPI_UNEQUAL: anything else
 )
+
+var comparisonNames = [...]string{"Ident", "Congruent", "Similar", "Unequal"}
+
+func (c Comparison) String() string {
+	if c >= 0 && int(c) < len(comparisonNames) {
+		return comparisonNames[c]
+	}
+	return "Comparison(" + strconv.Itoa(int(c)) + ")"
+}
 
 // Group is an ordered set of processes (MPI_Group). Group rank i names the
 // i-th process of the set. The nil *Group plays the role of
@@ -384,7 +398,7 @@ func GroupDifference(a, b *Group) (*Group, error) {
 // the same members in the same order, Similar if the same members in
 // another order, Unequal otherwise. (Congruent only arises between
 // communicators.) A nil or freed operand returns ErrGroup.
-func GroupCompare(a, b *Group) (int, error) {
+func GroupCompare(a, b *Group) (Comparison, error) {
 	if err := checkPair("GroupCompare", a, b); err != nil {
 		return Unequal, err
 	}

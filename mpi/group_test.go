@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -321,7 +322,7 @@ func TestGroupCompare(t *testing.T) {
 	a := newGroup([]int{1, 2, 3}, 0)
 	for _, tc := range []struct {
 		b    *Group
-		want int
+		want Comparison
 	}{
 		{a, Ident},
 		{newGroup([]int{1, 2, 3}, 5), Ident},
@@ -331,7 +332,7 @@ func TestGroupCompare(t *testing.T) {
 		{GroupEmpty, Unequal},
 	} {
 		if got, err := GroupCompare(a, tc.b); err != nil || got != tc.want {
-			t.Errorf("compare %v %v = %d, %v; want %d", groupMembers(a), groupMembers(tc.b), got, err, tc.want)
+			t.Errorf("compare %v %v = %v, %v; want %v", groupMembers(a), groupMembers(tc.b), got, err, tc.want)
 		}
 		if got, _ := GroupCompare(tc.b, a); got != tc.want {
 			t.Errorf("compare is not symmetric for %v", groupMembers(tc.b))
@@ -497,4 +498,24 @@ func ExampleGroup_RangeIncl() {
 	// even, first half: 2 processes; member: false
 	// world ranks 6, 2 in the union: [5 2]
 	// similar: true
+}
+
+// TestTypedResults: thread levels and comparison results are types of
+// their own that print their MPI names, and a level out of range is an
+// argument error that leaves MPI uninitialized.
+func TestTypedResults(t *testing.T) {
+	for v, want := range map[fmt.Stringer]string{
+		ThreadSingle: "ThreadSingle", ThreadMultiple: "ThreadMultiple", ThreadLevel(9): "ThreadLevel(9)",
+		Ident: "Ident", Congruent: "Congruent", Similar: "Similar", Unequal: "Unequal", Comparison(-1): "Comparison(-1)",
+	} {
+		if got := v.String(); got != want {
+			t.Errorf("%#v prints %q, want %q", v, got, want)
+		}
+	}
+	if !(ThreadSingle < ThreadFunneled && ThreadFunneled < ThreadSerialized && ThreadSerialized < ThreadMultiple) {
+		t.Error("thread levels out of order")
+	}
+	if _, err := InitThread(ThreadLevel(9)); !errors.Is(err, ErrArg) || !strings.Contains(err.Error(), "ThreadLevel(9)") || Initialized() {
+		t.Fatalf("InitThread(ThreadLevel(9)): %v (initialized: %v)", err, Initialized())
+	}
 }

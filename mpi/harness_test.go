@@ -42,14 +42,15 @@ func runScenarioProcess(name string) int {
 		return 2
 	}
 	if lv := os.Getenv(threadEnv); lv != "" {
-		want, _ := strconv.Atoi(lv)
+		n, _ := strconv.Atoi(lv)
+		want := ThreadLevel(n)
 		got, err := InitThread(want)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "InitThread:", err)
 			return 1
 		}
 		if q, err := QueryThread(); got != want || q != want || err != nil {
-			fmt.Fprintf(os.Stderr, "InitThread(%d) provided %d, QueryThread %d (%v)\n", want, got, q, err)
+			fmt.Fprintf(os.Stderr, "InitThread(%v) provided %v, QueryThread %v (%v)\n", want, got, q, err)
 			return 1
 		}
 	} else if err := Init(); err != nil {

@@ -351,7 +351,7 @@ func TestThreadLevels(t *testing.T) {
 			n    int
 		}{{scRing, 3}, {scWildcards, 3}, {scWaitany, 2}, {scPersistent, 2}, {scCancel, 2}} {
 			t.Run(fmt.Sprintf("%d/%s", lv, sc.name), func(t *testing.T) {
-				runProcesses(t, sc.n, sc.name, threadEnv+"="+strconv.Itoa(lv))
+				runProcesses(t, sc.n, sc.name, threadEnv+"="+strconv.Itoa(int(lv)))
 			})
 		}
 	}

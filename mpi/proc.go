@@ -19,10 +19,10 @@ type proc struct {
 	world   *Comm
 	self    *Comm
 	closer  func()
-	mu      sync.Mutex // communicator creation; never the message path
-	nextCtx uint32     // lowest context pair no communicator of this rank uses
-	done    bool       // finalized: every routine returns ErrNotInitialized
-	thread  int        // the thread level provided (QueryThread)
+	mu      sync.Mutex  // communicator creation; never the message path
+	nextCtx uint32      // lowest context pair no communicator of this rank uses
+	done    bool        // finalized: every routine returns ErrNotInitialized
+	thread  ThreadLevel // the thread level provided (QueryThread)
 
 	// Requests WaitallInto completed, for Isend and Irecv to reuse: a
 	// plain stack while one goroutine at a time calls MPI (thread levels

@@ -229,3 +229,110 @@ func TestPackageRoutinesInRun(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Examples 8.4 and 8.6 and an unmatched receive: Finalize in an erroneous
+// program says what was left, on the rank that has it, and returns on
+// every rank.
+
+// leftoverFinalize finalizes c's rank and checks its error: nil if want
+// is empty, else ErrOther naming each of want.
+func leftoverFinalize(c *Comm, want ...string) error {
+	err := c.Finalize()
+	if len(want) == 0 {
+		if err != nil {
+			return fmt.Errorf("rank %d: Finalize: %v", c.Rank(), err)
+		}
+		return errFinalized
+	}
+	if !errors.Is(err, ErrOther) || ErrorClass(err) != ErrOther {
+		return fmt.Errorf("rank %d: Finalize returned %v, want ErrOther naming %q", c.Rank(), err, want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			return fmt.Errorf("rank %d: Finalize's error %q does not say %q", c.Rank(), err, w)
+		}
+	}
+	return errFinalized
+}
+
+// Example 8.4: a message no receive takes.
+var scEx84 = scenario("ex8.4", func(c *Comm) error {
+	if c.Rank() == 0 {
+		if err := c.Send([]byte("hello"), 1, 0); err != nil {
+			return err
+		}
+		return leftoverFinalize(c)
+	}
+	return leftoverFinalize(c, "left 1 operation(s) unfinished", "a message from rank 0, tag 0, 5 bytes, on MPI_COMM_WORLD, that no receive took")
+})
+
+// Example 8.4 with a rendezvous message, sent by Isend (Send would wait
+// for ever): the send is left on one side, the announced message on the
+// other.
+var scEx84Large = scenario("ex8.4-large", func(c *Comm) error {
+	if c.Rank() == 0 {
+		if _, err := c.Isend(make([]byte, 1<<20), 1, 3); err != nil {
+			return err
+		}
+		return leftoverFinalize(c, "a send to rank 1, tag 3, 1048576 bytes, on MPI_COMM_WORLD, that no receive finished taking")
+	}
+	return leftoverFinalize(c, "a message from rank 0, tag 3, 1048576 bytes, on MPI_COMM_WORLD, that no receive took")
+})
+
+// A receive no send matches.
+var scUnmatchedRecv = scenario("unmatched-recv", func(c *Comm) error {
+	if c.Rank() == 1 {
+		r, err := c.Irecv(make([]byte, 8), AnySource, 9)
+		if err != nil {
+			return err
+		}
+		if err := r.Free(); err != nil {
+			return err
+		}
+		return leftoverFinalize(c, "a receive from any source, tag 9, into 8 bytes, on MPI_COMM_WORLD, still pending (its request freed)")
+	}
+	return leftoverFinalize(c)
+})
+
+// Example 8.6: rank 0 frees an Isend and finalizes with no barrier. The
+// standard leaves it undefined; here Finalize's barrier comes after the
+// receiver's acknowledgement of the rendezvous, so the send is complete
+// when Finalize returns, and neither rank has anything left.
+var scEx86 = scenario("ex8.6", func(c *Comm) error {
+	if c.Rank() == 0 {
+		r, err := c.Isend(pattern(50000, 6), 1, 0)
+		if err != nil {
+			return err
+		}
+		if err := r.Free(); err != nil {
+			return err
+		}
+		return leftoverFinalize(c)
+	}
+	buf := make([]byte, 50000)
+	if _, err := c.Recv(buf, 0, 0); err != nil {
+		return err
+	}
+	if string(buf) != string(pattern(50000, 6)) {
+		return errors.New("wrong data")
+	}
+	return leftoverFinalize(c)
+})
+
+func TestExample84(t *testing.T) {
+	for _, sc := range []string{scEx84, scEx84Large, scUnmatchedRecv} {
+		t.Run(sc, func(t *testing.T) {
+			if err := Run(2, scenarios[sc]); err != errFinalized {
+				t.Fatal(err)
+			}
+			runProcesses(t, 2, sc)
+		})
+	}
+}
+
+func TestExample86(t *testing.T) {
+	if err := Run(2, scenarios[scEx86]); err != errFinalized {
+		t.Fatal(err)
+	}
+	runProcesses(t, 2, scEx86)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -187,6 +188,10 @@ func (p *proc) finalize() error {
 	}
 	if err := p.world.barrier("Finalize"); err != nil {
 		errs = append(errs, err)
+	} else if left, n := p.ep.Leftovers(maxLeftovers); n > 0 {
+		// Every rank has called Finalize, and what each sent before is
+		// here (its barrier packets came after): what is left stays so.
+		errs = append(errs, leftoverError(left, n))
 	}
 	p.mu.Lock()
 	p.done = true
@@ -199,6 +204,68 @@ func (p *proc) finalize() error {
 		return finalizeError(errs)
 	}
 	return nil
+}
+
+// maxLeftovers bounds the unfinished operations Finalize names.
+const maxLeftovers = 8
+
+// leftoverError says what an erroneous program left unfinished at
+// Finalize: messages no receive took, receives and sends still pending
+// (MPI-4.1 section 11.2.2 wants every send matched by a receive and every
+// nonblocking operation complete).
+func leftoverError(left []engine.Leftover, n int) *Error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "the program left %d operation(s) unfinished (erroneous: MPI-4.1 section 11.2.2)", n)
+	for _, l := range left {
+		b.WriteString("; ")
+		switch l.Kind {
+		case engine.Unreceived:
+			fmt.Fprintf(&b, "a message from rank %d, tag %d, %d bytes, %s, that no receive took", l.Peer, l.Tag, l.Bytes, ctxLabel(l.Ctx))
+		case engine.PendingRecv:
+			fmt.Fprintf(&b, "a receive from %s, %s, into %d bytes, %s, still pending", peerLabel(l.Peer), tagLabel(l.Tag), l.Bytes, ctxLabel(l.Ctx))
+		case engine.PendingSend:
+			fmt.Fprintf(&b, "a send to rank %d, tag %d, %d bytes, %s, that no receive finished taking", l.Peer, l.Tag, l.Bytes, ctxLabel(l.Ctx))
+		}
+		if l.Freed {
+			b.WriteString(" (its request freed)")
+		}
+	}
+	if n > len(left) {
+		fmt.Fprintf(&b, "; and %d more", n-len(left))
+	}
+	return errorf(ErrOther, "Finalize", "%s", b.String())
+}
+
+// ctxLabel names the communicator of a context: World and Self by name,
+// others by their context pair; odd contexts carry collectives.
+func ctxLabel(ctx uint32) string {
+	var s string
+	switch ctx / 2 {
+	case 0:
+		s = "MPI_COMM_WORLD"
+	case 1:
+		s = "MPI_COMM_SELF"
+	default:
+		s = fmt.Sprintf("the communicator of context %d", ctx/2)
+	}
+	if ctx%2 == 1 {
+		return "in a collective on " + s
+	}
+	return "on " + s
+}
+
+func peerLabel(r int) string {
+	if r == AnySource {
+		return "any source"
+	}
+	return fmt.Sprintf("rank %d", r)
+}
+
+func tagLabel(t int) string {
+	if t == AnyTag {
+		return "any tag"
+	}
+	return fmt.Sprintf("tag %d", t)
 }
 
 // finalizeError makes what Finalize ran into one error of one class: the

@@ -41,6 +41,10 @@ func runRole(role string) int {
 		if err = netFail(w); err == nil {
 			return 0 // finalized
 		}
+	case "appnum":
+		a, _, _ := w.Attr(mpi.AttrAppNum)
+		u, _, _ := w.Attr(mpi.AttrUniverseSize)
+		fmt.Printf("rank %d appnum %v universe %v\n", me, a, u)
 	case "abort", "abort0":
 		if me == 1 {
 			mpi.Abort(w, map[string]int{"abort": 7, "abort0": 0}[role])

@@ -24,6 +24,7 @@ type Comm struct {
 	errh   atomic.Int32
 	name   atomic.Pointer[string] // SetName's, nil if none: any goroutine may name or read at ThreadMultiple
 	worldC bool                   // ranks are world ranks: no translation
+	attrs  attrs                  // SetAttr's, in the order set
 }
 
 // Errhandler says what a routine does with an error on a communicator
@@ -221,7 +222,8 @@ func (c *Comm) agreeContext(op string, extra ...uint64) (uint32, [][]uint64, err
 }
 
 // Dup returns a new communicator with c's group and a context of its own
-// (MPI_COMM_DUP). It is collective over c.
+// (MPI_COMM_DUP), and the attributes c's keyvals' copiers give it. It is
+// collective over c.
 func (c *Comm) Dup() (*Comm, error) {
 	if err := c.check("Dup"); err != nil {
 		return nil, err
@@ -232,6 +234,10 @@ func (c *Comm) Dup() (*Comm, error) {
 	}
 	d := newComm(c.p, c.group, pair)
 	d.errh.Store(c.errh.Load())
+	if err := c.copyAttrs(d); err != nil {
+		asm.StoreRelaxed32(&d.freed, 1)
+		return nil, c.fail(err)
+	}
 	return d, nil
 }
 
@@ -309,8 +315,10 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 	return d, nil
 }
 
-// Free releases c (MPI_COMM_FREE); afterwards its routines return
-// ErrComm. World and Self cannot be freed.
+// Free releases c (MPI_COMM_FREE), deleting its attributes first (the
+// last set first); afterwards its routines return ErrComm. A deleter's
+// error is returned, but c is freed all the same. World and Self cannot
+// be freed.
 func (c *Comm) Free() error {
 	if err := c.check("Free"); err != nil {
 		return err
@@ -318,8 +326,9 @@ func (c *Comm) Free() error {
 	if c == c.p.world || c == c.p.self {
 		return c.fail(errorf(ErrComm, "Free", "%s cannot be freed", c.label()))
 	}
+	err := c.clearAttrs("Free") // while c still works: a deleter may use it
 	asm.StoreRelaxed32(&c.freed, 1)
-	return nil
+	return c.fail(err)
 }
 
 // Compare reports how a and b relate (MPI_COMM_COMPARE): Ident for the

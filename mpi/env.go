@@ -411,17 +411,28 @@ func bootstrapPMI(c *pmi.Client) (*proc, error) {
 		closeAll()
 		return fail("waiting for every rank to join", err)
 	}
-	if seg == nil {
-		return newProc(ep, nil), nil
-	}
-	if me == leader {
+	if seg != nil && me == leader {
 		if err := seg.Remove(); err != nil {
 			ep.Close()
 			seg.Close()
 			return fail("unlinking this host's segment", err)
 		}
 	}
-	return newProc(ep, func() { seg.Close() }), nil
+	p := newProc(ep, nil)
+	if seg != nil {
+		p.closer = func() { seg.Close() }
+	}
+	// The launcher's word for two predefined attributes; one that does
+	// not answer leaves MPI_APPNUM unset and the universe the world.
+	if a, err := c.AppNum(); err == nil && a >= 0 {
+		p.appNum = a
+	} else {
+		p.appNum = -1
+	}
+	if u, err := c.UniverseSize(); err == nil && u >= n {
+		p.universe = u
+	}
+	return p, nil
 }
 
 // Initialized reports whether Init has been called (MPI_INITIALIZED); it

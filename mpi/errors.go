@@ -26,6 +26,7 @@ var (
 	ErrGroup          error = &class{9, "invalid group"}
 	ErrArg            error = &class{13, "invalid argument"}
 	ErrTruncate       error = &class{15, "message truncated"}
+	ErrKeyval         error = &class{48, "invalid keyval"}
 	ErrOther          error = &class{16, "other error"}
 	ErrIntern         error = &class{17, "internal error"}
 	ErrProcFailed     error = &class{75, "process failed"}
@@ -33,7 +34,7 @@ var (
 )
 
 var classes = []error{ErrBuffer, ErrCount, ErrTag, ErrComm, ErrRank, ErrRequest, ErrGroup,
-	ErrArg, ErrTruncate, ErrOther, ErrIntern, ErrProcFailed, ErrNotInitialized}
+	ErrArg, ErrTruncate, ErrKeyval, ErrOther, ErrIntern, ErrProcFailed, ErrNotInitialized}
 
 // Error is what MPI routines return: the class, the routine, and what went
 // wrong. errors.Is matches its class (and whatever caused it); errors.As

@@ -15,15 +15,17 @@ import (
 // proc is one rank's MPI state: the process's, after Init, or one
 // goroutine rank's under Run.
 type proc struct {
-	_       [64]byte // reqFree and reqLock are written per request: no line shared with another rank's proc
-	ep      *engine.Endpoint
-	world   *Comm
-	self    *Comm
-	closer  func()
-	mu      sync.Mutex  // communicator creation; never the message path
-	nextCtx uint32      // lowest context pair no communicator of this rank uses
-	done    bool        // finalized: every routine returns ErrNotInitialized
-	thread  ThreadLevel // the thread level provided (QueryThread)
+	_        [64]byte // reqFree and reqLock are written per request: no line shared with another rank's proc
+	ep       *engine.Endpoint
+	world    *Comm
+	self     *Comm
+	closer   func()
+	mu       sync.Mutex  // communicator creation; never the message path
+	nextCtx  uint32      // lowest context pair no communicator of this rank uses
+	done     bool        // finalized: every routine returns ErrNotInitialized
+	thread   ThreadLevel // the thread level provided (QueryThread)
+	appNum   int         // MPI_APPNUM: the launch block this rank came from, -1 if unknown
+	universe int         // MPI_UNIVERSE_SIZE
 
 	// Requests WaitallInto completed, for Isend and Irecv to reuse: a
 	// plain stack while one goroutine at a time calls MPI (thread levels
@@ -164,7 +166,7 @@ const maxFreeRequests = 1 << 12
 const firstFreeCtx = 2
 
 func newProc(ep *engine.Endpoint, closer func()) *proc {
-	p := &proc{ep: ep, closer: closer, nextCtx: firstFreeCtx, thread: ThreadMultiple}
+	p := &proc{ep: ep, closer: closer, nextCtx: firstFreeCtx, thread: ThreadMultiple, universe: ep.Size()}
 	n := ep.Size()
 	ranks := make([]int, n)
 	for i := range ranks {
@@ -183,6 +185,11 @@ var worldName, selfName = "MPI_COMM_WORLD", "MPI_COMM_SELF"
 // finalize is Finalize for one rank.
 func (p *proc) finalize() error {
 	var errs []error
+	// Self's attributes go first, the last set first, while MPI still
+	// works: the standard's hook for code at the end of MPI.
+	if err := p.self.clearAttrs("Finalize"); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := p.ep.BufferDetach(); err != nil && !errors.Is(err, engine.ErrBuffer) {
 		errs = append(errs, err)
 	}

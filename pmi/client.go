@@ -291,6 +291,26 @@ func (c *Client) Get(key string) (string, error) {
 	return v, nil
 }
 
+// AppNum returns which block of an MPMD launch this process belongs to
+// (mpiexec's "-n 1 a : -n 1 b" makes 0 and 1): PMI-1 get_appnum.
+func (c *Client) AppNum() (int, error) {
+	r, err := c.command("get_appnum", "appnum")
+	if err != nil {
+		return 0, err
+	}
+	return r.int("appnum")
+}
+
+// UniverseSize returns how many processes the process manager could run
+// for the job: PMI-1 get_universe_size.
+func (c *Client) UniverseSize() (int, error) {
+	r, err := c.command("get_universe_size", "universe_size")
+	if err != nil {
+		return 0, err
+	}
+	return r.int("size")
+}
+
 // Barrier returns once every process of the job has entered it; it also
 // publishes the values Put before it.
 func (c *Client) Barrier() error {

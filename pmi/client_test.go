@@ -184,6 +184,8 @@ func TestHandshakeAndCommands(t *testing.T) {
 		step{"cmd=get kvsname=kvs_42_0 key=nokey", "cmd=get_result rc=-1 msg=key_nokey_not_found value=unknown", false},
 		step{"cmd=put kvsname=kvs_42_0 key=empty value=", "cmd=put_result rc=0", false},
 		step{"cmd=get kvsname=kvs_42_0 key=empty", "cmd=get_result rc=0 value=", false},
+		step{"cmd=get_appnum", "cmd=appnum appnum=2", false},
+		step{"cmd=get_universe_size", "cmd=universe_size size=8", false},
 		step{"cmd=finalize", "cmd=finalize_ack", false},
 	)
 	if c.Rank() != 1 || c.Size() != 4 || c.KVSName() != "kvs_42_0" {
@@ -209,6 +211,12 @@ func TestHandshakeAndCommands(t *testing.T) {
 	}
 	if v, err := c.Get("empty"); err != nil || v != "" {
 		t.Fatalf("Get empty = %q, %v", v, err)
+	}
+	if n, err := c.AppNum(); err != nil || n != 2 {
+		t.Fatalf("AppNum = %d, %v", n, err)
+	}
+	if n, err := c.UniverseSize(); err != nil || n != 8 {
+		t.Fatalf("UniverseSize = %d, %v", n, err)
 	}
 	if err := c.Finalize(); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ package hwtests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -32,4 +33,31 @@ func TestHydraAbortZero(t *testing.T) {
 		t.Fatalf("no word of the abort (exit %d after %v):\n%s", cmd.ProcessState.ExitCode(), time.Since(begin), out)
 	}
 	t.Logf("mpiexec exit %d after %v", cmd.ProcessState.ExitCode(), time.Since(begin).Round(time.Millisecond))
+}
+
+// TestHydraAppNum: under an MPMD mpiexec each block's ranks read their
+// block's number in the MPI_APPNUM attribute, and MPI_UNIVERSE_SIZE is
+// at least the world.
+func TestHydraAppNum(t *testing.T) {
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		t.Skip("mpiexec.mpich is not installed (CI installs MPICH)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpiexec, "-n", "1", "-env", roleEnv, "appnum", os.Args[0], "-test.run=^$",
+		":", "-n", "2", "-env", roleEnv, "appnum", os.Args[0], "-test.run=^$")
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	for r, a := range []int{0, 1, 1} {
+		if !strings.Contains(string(out), fmt.Sprintf("rank %d appnum %d universe ", r, a)) {
+			t.Fatalf("rank %d does not say appnum %d:\n%s", r, a, out)
+		}
+	}
+	if strings.Contains(string(out), "universe 1\n") || strings.Contains(string(out), "universe 2\n") {
+		t.Fatalf("a universe smaller than the world:\n%s", out)
+	}
 }

@@ -13,8 +13,10 @@ import (
 )
 
 // TestHydraAbortZero: under MPICH's mpiexec (Hydra), a rank's Abort with
-// code 0 ends the whole job: the other ranks, blocked in a receive, are
-// ended with it, well before the test's deadline.
+// code 0 ends the whole job: the other ranks, blocked in a receive that
+// nothing answers, are ended with it, well before the test's deadline.
+// (The aborting rank's own line may be lost: Hydra ends its output
+// forwarding with the job.)
 func TestHydraAbortZero(t *testing.T) {
 	mpiexec, err := exec.LookPath("mpiexec.mpich")
 	if err != nil {
@@ -29,8 +31,8 @@ func TestHydraAbortZero(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("the job still ran a minute after rank 1's Abort(0):\n%s", out)
 	}
-	if !strings.Contains(string(out), "Abort(0) called") {
-		t.Fatalf("no word of the abort (exit %d after %v):\n%s", cmd.ProcessState.ExitCode(), time.Since(begin), out)
+	if strings.Contains(string(out), "rank 0 of 3:") || strings.Contains(string(out), "rank 2 of 3:") {
+		t.Fatalf("a waiting rank failed rather than being ended:\n%s", out)
 	}
 	t.Logf("mpiexec exit %d after %v", cmd.ProcessState.ExitCode(), time.Since(begin).Round(time.Millisecond))
 }

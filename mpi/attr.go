@@ -256,8 +256,8 @@ var (
 	// AttrUniverseSize: how many processes the job could have: the
 	// launcher's answer under PMI, else the world's size (int).
 	AttrUniverseSize = predefined("MPI_UNIVERSE_SIZE", func(c *Comm) (any, bool) { return c.p.universe, true })
-	// AttrLastUsedCode: the largest error code in use (int): the largest
-	// class's, ErrNotInitialized's 1001.
+	// AttrLastUsedCode: the largest error code in use (int): 1001,
+	// ErrNotInitialized's, until AddErrorClass or AddErrorCode add more.
 	AttrLastUsedCode = predefined("MPI_LASTUSEDCODE", func(c *Comm) (any, bool) { return lastUsedCode(), true })
 )
 
@@ -265,11 +265,6 @@ func predefined(name string, get func(c *Comm) (any, bool)) *Keyval {
 	return &Keyval{name: name, get: get}
 }
 
-// lastUsedCode returns the largest code of the error classes.
-func lastUsedCode() int {
-	n := 0
-	for _, cls := range classes {
-		n = max(n, cls.(*class).code)
-	}
-	return n
-}
+// lastUsedCode returns the largest error code in use: the predefined
+// classes', or the last that AddErrorClass or AddErrorCode gave.
+func lastUsedCode() int { return int(added.last.Load()) }

@@ -3,7 +3,6 @@ package mpi
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"sync/atomic"
 
@@ -19,27 +18,13 @@ type Comm struct {
 	group  *Group
 	rank   int
 	size   int
-	ctx    uint32 // point-to-point context; ctx+1 carries internal collectives
-	freed  uint32 // 1 once freed (asm.StoreRelaxed32), read with asm.LoadRelaxed32 so that the usual path's checks stay one chain of compares
-	errh   atomic.Int32
-	name   atomic.Pointer[string] // SetName's, nil if none: any goroutine may name or read at ThreadMultiple
-	worldC bool                   // ranks are world ranks: no translation
-	attrs  attrs                  // SetAttr's, in the order set
+	ctx    uint32                     // point-to-point context; ctx+1 carries internal collectives
+	freed  uint32                     // 1 once freed (asm.StoreRelaxed32), read with asm.LoadRelaxed32 so that the usual path's checks stay one chain of compares
+	errh   atomic.Pointer[Errhandler] // nil: ErrorsReturn
+	name   atomic.Pointer[string]     // SetName's, nil if none: any goroutine may name or read at ThreadMultiple
+	worldC bool                       // ranks are world ranks: no translation
+	attrs  attrs                      // SetAttr's, in the order set
 }
-
-// Errhandler says what a routine does with an error on a communicator
-// (MPI_Errhandler).
-type Errhandler int32
-
-// Error handlers.
-const (
-	// ErrorsReturn returns errors to the caller: the default, as the
-	// error values of Go expect.
-	ErrorsReturn Errhandler = iota
-	// ErrorsAreFatal prints the error and ends the job
-	// (MPI_ERRORS_ARE_FATAL), with exit status 1.
-	ErrorsAreFatal
-)
 
 func newComm(p *proc, g *Group, pair uint32) *Comm {
 	c := &Comm{p: p, group: g, rank: g.Rank(), size: g.Size(), ctx: 2 * pair}
@@ -50,18 +35,24 @@ func newComm(p *proc, g *Group, pair uint32) *Comm {
 	return c
 }
 
-// check validates c before a routine uses it.
+// check validates c before a routine uses it; the error goes through c's
+// error handler, or for a nil communicator the process's Self's.
 func (c *Comm) check(op string) error {
-	if c == nil {
-		return errorf(ErrComm, op, "nil communicator (World and Self are nil before Init)")
-	}
-	if c.p.done {
-		return errorf(ErrNotInitialized, op, "MPI was finalized")
-	}
-	if asm.LoadRelaxed32(&c.freed) != 0 {
-		return errorf(ErrComm, op, "communicator %s was freed", c.label())
+	if c == nil || c.p.done || asm.LoadRelaxed32(&c.freed) != 0 {
+		return c.checkFailed(op)
 	}
 	return nil
+}
+
+// checkFailed is check's error, out of line.
+func (c *Comm) checkFailed(op string) error {
+	switch {
+	case c == nil:
+		return noComm(errorf(ErrComm, op, "nil communicator (World and Self are nil before Init)"))
+	case c.p.done:
+		return c.handle(errorf(ErrNotInitialized, op, "MPI was finalized"))
+	}
+	return c.handle(errorf(ErrComm, op, "communicator %s was freed", c.label()))
 }
 
 func (c *Comm) label() string {
@@ -69,24 +60,6 @@ func (c *Comm) label() string {
 		return n
 	}
 	return fmt.Sprintf("context %d", c.ctx/2)
-}
-
-// fail applies c's error handler to err and returns it. It is small
-// enough to inline, so that the message path's success costs a compare.
-func (c *Comm) fail(err error) error {
-	if err == nil || c == nil {
-		return err
-	}
-	return c.handle(err)
-}
-
-// handle is fail for an error.
-func (c *Comm) handle(err error) error {
-	if Errhandler(c.errh.Load()) == ErrorsAreFatal {
-		fmt.Fprintf(os.Stderr, "tachyon: rank %d: %v\n", c.p.ep.Rank(), err)
-		c.p.ep.Abort(1, "error on a communicator whose handler is ErrorsAreFatal")
-	}
-	return err
 }
 
 // engineErr maps an engine error to its MPI class; it inlines to a compare
@@ -165,27 +138,6 @@ func (c *Comm) SetName(name string) error {
 	}
 	c.name.Store(&name)
 	return nil
-}
-
-// SetErrhandler sets what routines called on c do with errors
-// (MPI_COMM_SET_ERRHANDLER).
-func (c *Comm) SetErrhandler(h Errhandler) error {
-	if err := c.check("SetErrhandler"); err != nil {
-		return err
-	}
-	if h != ErrorsReturn && h != ErrorsAreFatal {
-		return errorf(ErrArg, "SetErrhandler", "unknown error handler %d", h)
-	}
-	c.errh.Store(int32(h))
-	return nil
-}
-
-// Errhandler returns c's error handler (MPI_COMM_GET_ERRHANDLER).
-func (c *Comm) Errhandler() Errhandler {
-	if c == nil {
-		return ErrorsReturn
-	}
-	return Errhandler(c.errh.Load())
 }
 
 // WtimeIsGlobal reports the MPI_WTIME_IS_GLOBAL attribute: false, since

@@ -472,8 +472,10 @@ func Version() (major, minor int) { return 4, 1 }
 // process, so the whole process exits. Under a PMI launcher (mpiexec),
 // the launcher is told first, so that it ends every rank and exits with
 // code.
-func Abort(c *Comm, code int) {
-	msg := fmt.Sprintf("Abort(%d) called", code)
+func Abort(c *Comm, code int) { abort(c, code, fmt.Sprintf("Abort(%d) called", code)) }
+
+// abort is Abort with msg saying why.
+func abort(c *Comm, code int, msg string) {
 	if p := current(); p != nil {
 		if c := env.pmi; c != nil {
 			// Under a PMI launcher, say so first: the launcher kills the

@@ -3,6 +3,10 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // class is an MPI error class. Every error a routine returns matches
@@ -44,6 +48,8 @@ type Error struct {
 	Op     string // the routine, e.g. "Send"
 	Detail string
 	Err    error // the underlying cause, if any
+
+	handled bool // an error handler has seen it
 }
 
 func (e *Error) Error() string {
@@ -54,8 +60,11 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is reports whether target is e's class.
-func (e *Error) Is(target error) bool { return target == e.Class }
+// Is reports whether target is e's class (or, for a Class that is an
+// AddErrorCode code, the code's class).
+func (e *Error) Is(target error) bool {
+	return target == e.Class || e.Class != nil && errors.Is(e.Class, target)
+}
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
@@ -66,7 +75,8 @@ func errorf(cls error, op, format string, args ...any) *Error {
 }
 
 // ErrorClass returns the class of err (MPI_ERROR_CLASS): one of the Err*
-// values, ErrOther for an error from outside this package, nil for nil.
+// values or of AddErrorClass's, ErrOther for an error from outside this
+// package, nil for nil.
 func ErrorClass(err error) error {
 	if err == nil {
 		return nil
@@ -76,16 +86,120 @@ func ErrorClass(err error) error {
 			return c
 		}
 	}
+	for _, c := range *added.classes.Load() {
+		if errors.Is(err, c) {
+			return c
+		}
+	}
 	return ErrOther
 }
 
-// ErrorCode returns the MPI error code of err's class (MPI_SUCCESS, 0, for
-// nil).
+// ErrorCode returns the MPI error code of err (MPI_SUCCESS, 0, for nil):
+// an AddErrorCode code's own, else its class's.
 func ErrorCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	return ErrorClass(err).(*class).code
+	var c *ErrorCodeValue
+	if errors.As(err, &c) {
+		return c.code
+	}
+	return ErrorClass(err).(interface{ errorCode() int }).errorCode()
+}
+
+func (c *class) errorCode() int { return c.code }
+
+// Classes and codes a program adds (AddErrorClass, AddErrorCode), above
+// the predefined codes; last is the largest code in use
+// (AttrLastUsedCode).
+var added struct {
+	mu      sync.Mutex
+	classes atomic.Pointer[[]error]
+	last    atomic.Int64
+}
+
+func init() {
+	added.classes.Store(new([]error))
+	n := 0
+	for _, c := range classes {
+		n = max(n, c.(*class).code)
+	}
+	added.last.Store(int64(n))
+}
+
+// addedClass is a class of AddErrorClass.
+type addedClass struct {
+	code int
+	text atomic.Pointer[string]
+}
+
+func (c *addedClass) Error() string  { return "mpi: " + *c.text.Load() }
+func (c *addedClass) errorCode() int { return c.code }
+
+// ErrorCodeValue is an error code of AddErrorCode: an error of its class
+// (errors.Is matches the class, and the code itself), with a code and a
+// text of its own.
+type ErrorCodeValue struct {
+	code  int
+	class error
+	text  atomic.Pointer[string]
+}
+
+func (c *ErrorCodeValue) Error() string { return "mpi: " + *c.text.Load() }
+
+// Is reports whether target is c's class.
+func (c *ErrorCodeValue) Is(target error) bool { return target == c.class }
+
+// AddErrorClass returns a new error class (MPI_ADD_ERROR_CLASS), with the
+// next code above every code in use: an error that errors.Is matches,
+// ErrorClass returns and ErrorString names ("error class N" until
+// AddErrorString). A library built on MPI returns its own errors in it,
+// for example as the Class of an *Error.
+func AddErrorClass() (error, error) {
+	added.mu.Lock()
+	defer added.mu.Unlock()
+	c := &addedClass{code: int(added.last.Add(1))}
+	name := fmt.Sprintf("error class %d", c.code)
+	c.text.Store(&name)
+	list := append(append([]error(nil), *added.classes.Load()...), c)
+	added.classes.Store(&list)
+	return c, nil
+}
+
+// AddErrorCode returns a new error code in class, a predefined class or
+// one of AddErrorClass's (MPI_ADD_ERROR_CODE): an error that errors.Is
+// matches to itself and to class, whose ErrorCode is its own.
+func AddErrorCode(class error) (error, error) {
+	if !isClass(class) {
+		return nil, noComm(errorf(ErrArg, "AddErrorCode", "%v is not an error class", class))
+	}
+	c := &ErrorCodeValue{code: int(added.last.Add(1)), class: class}
+	text := fmt.Sprintf("error code %d (%s)", c.code, strings.TrimPrefix(class.Error(), "mpi: "))
+	c.text.Store(&text)
+	return c, nil
+}
+
+// AddErrorString sets the text that ErrorString and Error give a class or
+// code that AddErrorClass or AddErrorCode returned (MPI_ADD_ERROR_STRING);
+// the predefined ones keep theirs (ErrArg).
+func AddErrorString(code error, text string) error {
+	switch c := code.(type) {
+	case *addedClass:
+		c.text.Store(&text)
+	case *ErrorCodeValue:
+		c.text.Store(&text)
+	default:
+		return noComm(errorf(ErrArg, "AddErrorString", "%v is not a class or code of AddErrorClass or AddErrorCode", code))
+	}
+	return nil
+}
+
+// isClass reports whether err is an error class, predefined or added.
+func isClass(err error) bool {
+	if slices.Contains(classes, err) {
+		return true
+	}
+	return slices.Contains(*added.classes.Load(), err)
 }
 
 // ErrorString returns the text of err (MPI_ERROR_STRING), "" for nil.

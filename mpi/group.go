@@ -178,7 +178,8 @@ func (g *Group) Rank() int {
 // the group returns ErrGroup; communicators built from it are not
 // affected. Freeing a nil group, or a group twice, returns ErrGroup.
 // Freeing GroupEmpty is allowed and does nothing.
-func (g *Group) Free() error {
+func (g *Group) Free() (err error) {
+	defer selfHandles(&err)
 	if err := g.check("GroupFree"); err != nil {
 		return err
 	}
@@ -197,7 +198,8 @@ func (g *Group) Free() error {
 // picked, and renumbered, before making a communicator of them. Each entry
 // must be a valid rank of g, and the entries distinct, or Incl returns
 // ErrRank. No ranks give GroupEmpty.
-func (g *Group) Incl(ranks []int) (*Group, error) {
+func (g *Group) Incl(ranks []int) (_ *Group, err error) {
+	defer selfHandles(&err)
 	const op = "GroupIncl"
 	if err := g.check(op); err != nil {
 		return nil, err
@@ -216,7 +218,8 @@ func (g *Group) Incl(ranks []int) (*Group, error) {
 // Excl returns the group of the processes of g whose ranks are not listed
 // in ranks, in their order in g (MPI_GROUP_EXCL). Each entry must be a
 // valid rank of g, and the entries distinct, or Excl returns ErrRank.
-func (g *Group) Excl(ranks []int) (*Group, error) {
+func (g *Group) Excl(ranks []int) (_ *Group, err error) {
+	defer selfHandles(&err)
 	const op = "GroupExcl"
 	if err := g.check(op); err != nil {
 		return nil, err
@@ -240,7 +243,8 @@ func (g *Group) Excl(ranks []int) (*Group, error) {
 // A zero stride, or a stride that leads away from last (first < last with
 // a negative stride, or first > last with a positive one), returns ErrArg;
 // a first or last outside g, or a rank listed twice, returns ErrRank.
-func (g *Group) RangeIncl(ranges [][3]int) (*Group, error) {
+func (g *Group) RangeIncl(ranges [][3]int) (_ *Group, err error) {
+	defer selfHandles(&err)
 	const op = "GroupRangeIncl"
 	if err := g.check(op); err != nil {
 		return nil, err
@@ -265,7 +269,8 @@ func (g *Group) RangeIncl(ranges [][3]int) (*Group, error) {
 // RangeExcl is Excl with the ranks given as ranges (MPI_GROUP_RANGE_EXCL),
 // read as in RangeIncl: the new group holds the processes of g outside
 // every range, in their order in g. Its errors are those of RangeIncl.
-func (g *Group) RangeExcl(ranges [][3]int) (*Group, error) {
+func (g *Group) RangeExcl(ranges [][3]int) (_ *Group, err error) {
+	defer selfHandles(&err)
 	const op = "GroupRangeExcl"
 	if err := g.check(op); err != nil {
 		return nil, err
@@ -341,7 +346,8 @@ func checkPair(op string, a, b *Group) error {
 // GroupUnion returns the processes of a followed by those of b that are not
 // in a, each part in its own group's order (MPI_GROUP_UNION). A nil or
 // freed operand returns ErrGroup.
-func GroupUnion(a, b *Group) (*Group, error) {
+func GroupUnion(a, b *Group) (_ *Group, err error) {
+	defer selfHandles(&err)
 	if err := checkPair("GroupUnion", a, b); err != nil {
 		return nil, err
 	}
@@ -365,7 +371,8 @@ func GroupUnion(a, b *Group) (*Group, error) {
 // GroupIntersection returns the processes of a that are also in b, in their
 // order in a (MPI_GROUP_INTERSECTION). A nil or freed operand returns
 // ErrGroup.
-func GroupIntersection(a, b *Group) (*Group, error) {
+func GroupIntersection(a, b *Group) (_ *Group, err error) {
+	defer selfHandles(&err)
 	if err := checkPair("GroupIntersection", a, b); err != nil {
 		return nil, err
 	}
@@ -381,7 +388,8 @@ func GroupIntersection(a, b *Group) (*Group, error) {
 // GroupDifference returns the processes of a that are not in b, in their
 // order in a (MPI_GROUP_DIFFERENCE). A nil or freed operand returns
 // ErrGroup.
-func GroupDifference(a, b *Group) (*Group, error) {
+func GroupDifference(a, b *Group) (_ *Group, err error) {
+	defer selfHandles(&err)
 	if err := checkPair("GroupDifference", a, b); err != nil {
 		return nil, err
 	}
@@ -398,7 +406,8 @@ func GroupDifference(a, b *Group) (*Group, error) {
 // the same members in the same order, Similar if the same members in
 // another order, Unequal otherwise. (Congruent only arises between
 // communicators.) A nil or freed operand returns ErrGroup.
-func GroupCompare(a, b *Group) (Comparison, error) {
+func GroupCompare(a, b *Group) (_ Comparison, err error) {
+	defer selfHandles(&err)
 	if err := checkPair("GroupCompare", a, b); err != nil {
 		return Unequal, err
 	}
@@ -421,7 +430,8 @@ func GroupCompare(a, b *Group) (Comparison, error) {
 // (MPI_GROUP_TRANSLATE_RANKS). It is how a rank in one communicator is
 // found in another. ProcNull translates to ProcNull. A rank outside a
 // returns ErrRank; a nil or freed group returns ErrGroup.
-func GroupTranslateRanks(a *Group, ranks []int, b *Group) ([]int, error) {
+func GroupTranslateRanks(a *Group, ranks []int, b *Group) (_ []int, err error) {
+	defer selfHandles(&err)
 	const op = "GroupTranslateRanks"
 	if err := checkPair(op, a, b); err != nil {
 		return nil, err

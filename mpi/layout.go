@@ -69,7 +69,8 @@ func Contiguous(n int) Layout {
 //
 // A negative blocks returns ErrCount; a negative blockLen or stride, or a
 // layout whose extent does not fit in an int, returns ErrArg.
-func Strided(blocks, blockLen, stride int) (Layout, error) {
+func Strided(blocks, blockLen, stride int) (_ Layout, err error) {
+	defer selfHandles(&err)
 	const op = "Strided"
 	switch {
 	case blocks < 0:
@@ -104,7 +105,8 @@ func Strided(blocks, blockLen, stride int) (Layout, error) {
 // Blocks that share bytes may be packed but not unpacked; see Overlaps.
 // Slices of different lengths, a negative offset or length, or a block
 // or total size beyond an int return ErrArg.
-func Blocks(offsets, lengths []int) (Layout, error) {
+func Blocks(offsets, lengths []int) (_ Layout, err error) {
+	defer selfHandles(&err)
 	const op = "Blocks"
 	if len(offsets) != len(lengths) {
 		return Layout{}, errorf(ErrArg, op, "%d offsets but %d lengths", len(offsets), len(lengths))
@@ -188,7 +190,13 @@ func (l Layout) Overlaps() bool { return l.overlap }
 // returns ErrTruncate, the class Open MPI's MPI_PACK reports for a pack
 // buffer too small: the packed message would be cut short. Nothing is
 // written on error. Pack does not allocate.
-func (l Layout) Pack(dst, src []byte) (int, error) {
+func (l Layout) Pack(dst, src []byte) (_ int, err error) {
+	defer selfHandles(&err)
+	return l.pack(dst, src)
+}
+
+// pack is Pack with errors left to the caller's handler.
+func (l Layout) pack(dst, src []byte) (int, error) {
 	const op = "Pack"
 	if l.err != nil {
 		return 0, l.err
@@ -229,7 +237,13 @@ func (l Layout) Pack(dst, src []byte) (int, error) {
 // A dst shorter than Extent returns ErrBuffer, and a layout whose blocks
 // overlap returns ErrArg. Nothing is written on error. Unpack does not
 // allocate.
-func (l Layout) Unpack(dst, src []byte) (int, error) {
+func (l Layout) Unpack(dst, src []byte) (_ int, err error) {
+	defer selfHandles(&err)
+	return l.unpack(dst, src)
+}
+
+// unpack is Unpack with errors left to the caller's handler.
+func (l Layout) unpack(dst, src []byte) (int, error) {
 	const op = "Unpack"
 	if l.err != nil {
 		return 0, l.err

@@ -15,7 +15,7 @@ func (c *Comm) SendLayout(buf []byte, l Layout, dest, tag int) error {
 		return c.Send(buf[:l.Size()], dest, tag)
 	}
 	packed := make([]byte, l.Size())
-	if _, err := l.Pack(packed, buf); err != nil {
+	if _, err := l.pack(packed, buf); err != nil {
 		return c.fail(err)
 	}
 	return c.Send(packed, dest, tag)
@@ -43,7 +43,7 @@ func (c *Comm) RecvLayout(buf []byte, l Layout, source, tag int) (Status, error)
 	if err != nil && ErrorClass(err) != ErrTruncate {
 		return st, err
 	}
-	if _, uerr := l.Unpack(buf, packed[:st.Count]); uerr != nil {
+	if _, uerr := l.unpack(buf, packed[:st.Count]); uerr != nil {
 		return st, c.fail(uerr)
 	}
 	return st, err

@@ -55,11 +55,11 @@ func (r *Request) Start() error {
 		return err
 	}
 	if r == nil || !r.persistent() {
-		return errorf(ErrRequest, "Start", "not a persistent request")
+		return r.fail(errorf(ErrRequest, "Start", "not a persistent request"))
 	}
 	pr := r.x.persist
 	if pr.active {
-		return errorf(ErrRequest, "Start", "request is already active")
+		return r.fail(errorf(ErrRequest, "Start", "request is already active"))
 	}
 	var (
 		er  *engine.Request

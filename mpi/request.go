@@ -163,12 +163,21 @@ func (r *Request) plain() bool {
 
 func (r *Request) usable(op string) error {
 	if r != nil && r.freed {
-		return errorf(ErrRequest, op, "request was freed")
+		return r.fail(errorf(ErrRequest, op, "request was freed"))
 	}
 	if r != nil && r.c != nil && r.c.p.done {
-		return errorf(ErrNotInitialized, op, "MPI was finalized")
+		return r.fail(errorf(ErrNotInitialized, op, "MPI was finalized"))
 	}
 	return nil
+}
+
+// fail applies the error handler of r's communicator to err, or the
+// process's Self's for a request of none (a timer, a nil request).
+func (r *Request) fail(err error) error {
+	if r != nil && r.c != nil {
+		return r.c.fail(err)
+	}
+	return noComm(err)
 }
 
 // Wait waits for r to complete and returns its status (MPI_WAIT). A nil or
@@ -217,15 +226,15 @@ func (r *Request) Cancel() error {
 		return err
 	}
 	if r == nil {
-		return errorf(ErrRequest, "Cancel", "nil request")
+		return noComm(errorf(ErrRequest, "Cancel", "nil request"))
 	}
 	switch {
 	case r.er != nil:
-		return r.c.engineErr("Cancel", r.er.Cancel())
+		return r.c.fail(r.c.engineErr("Cancel", r.er.Cancel()))
 	case r.sent.Valid():
 		er, err := r.c.p.ep.CancelSent(r.sent)
 		if err != nil {
-			return r.c.engineErr("Cancel", err)
+			return r.c.fail(r.c.engineErr("Cancel", err))
 		}
 		r.er, r.sent, r.hot = er, engine.Sent{}, notHot
 	case r.x != nil && r.x.tr != nil:
@@ -241,7 +250,7 @@ func (r *Request) Free() error {
 		return err
 	}
 	if r == nil {
-		return errorf(ErrRequest, "Free", "nil request")
+		return noComm(errorf(ErrRequest, "Free", "nil request"))
 	}
 	switch {
 	case r.er != nil:
@@ -266,13 +275,13 @@ func (r *Request) ResetTimer(dueTime float64) error {
 		return err
 	}
 	if r == nil || r.x == nil || r.x.tr == nil || !r.active() {
-		return errorf(ErrRequest, "ResetTimer", "not an active timer request")
+		return r.fail(errorf(ErrRequest, "ResetTimer", "not an active timer request"))
 	}
 	if math.IsNaN(dueTime) || math.IsInf(dueTime, 0) {
-		return errorf(ErrArg, "ResetTimer", "due time %v is not a finite number of seconds", dueTime)
+		return r.fail(errorf(ErrArg, "ResetTimer", "due time %v is not a finite number of seconds", dueTime))
 	}
 	if err := r.x.tr.Reset(dueTime); err != nil {
-		return &Error{Class: ErrRequest, Op: "ResetTimer", Detail: "timer has completed or was cancelled", Err: err}
+		return r.fail(&Error{Class: ErrRequest, Op: "ResetTimer", Detail: "timer has completed or was cancelled", Err: err})
 	}
 	return nil
 }
@@ -296,10 +305,10 @@ var timerEngine struct {
 // ErrNotInitialized.
 func TimerCreate(dueTime float64) (*Request, error) {
 	if env.state.Load() == stateDone {
-		return nil, errorf(ErrNotInitialized, "TimerCreate", "MPI was finalized")
+		return nil, errorf(ErrNotInitialized, "TimerCreate", "MPI was finalized") // no Self to handle it
 	}
 	if math.IsNaN(dueTime) || math.IsInf(dueTime, 0) {
-		return nil, errorf(ErrArg, "TimerCreate", "due time %v is not a finite number of seconds", dueTime)
+		return nil, noComm(errorf(ErrArg, "TimerCreate", "due time %v is not a finite number of seconds", dueTime))
 	}
 	var e *progress.Engine
 	if p := current(); p != nil {
@@ -435,7 +444,7 @@ func collectPlain(reqs []*Request, i int) int {
 // back to their rank.
 func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 	if statuses != nil && len(statuses) != len(reqs) {
-		return errorf(ErrArg, "Waitall", "%d statuses for %d requests", len(statuses), len(reqs))
+		return noComm(errorf(ErrArg, "Waitall", "%d statuses for %d requests", len(statuses), len(reqs)))
 	}
 	var first error
 	var done recycler

@@ -18,14 +18,7 @@ import (
 // (The aborting rank's own line may be lost: Hydra ends its output
 // forwarding with the job.)
 func TestHydraAbortZero(t *testing.T) {
-	mpiexec, err := exec.LookPath("mpiexec.mpich")
-	if err != nil {
-		t.Skip("mpiexec.mpich is not installed (CI installs MPICH)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mpiexec, "-n", "3", "-env", roleEnv, "abort0", os.Args[0], "-test.run=^$")
-	cmd.Env = os.Environ()
+	ctx, cmd := hydra(t, "-n", "3", "-env", roleEnv, "abort0", os.Args[0], "-test.run=^$")
 	begin := time.Now()
 	out, _ := cmd.CombinedOutput()
 	if ctx.Err() != nil {
@@ -41,15 +34,8 @@ func TestHydraAbortZero(t *testing.T) {
 // block's number in the MPI_APPNUM attribute, and MPI_UNIVERSE_SIZE is
 // at least the world.
 func TestHydraAppNum(t *testing.T) {
-	mpiexec, err := exec.LookPath("mpiexec.mpich")
-	if err != nil {
-		t.Skip("mpiexec.mpich is not installed (CI installs MPICH)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mpiexec, "-n", "1", "-env", roleEnv, "appnum", os.Args[0], "-test.run=^$",
+	_, cmd := hydra(t, "-n", "1", "-env", roleEnv, "appnum", os.Args[0], "-test.run=^$",
 		":", "-n", "2", "-env", roleEnv, "appnum", os.Args[0], "-test.run=^$")
-	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, out)
@@ -62,4 +48,19 @@ func TestHydraAppNum(t *testing.T) {
 	if strings.Contains(string(out), "universe 1\n") || strings.Contains(string(out), "universe 2\n") {
 		t.Fatalf("a universe smaller than the world:\n%s", out)
 	}
+}
+
+// hydra returns an mpiexec.mpich command with args, ended after a minute
+// (the context says whether it was), or skips the test without MPICH.
+func hydra(t *testing.T, args ...string) (context.Context, *exec.Cmd) {
+	t.Helper()
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		t.Skip("mpiexec.mpich is not installed (CI installs MPICH)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, mpiexec, args...)
+	cmd.Env = os.Environ()
+	return ctx, cmd
 }

@@ -271,34 +271,18 @@ func TestAttributesConcurrent(t *testing.T) {
 			}
 			return nil
 		}, nil)
-		var wg sync.WaitGroup
-		errs := make(chan error, 4)
-		for g := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range 500 {
-					if err := c.SetAttr(k, g*1000+i); err != nil {
-						errs <- err
-						return
-					}
-					if _, _, err := c.Attr(k); err != nil {
-						errs <- err
-						return
-					}
-					if err := c.DeleteAttr(k); err != nil && !errors.Is(err, ErrKeyval) {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			return err
-		}
-		return nil
+		return concurrently(4, 500, func(g, i int) error {
+			if err := c.SetAttr(k, g*1000+i); err != nil {
+				return err
+			}
+			if _, _, err := c.Attr(k); err != nil {
+				return err
+			}
+			if err := c.DeleteAttr(k); err != nil && !errors.Is(err, ErrKeyval) {
+				return err
+			}
+			return nil
+		})
 	}); err != nil {
 		t.Fatal(err)
 	}

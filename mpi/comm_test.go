@@ -151,38 +151,47 @@ func TestSetNameConcurrent(t *testing.T) {
 			return err
 		}
 		names := map[string]bool{"": true, "alpha": true, "a longer name, beta": true}
-		var wg sync.WaitGroup
-		errs := make(chan error, 4)
-		for g := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range 2000 {
-					switch {
-					case g%2 == 0 && i%2 == 0:
-						d.SetName("alpha")
-					case g%2 == 0:
-						d.SetName("a longer name, beta")
-					default:
-						if n := d.Name(); !names[n] {
-							errs <- fmt.Errorf("read name %q", n)
-							return
-						}
-						if err := d.label(); !names[err] && !strings.HasPrefix(err, "context ") {
-							errs <- fmt.Errorf("label %q", err)
-							return
-						}
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
+		if err := concurrently(4, 2000, func(g, i int) error {
+			switch {
+			case g%2 == 0 && i%2 == 0:
+				return d.SetName("alpha")
+			case g%2 == 0:
+				return d.SetName("a longer name, beta")
+			}
+			if n := d.Name(); !names[n] {
+				return fmt.Errorf("read name %q", n)
+			}
+			if l := d.label(); !names[l] && !strings.HasPrefix(l, "context ") {
+				return fmt.Errorf("label %q", l)
+			}
+			return nil
+		}); err != nil {
 			return err
 		}
 		return d.Free()
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// concurrently runs fn(g, i) for i below n in each of g goroutines at
+// once and returns the first error.
+func concurrently(goroutines, n int, fn func(g, i int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				if err := fn(g, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }

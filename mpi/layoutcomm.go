@@ -1,24 +1,89 @@
 package mpi
 
+import "github.com/tachyon-hpc/tachyon/engine"
+
 // SendLayout sends the bytes of buf that l describes, in order, as one
 // message (seed 003's MPI_SSEND and MPI_GSEND; a send with a derived
 // datatype). The receiver may receive it contiguously or with a layout of
-// its own.
+// its own. SsendLayout, RsendLayout, BsendLayout and the nonblocking
+// IsendLayout, IssendLayout, IrsendLayout and IbsendLayout do the same in
+// the other modes (GSEND in every mode).
 func (c *Comm) SendLayout(buf []byte, l Layout, dest, tag int) error {
-	if err := c.check("SendLayout"); err != nil {
+	return c.sendLayout("SendLayout", buf, l, func(m []byte) error { return c.Send(m, dest, tag) })
+}
+
+// SsendLayout is SendLayout in synchronous mode (Ssend).
+func (c *Comm) SsendLayout(buf []byte, l Layout, dest, tag int) error {
+	return c.sendLayout("SsendLayout", buf, l, func(m []byte) error { return c.Ssend(m, dest, tag) })
+}
+
+// RsendLayout is SendLayout in ready mode (Rsend).
+func (c *Comm) RsendLayout(buf []byte, l Layout, dest, tag int) error {
+	return c.sendLayout("RsendLayout", buf, l, func(m []byte) error { return c.Rsend(m, dest, tag) })
+}
+
+// BsendLayout is SendLayout in buffered mode (Bsend).
+func (c *Comm) BsendLayout(buf []byte, l Layout, dest, tag int) error {
+	return c.sendLayout("BsendLayout", buf, l, func(m []byte) error { return c.Bsend(m, dest, tag) })
+}
+
+// IsendLayout starts SendLayout (Isend). As for Isend, buf must not
+// change until the request completes.
+func (c *Comm) IsendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
+	return c.isendLayout("IsendLayout", buf, l, func(m []byte) (*Request, error) { return c.Isend(m, dest, tag) })
+}
+
+// IssendLayout starts SsendLayout (Issend).
+func (c *Comm) IssendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
+	return c.isendLayout("IssendLayout", buf, l, func(m []byte) (*Request, error) { return c.Issend(m, dest, tag) })
+}
+
+// IrsendLayout starts RsendLayout (Irsend).
+func (c *Comm) IrsendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
+	return c.isendLayout("IrsendLayout", buf, l, func(m []byte) (*Request, error) { return c.Irsend(m, dest, tag) })
+}
+
+// IbsendLayout starts BsendLayout (Ibsend).
+func (c *Comm) IbsendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
+	return c.isendLayout("IbsendLayout", buf, l, func(m []byte) (*Request, error) { return c.Ibsend(m, dest, tag) })
+}
+
+// sendLayout sends the message l makes of buf with send.
+func (c *Comm) sendLayout(op string, buf []byte, l Layout, send func([]byte) error) error {
+	m, err := c.layoutMessage(op, buf, l)
+	if err != nil {
 		return err
+	}
+	return send(m)
+}
+
+// isendLayout starts sending the message l makes of buf with isend.
+func (c *Comm) isendLayout(op string, buf []byte, l Layout, isend func([]byte) (*Request, error)) (*Request, error) {
+	m, err := c.layoutMessage(op, buf, l)
+	if err != nil {
+		return nil, err
+	}
+	return isend(m)
+}
+
+// layoutMessage returns the message l makes of buf: buf's first bytes
+// where l is a contiguous prefix, else l's bytes packed into a buffer of
+// their own.
+func (c *Comm) layoutMessage(op string, buf []byte, l Layout) ([]byte, error) {
+	if err := c.check(op); err != nil {
+		return nil, err
 	}
 	if isContiguousPrefix(l) {
 		if len(buf) < l.Extent() {
-			return c.fail(errorf(ErrBuffer, "SendLayout", "buffer of %d bytes is shorter than the layout's extent %d", len(buf), l.Extent()))
+			return nil, c.fail(errorf(ErrBuffer, op, "buffer of %d bytes is shorter than the layout's extent %d", len(buf), l.Extent()))
 		}
-		return c.Send(buf[:l.Size()], dest, tag)
+		return buf[:l.Size()], nil
 	}
 	packed := make([]byte, l.Size())
 	if _, err := l.pack(packed, buf); err != nil {
-		return c.fail(err)
+		return nil, c.fail(err)
 	}
-	return c.Send(packed, dest, tag)
+	return packed, nil
 }
 
 // RecvLayout receives a message and scatters it into the bytes of buf
@@ -26,14 +91,8 @@ func (c *Comm) SendLayout(buf []byte, l Layout, dest, tag int) error {
 // than l.Size fills the layout and returns ErrTruncate; Status.Count says
 // how many bytes were stored.
 func (c *Comm) RecvLayout(buf []byte, l Layout, source, tag int) (Status, error) {
-	if err := c.check("RecvLayout"); err != nil {
+	if err := c.checkRecvLayout("RecvLayout", buf, l); err != nil {
 		return Status{}, err
-	}
-	if len(buf) < l.Extent() {
-		return Status{}, c.fail(errorf(ErrBuffer, "RecvLayout", "buffer of %d bytes is shorter than the layout's extent %d", len(buf), l.Extent()))
-	}
-	if l.Overlaps() {
-		return Status{}, c.fail(errorf(ErrArg, "RecvLayout", "a receive layout's blocks must not overlap"))
 	}
 	if isContiguousPrefix(l) {
 		return c.Recv(buf[:l.Size()], source, tag)
@@ -47,6 +106,47 @@ func (c *Comm) RecvLayout(buf []byte, l Layout, source, tag int) (Status, error)
 		return st, c.fail(uerr)
 	}
 	return st, err
+}
+
+// IrecvLayout starts RecvLayout (MPI_IRECV with a layout, GRECV's
+// nonblocking form): the message lands in a buffer of its own, and
+// whatever completes the request (Wait, Test, Waitall and the rest)
+// scatters it into buf first. buf must not be read until then.
+func (c *Comm) IrecvLayout(buf []byte, l Layout, source, tag int) (*Request, error) {
+	if err := c.checkRecvLayout("IrecvLayout", buf, l); err != nil {
+		return nil, err
+	}
+	if isContiguousPrefix(l) {
+		return c.Irecv(buf[:l.Size()], source, tag)
+	}
+	packed := make([]byte, l.Size())
+	er, st, err := c.irecv(packed, source, tag)
+	r, err := c.request(opIrecv, er, engine.Sent{}, st, err)
+	if r != nil && er != nil {
+		r.x = &requestExtra{scatter: &layoutRecv{buf: buf, l: l, packed: packed}}
+	}
+	return r, err
+}
+
+// layoutRecv is what a nonblocking layout receive scatters on completion.
+type layoutRecv struct {
+	buf    []byte
+	l      Layout
+	packed []byte
+}
+
+// checkRecvLayout checks the arguments of a layout receive for op.
+func (c *Comm) checkRecvLayout(op string, buf []byte, l Layout) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if len(buf) < l.Extent() {
+		return c.fail(errorf(ErrBuffer, op, "buffer of %d bytes is shorter than the layout's extent %d", len(buf), l.Extent()))
+	}
+	if l.Overlaps() {
+		return c.fail(errorf(ErrArg, op, "a receive layout's blocks must not overlap"))
+	}
+	return nil
 }
 
 // isContiguousPrefix reports whether l is the bytes [0, Size) in order,

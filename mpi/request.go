@@ -52,6 +52,7 @@ type requestExtra struct {
 	eng     *progress.Engine
 	st      Status // the status of a request complete from the start
 	persist *persistent
+	scatter *layoutRecv // IrecvLayout's: unpacked into the user's buffer on completion
 }
 
 // opcode names the routine that made a request, for its errors.
@@ -141,6 +142,9 @@ func (r *Request) collect(wantStatus bool) (st Status, err error) {
 		if eerr != nil {
 			err = r.c.fail(r.c.engineErr(r.op.String(), eerr))
 		}
+		if r.x != nil && r.x.scatter != nil {
+			err = r.scatter(est, err)
+		}
 		if wantStatus {
 			st = r.c.status(est)
 		}
@@ -151,6 +155,21 @@ func (r *Request) collect(wantStatus bool) (st Status, err error) {
 		st = r.c.status(engine.Status{})
 	}
 	return st, nil
+}
+
+// scatter unpacks what IrecvLayout's request received into the user's
+// buffer, a truncated message's part included, and returns the request's
+// error (or unpacking's).
+func (r *Request) scatter(est engine.Status, err error) error {
+	s := r.x.scatter
+	r.x.scatter = nil
+	if est.Cancelled || err != nil && ErrorClass(err) != ErrTruncate {
+		return err
+	}
+	if _, uerr := s.l.unpack(s.buf, s.packed[:min(est.Count, len(s.packed))]); uerr != nil && err == nil {
+		return r.c.fail(uerr)
+	}
+	return err
 }
 
 // plain reports whether r is the usual request, a send or receive that

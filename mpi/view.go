@@ -38,14 +38,14 @@ func FromBytes[T Numeric](b []byte) ([]T, error) {
 	var zero T
 	size, align := int(unsafe.Sizeof(zero)), uintptr(unsafe.Alignof(zero))
 	if len(b)%size != 0 {
-		return nil, errorf(ErrBuffer, op, "%d bytes are not a whole number of %d-byte %T", len(b), size, zero)
+		return nil, noComm(errorf(ErrBuffer, op, "%d bytes are not a whole number of %d-byte %T", len(b), size, zero))
 	}
 	if len(b) == 0 {
 		return nil, nil
 	}
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	if uintptr(p)%align != 0 {
-		return nil, errorf(ErrBuffer, op, "buffer at %p is not aligned to %d bytes for %T", p, align, zero)
+		return nil, noComm(errorf(ErrBuffer, op, "buffer at %p is not aligned to %d bytes for %T", p, align, zero))
 	}
 	return unsafe.Slice((*T)(p), len(b)/size), nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -18,9 +19,12 @@ import (
 // process maps, with two regions:
 //
 //	region 0  control: line 0 {magic u32, ranks u32, ring bytes u64,
-//	          abort u64}, then two lines per rank: its doorbell, and
-//	          {pid u64, attached u32}; abort is 0, or the first
-//	          Endpoint.Abort's 1<<63 | rank<<32 | code, for the launcher
+//	          abort u64, clock base u64, clock counts a second f64},
+//	          then two lines per rank: its doorbell, and {pid u64,
+//	          attached u32}; abort is 0, or the first Endpoint.Abort's
+//	          1<<63 | rank<<32 | code, for the launcher; the clock is the
+//	          creator's (progress.SharedClock; 0 if it has none), which
+//	          the ranks start theirs as, so that Wtime is one clock
 //	region 1  the pair rings, ranks² of ring bytes each (a multiple of a
 //	          cache line): ring i*n+j carries rank i's packets to rank j,
 //	          a record ring or a cell ring (engine_rings, as the creator
@@ -38,6 +42,7 @@ const (
 	ctlPerRank   = 2 * ctlLine
 	offCtlRing   = 8       // within line 0: ring bytes
 	offCtlAbort  = 16      // within line 0: the job's abort
+	offCtlClock  = 24      // within line 0: the creator's clock base, then its frequency
 	offCtlPID    = ctlLine // within a rank's lines
 	offCtlJoined = ctlLine + 8
 	maxShmRanks  = 1 << 12
@@ -105,6 +110,10 @@ func CreateShmJob(name string, n int) (*rings.Segment, error) {
 	}
 	binary.LittleEndian.PutUint32(ctl[4:], uint32(n))
 	binary.LittleEndian.PutUint64(ctl[offCtlRing:], uint64(stride))
+	if base, hz, ok := progress.SharedClock(); ok {
+		binary.LittleEndian.PutUint64(ctl[offCtlClock:], base)
+		binary.LittleEndian.PutUint64(ctl[offCtlClock+8:], math.Float64bits(hz))
+	}
 	asm.StoreRelease32((*uint32)(unsafe.Pointer(&ctl[0])), shmMagic)
 	return seg, nil
 }
@@ -238,6 +247,11 @@ func attachShm(seg *rings.Segment, rank int) (*shmSide, error) {
 	n := job.n
 	if rank < 0 || rank >= n {
 		return nil, fmt.Errorf("%w: rank %d of a %d-rank job", ErrConfig, rank, n)
+	}
+	// Start this process's clock as the creator's, if it has not started
+	// (progress.StartSharedClock): every rank's Wtime is then one clock.
+	if base := binary.LittleEndian.Uint64(job.ctl[offCtlClock:]); base != 0 {
+		progress.StartSharedClock(base, math.Float64frombits(binary.LittleEndian.Uint64(job.ctl[offCtlClock+8:])))
 	}
 	bells := make([]*progress.Doorbell, n)
 	for i := range bells {

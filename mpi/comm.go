@@ -140,10 +140,6 @@ func (c *Comm) SetName(name string) error {
 	return nil
 }
 
-// WtimeIsGlobal reports the MPI_WTIME_IS_GLOBAL attribute: false, since
-// every process counts Wtime from its own start.
-func (c *Comm) WtimeIsGlobal() bool { return false }
-
 // Barrier returns once every rank of c has called it (MPI_BARRIER).
 func (c *Comm) Barrier() error {
 	if err := c.check("Barrier"); err != nil {

@@ -1,8 +1,10 @@
 package mpi
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -107,8 +109,8 @@ var scComms = scenario("comms", func(c *Comm) error {
 func TestComms(t *testing.T) { both(t, 4, scComms) }
 
 var scSelf = scenario("self", func(c *Comm) error {
-	if c.WtimeIsGlobal() {
-		return fmt.Errorf("WtimeIsGlobal")
+	if c.WtimeIsGlobal() != (c.WtimeSkew() <= wtimeGlobalBound.Get().Seconds()) {
+		return fmt.Errorf("WtimeIsGlobal %v with ranks %v apart", c.WtimeIsGlobal(), c.WtimeSkew())
 	}
 	if Wtick() <= 0 || Wtick() > 1e-3 {
 		return fmt.Errorf("Wtick %v", Wtick())
@@ -195,3 +197,77 @@ func concurrently(goroutines, n int, fn func(g, i int) error) error {
 	close(errs)
 	return <-errs
 }
+
+// One clock for a job (WtimeIsGlobal): the ranks of a Run world share
+// their process's (no skew); the processes of a shared-memory job start
+// theirs as the segment creator's, and Init measures how far they may
+// disagree: well under a millisecond (apart, clocks start milliseconds
+// apart), and under a microsecond unless the ranks share CPUs, as a test
+// run alongside others may. Rank 0 stamps Wtime and sends it, rank 1
+// stamps on receipt and answers: no stamp taken before another is later
+// than it by more than the bound, in both directions.
+var scGlobalClock = scenario("global-clock", func(c *Comm) error {
+	bound := c.WtimeSkew()
+	if !(bound < 1e-3) || c.WtimeIsGlobal() != (bound <= wtimeGlobalBound.Get().Seconds()) {
+		return fmt.Errorf("WtimeIsGlobal %v, bound %v s", c.WtimeIsGlobal(), bound)
+	}
+	if v, ok, err := c.Attr(AttrWtimeIsGlobal); v != c.WtimeIsGlobal() || !ok || err != nil {
+		return fmt.Errorf("MPI_WTIME_IS_GLOBAL: %v %v %v", v, ok, err)
+	}
+	b := make([]byte, 8)
+	for range 100 {
+		if c.Rank() == 0 {
+			t0 := Wtime()
+			binary.LittleEndian.PutUint64(b, math.Float64bits(t0))
+			if err := c.Send(b, 1, 1); err != nil {
+				return err
+			}
+			if _, err := c.Recv(b, 1, 2); err != nil {
+				return err
+			}
+			t3 := Wtime()
+			if t2 := math.Float64frombits(binary.LittleEndian.Uint64(b)); t2 > t3+bound {
+				return fmt.Errorf("rank 1 stamped %v, after rank 0's later %v (bound %v)", t2, t3, bound)
+			}
+		} else if c.Rank() == 1 {
+			if _, err := c.Recv(b, 0, 1); err != nil {
+				return err
+			}
+			t1 := Wtime()
+			if t0 := math.Float64frombits(binary.LittleEndian.Uint64(b)); t0 > t1+bound {
+				return fmt.Errorf("rank 0 stamped %v, after rank 1's later %v (bound %v)", t0, t1, bound)
+			}
+			binary.LittleEndian.PutUint64(b, math.Float64bits(Wtime()))
+			if err := c.Send(b, 0, 2); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+})
+
+func TestGlobalClock(t *testing.T) {
+	if err := Run(3, func(c *Comm) error {
+		if c.WtimeSkew() != 0 || !c.WtimeIsGlobal() {
+			return fmt.Errorf("a Run world's ranks %v apart", c.WtimeSkew())
+		}
+		return scenarios[scGlobalClock](c)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runProcesses(t, 2, scGlobalClock)
+}
+
+// TestClockStartedEarly: a process that read Wtime before Init keeps its
+// own clock, which Init's measure finds apart from the others': no rank
+// reports the clock global.
+func TestClockStartedEarly(t *testing.T) {
+	runProcesses(t, 2, scClockApart, "MPI_TEST_WTIME_EARLY=1")
+}
+
+var scClockApart = scenario("clock-apart", func(c *Comm) error {
+	if c.WtimeIsGlobal() {
+		return fmt.Errorf("rank %d: WtimeIsGlobal with a rank whose clock started before Init (bound %v)", c.Rank(), c.WtimeSkew())
+	}
+	return nil
+})

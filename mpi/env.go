@@ -116,6 +116,13 @@ func InitThread(required ThreadLevel) (provided ThreadLevel, err error) {
 	if err != nil {
 		return 0, err
 	}
+	if p.skew, err = p.measureSkew(); err != nil {
+		p.ep.Close()
+		if p.closer != nil {
+			p.closer()
+		}
+		return 0, &Error{Class: ErrOther, Op: "Init", Detail: "measuring the ranks' clocks", Err: err}
+	}
 	if required < ThreadMultiple {
 		err := p.ep.SetSerial(true)
 		if err == nil {

@@ -26,6 +26,7 @@ type proc struct {
 	thread   ThreadLevel // the thread level provided (QueryThread)
 	appNum   int         // MPI_APPNUM: the launch block this rank came from, -1 if unknown
 	universe int         // MPI_UNIVERSE_SIZE
+	skew     float64     // the bound on two ranks' Wtime disagreement, Init's measure (WtimeSkew)
 
 	// Requests WaitallInto completed, for Isend and Irecv to reuse: a
 	// plain stack while one goroutine at a time calls MPI (thread levels
@@ -308,6 +309,7 @@ func finalizeError(errs []error) *Error {
 const (
 	tagBarrier = iota + 1
 	tagGather
+	tagClock // Init's stamp exchanges (measureSkew)
 )
 
 // barrier is a dissemination barrier over c's collective context: in

@@ -56,6 +56,9 @@ type ClockInfo struct {
 	Resolution float64
 	// Fallback explains why the time-stamp counter is not used, "" if it is.
 	Fallback string
+	// Shared reports that the clock is another process's on this host
+	// (StartSharedClock): the same origin and frequency.
+	Shared bool
 }
 
 type clock struct {
@@ -235,6 +238,53 @@ func newTSCClock(ordered bool, window time.Duration) (*clock, error) {
 		Resolution:      1 / hz,
 	}
 	return c, nil
+}
+
+// SharedClock returns what another process on this host needs to read the
+// same Wtime as this one (StartSharedClock): the counter's value at Wtime
+// 0 and its counts per second. Only a time-stamp-counter clock, which
+// every CPU of the host reads alike, can be shared; ok is false for the
+// monotonic clock. It starts the clock if needed.
+func SharedClock() (base uint64, countsPerSec float64, ok bool) {
+	c := clockNow()
+	return c.base, c.countsPerSec, c.tsc
+}
+
+// StartSharedClock starts this process's clock as the one SharedClock
+// described in another process of this host, so that both Wtimes read the
+// same time: same origin, same frequency (no calibration of its own). It
+// reports false, and changes nothing, if the clock has already started
+// (Wtime's origin never changes once read), if the counter is not usable
+// here, or if the values are implausible.
+func StartSharedClock(base uint64, countsPerSec float64) bool {
+	clockOnce.Lock()
+	defer clockOnce.Unlock()
+	if theClock.Load() != nil || !(countsPerSec > 1e6) || clockSource.Get() == "monotonic" {
+		return false
+	}
+	why := tscUnusable()
+	if clockSource.Get() == "tsc" && asm.HasTSC && !strings.HasPrefix(why, "CNTFRQ") {
+		why = "" // told to trust the counter, as newClock is
+	}
+	if why != "" {
+		return false
+	}
+	ordered := clockOrdered.Get()
+	c := &clock{tsc: true, ordered: ordered, tscOrdered: ordered, base: base, secPerCount: 1 / countsPerSec, countsPerSec: countsPerSec}
+	if c.read() < base {
+		return false // not this host's counter
+	}
+	c.info = ClockInfo{
+		Source:          "tsc",
+		Frequency:       countsPerSec,
+		FrequencySource: "shared",
+		Nominal:         nominalFrequency(),
+		Ordered:         ordered,
+		Resolution:      1 / countsPerSec,
+		Shared:          true,
+	}
+	theClock.Store(c)
+	return true
 }
 
 // calibrate measures the counter's frequency against CLOCK_MONOTONIC_RAW.

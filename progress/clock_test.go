@@ -236,3 +236,19 @@ func TestNowCoarse(t *testing.T) {
 		}
 	}
 }
+
+// TestStartSharedClockStarted: a clock that has started keeps its origin
+// and frequency: StartSharedClock refuses to replace it.
+func TestStartSharedClockStarted(t *testing.T) {
+	base, hz, ok := SharedClock()
+	w := Wtime()
+	if StartSharedClock(base+1000, hz*1.5) {
+		t.Fatal("StartSharedClock replaced a running clock")
+	}
+	if b, h, ok2 := SharedClock(); b != base || h != hz || ok2 != ok {
+		t.Fatalf("the clock changed: %d %v %v, was %d %v %v", b, h, ok2, base, hz, ok)
+	}
+	if Wtime() < w {
+		t.Fatal("Wtime went back")
+	}
+}

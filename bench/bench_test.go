@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -335,5 +336,30 @@ func TestLineCrossing(t *testing.T) {
 	}
 	if (*host)(nil).String() != "" {
 		t.Fatal("lines for no host")
+	}
+}
+
+// TestComparison: the comparison program builds with each installed MPI
+// and prints, for every size, the lines parseAnchor reads.
+func TestComparison(t *testing.T) {
+	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
+		t.Skip("mpicc.mpich is not installed (CI installs MPICH)")
+	}
+	got, err := runComparison(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, res := range got {
+		s := index(res)
+		for _, want := range []struct {
+			kind  string
+			sizes []int
+		}{{"latency", []int{0, 1, 2, 4}}, {"msgrate", []int{1, 2, 4}}, {"bw", []int{1, 2, 4}}} {
+			for _, n := range want.sizes {
+				if v := s[want.kind][n]; !(v > 0) {
+					t.Errorf("%s: %s of %d B is %v", name, want.kind, n, v)
+				}
+			}
+		}
 	}
 }

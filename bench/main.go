@@ -1,7 +1,8 @@
 // Command bench measures Tachyon's point-to-point latency, message rate
-// and bandwidth the way OSU's benchmarks and ../shared/anchors/mpi_pingpong.c
-// do: a blocking ping-pong from 0 bytes to -max, and windows of 64
-// nonblocking sends, each window acknowledged.
+// and bandwidth the way OSU's benchmarks and its comparison program
+// (compare/pingpong.c, which -compare runs under MPICH and Open MPI) do: a
+// blocking ping-pong from 0 bytes to -max, and windows of 64 nonblocking
+// sends, each window acknowledged.
 //
 // Started plainly it runs its own two ranks, pinned to different CPUs,
 // over shared memory (or, with -transport inproc, as two goroutines of one
@@ -67,10 +68,10 @@ func main() {
 	nethost.EnterMain() // with -net, bench is also the shim that puts each rank in its host
 	var o options
 	flag.IntVar(&o.max, "max", 4<<20, "largest message size in bytes")
-	flag.StringVar(&o.format, "format", "table", "output: table, or anchor (the lines of ../shared/anchors/mpi_pingpong.c)")
+	flag.StringVar(&o.format, "format", "table", "output: table, or anchor (the lines the comparison program, compare/pingpong.c, prints)")
 	flag.StringVar(&o.transport, "transport", "shm", "shm (two processes over shared memory) or inproc (two goroutines)")
 	flag.BoolVar(&o.compare, "compare", false, "also run the MPICH and Open MPI anchor and print ratios")
-	flag.StringVar(&o.anchor, "anchor", "", "the anchor script for -compare (default ../shared/anchors/run-mpi-anchor.sh, with -net run-net-anchor.sh beside it)")
+	flag.StringVar(&o.anchor, "anchor", "", "with -compare, a script to run in place of the built-in comparison (bench/compare/pingpong.c under mpiexec.mpich and mpiexec.openmpi); with -net, the kernel UDP anchors' script (default ../shared/anchors/run-net-anchor.sh, skipped if absent)")
 	flag.StringVar(&o.plot, "plot", "", "write an SVG plot of latency and message rate to this file")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	flag.StringVar(&o.thread, "thread", "", "thread level process ranks ask of InitThread: serialized (the default: one goroutine at a time inside MPI, as the anchor's MPI_THREAD_SINGLE) or multiple (what mpi.Init gives); in-process ranks are always multiple")
@@ -81,11 +82,8 @@ func main() {
 	flag.IntVar(&o.mtu, "mtu", 9000, "with -net, the MTU of the two hosts' interfaces; above 3868 the ranks' links use 4 KiB frame buffers (nic_frame_size), whose largest frame the MTU then is")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto")
 	flag.Parse()
-	if o.anchor == "" {
-		o.anchor = "../shared/anchors/run-mpi-anchor.sh"
-		if o.net != "" {
-			o.anchor = "../shared/anchors/run-net-anchor.sh"
-		}
+	if o.anchor == "" && o.net != "" {
+		o.anchor = defaultNetAnchor
 	}
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -126,7 +124,7 @@ func (o options) check() error {
 	case o.net != "" && (o.mtu < 576 || o.mtu > 65535):
 		return fmt.Errorf("-mtu %d: want 576 to 65535", o.mtu)
 	}
-	if o.compare {
+	if o.compare && o.anchor != "" && o.anchor != defaultNetAnchor {
 		if _, err := os.Stat(o.anchor); err != nil {
 			return fmt.Errorf("-compare needs the anchor script (-anchor): %w", err)
 		}
@@ -234,6 +232,8 @@ func anchorRun(o options) (map[string][]Result, error) {
 		return nil, nil
 	case o.net != "":
 		return runNetAnchor(o, o.anchor)
+	case o.anchor == "":
+		return runComparison(o.max)
 	}
 	return runAnchor(o.anchor, o.max)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -25,25 +24,33 @@ import (
 // mpichNetName is MPICH's column in the tables.
 const mpichNetName = "mpich-ucx-tcp"
 
+// defaultNetAnchor is the kernel UDP anchors' script beside a clone (the
+// project's shared folder); -compare -net skips them when it is absent.
+const defaultNetAnchor = "../shared/anchors/run-net-anchor.sh"
+
 // runNetAnchor measures the network anchors once and returns each one's
-// results by name. script is the network anchor script; the MPI
-// ping-pong it builds, mpi_pingpong.c, lies beside it.
+// results by name: the kernel UDP ping-pongs of script, if there is one,
+// and MPICH running the comparison program (compare.go).
 func runNetAnchor(o options, script string) (map[string][]Result, error) {
-	if _, err := os.Stat(script); err != nil {
-		return nil, fmt.Errorf("-compare needs the network anchor script: %w", err)
-	}
 	got := map[string][]Result{}
-	fmt.Fprintln(os.Stderr, "running the kernel UDP anchors:", script, "kernel")
-	cmd := exec.Command("bash", script, "kernel", strconv.Itoa(o.max))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("network anchor script: %w", err)
+	if _, err := os.Stat(script); err != nil {
+		if script != defaultNetAnchor {
+			return nil, fmt.Errorf("-compare -net: the kernel anchors' script: %w", err)
+		}
+		fmt.Fprintln(os.Stderr, "bench: no", script, "here: the kernel UDP anchors are left out")
+	} else {
+		fmt.Fprintln(os.Stderr, "running the kernel UDP anchors:", script, "kernel")
+		cmd := exec.Command("bash", script, "kernel", strconv.Itoa(o.max))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("network anchor script: %w", err)
+		}
+		for name, res := range parseKernelAnchors(out.String()) {
+			got[name] = res
+		}
 	}
-	for name, res := range parseKernelAnchors(out.String()) {
-		got[name] = res
-	}
-	res, err := runMPICHNet(o, filepath.Join(filepath.Dir(script), "mpi_pingpong.c"))
+	res, err := runMPICHNet(o)
 	if err != nil {
 		return nil, err
 	}
@@ -72,18 +79,13 @@ func parseKernelAnchors(out string) map[string][]Result {
 	return got
 }
 
-// runMPICHNet builds the MPI ping-pong with mpicc.mpich and runs it under
-// mpiexec.mpich over UCX's TCP transport, one rank in each of two hosts,
-// each entering its host through this program (nethost's shim) and
-// pinned with taskset to the CPU the benchmark's rank had.
-func runMPICHNet(o options, source string) ([]Result, error) {
-	for _, tool := range []string{"mpicc.mpich", "mpiexec.mpich", "taskset"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return nil, fmt.Errorf("-compare -net needs %s (Debian: mpich, util-linux): %w", tool, err)
-		}
-	}
-	if _, err := os.Stat(source); err != nil {
-		return nil, fmt.Errorf("-compare -net needs the MPI ping-pong beside the script: %w", err)
+// runMPICHNet builds the comparison program with mpicc.mpich and runs it
+// under mpiexec.mpich over UCX's TCP transport, one rank in each of two
+// hosts, each entering its host through this program (nethost's shim)
+// and pinned with taskset to the CPU the benchmark's rank had.
+func runMPICHNet(o options) ([]Result, error) {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return nil, fmt.Errorf("-compare -net needs taskset (Debian: util-linux): %w", err)
 	}
 	cpus, err := twoCPUs()
 	if err != nil {
@@ -98,9 +100,9 @@ func runMPICHNet(o options, source string) ([]Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "pp_mpich")
-	if out, err := exec.Command("mpicc.mpich", "-O2", "-w", "-o", bin, source).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building %s: %v\n%s", source, err, out)
+	bin, err := buildComparison(mpiImpls[0], dir)
+	if err != nil {
+		return nil, err
 	}
 
 	nw, err := nethost.New(nethost.Config{Hosts: 2, Prefix: "anch", MTU: o.mtu})

@@ -9,9 +9,10 @@ import (
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
 
-// The measurements follow ../shared/anchors/mpi_pingpong.c exactly, so
-// that Tachyon's figures and MPICH's and Open MPI's compare line by line:
-// the same sizes, iteration counts, warm-up, window and acknowledgement.
+// The measurements are those of the comparison program,
+// compare/pingpong.c, so that Tachyon's figures and MPICH's and Open MPI's
+// compare line by line: the same sizes, iteration counts, warm-up, window
+// and acknowledgement.
 
 // window is the number of nonblocking sends in flight in the message-rate
 // and bandwidth test.

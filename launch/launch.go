@@ -51,12 +51,12 @@ import (
 	"github.com/tachyon-hpc/tachyon/rings"
 )
 
-// Environment variables through which a rank learns its place in the job;
-// the same names as mpi.EnvRank, mpi.EnvSize and mpi.EnvSegment.
+// Environment variables through which a rank learns its place in the job
+// (engine's, which mpi's Init reads).
 const (
-	EnvRank    = "TACHYON_RANK"
-	EnvSize    = "TACHYON_SIZE"
-	EnvSegment = "TACHYON_SEGMENT"
+	EnvRank    = engine.EnvRank
+	EnvSize    = engine.EnvSize
+	EnvSegment = engine.EnvSegment
 )
 
 // DefaultSegmentPrefix starts the name of a job's segment when

@@ -51,11 +51,11 @@ func (l ThreadLevel) String() string {
 }
 
 // Environment variables through which a launcher tells a process its
-// place in a job.
+// place in a job (engine's, which launch sets).
 const (
-	EnvRank    = "TACHYON_RANK"    // this process's world rank
-	EnvSize    = "TACHYON_SIZE"    // the number of ranks
-	EnvSegment = "TACHYON_SEGMENT" // the job's shared-memory segment name
+	EnvRank    = engine.EnvRank    // this process's world rank
+	EnvSize    = engine.EnvSize    // the number of ranks
+	EnvSegment = engine.EnvSegment // the job's shared-memory segment name
 )
 
 // The process's environment: not initialized, initialized, finalized.

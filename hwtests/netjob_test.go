@@ -151,23 +151,7 @@ func TestNetnsHydra(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer nw.Close()
-			exe, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var args []string
-			for i, h := range nw.Hosts {
-				if i > 0 {
-					args = append(args, ":")
-				}
-				k, v, _ := strings.Cut(h.EnterEnv(), "=")
-				args = append(args, "-n", "1", "-env", k, v, "-env", roleEnv, "netjob")
-				for _, kv := range c.env {
-					k, v, _ := strings.Cut(kv, "=")
-					args = append(args, "-env", k, v)
-				}
-				args = append(args, exe, exe, "-test.run=^$")
-			}
+			args := hostsJob(t, nw, "netjob", func(int) []string { return c.env })
 			start := time.Now()
 			out, err := exec.Command(mpiexec, args...).CombinedOutput()
 			if err != nil {
@@ -199,19 +183,9 @@ func TestNetnsAuthMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nw.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var args []string
-	for i, h := range nw.Hosts {
-		if i > 0 {
-			args = append(args, ":")
-		}
-		k, v, _ := strings.Cut(h.EnterEnv(), "=")
-		args = append(args, "-n", "1", "-env", k, v, "-env", roleEnv, "netjob",
-			"-env", "TACHYON_ENGINE_NET_AUTH", strconv.FormatBool(i == 0), exe, exe, "-test.run=^$")
-	}
+	args := hostsJob(t, nw, "netjob", func(i int) []string {
+		return []string{"TACHYON_ENGINE_NET_AUTH=" + strconv.FormatBool(i == 0)}
+	})
 	out, err := exec.Command(mpiexec, args...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "engine_net_auth is off here but the job authenticates its frames") {
 		t.Fatalf("a job with engine_net_auth on rank 0 only: %v\n%s", err, out)
@@ -269,4 +243,29 @@ func TestTachyonrunNetns(t *testing.T) {
 	if after, _ := exec.Command("ip", "-o", "link").Output(); string(after) != string(before) {
 		t.Fatalf("links left behind:\nbefore %s\nafter %s", before, after)
 	}
+}
+
+// hostsJob returns mpiexec's MPMD arguments for a job of one rank in each
+// of nw's hosts: each rank enters its host through this test binary (the
+// shim) and runs role, with the KEY=VALUE entries env(i) gives rank i.
+func hostsJob(t *testing.T, nw *nethost.Network, role string, env func(i int) []string) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for i, h := range nw.Hosts {
+		if i > 0 {
+			args = append(args, ":")
+		}
+		k, v, _ := strings.Cut(h.EnterEnv(), "=")
+		args = append(args, "-n", "1", "-env", k, v, "-env", roleEnv, role)
+		for _, kv := range env(i) {
+			k, v, _ := strings.Cut(kv, "=")
+			args = append(args, "-env", k, v)
+		}
+		args = append(args, exe, exe, "-test.run=^$")
+	}
+	return args
 }

@@ -230,8 +230,19 @@ func TestNetHostileFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A clock probe too short to answer, and a clock answer no probe
+	// asked for (ignored).
+	for _, n := range []int{8, clockBody} {
+		h := with(func(h *nic.Header) { h.Type, h.Flags = nic.TypeClock, nic.FlagAckNow })
+		if n == clockBody {
+			h.Flags = 0
+		}
+		if _, err := c.Write(frame(h, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Polls take them in; then the counters say what happened.
-	want := map[string]uint64{}
+	want := map[string]uint64{"malformed": 1}
 	for _, x := range hostile {
 		want[x.counter]++
 	}

@@ -92,6 +92,11 @@ type netConn struct {
 	out bulkOut
 	in  bulkIn
 
+	// The peer's clock error, as its last clock probe told it, and when
+	// (netclock.go; 0: never).
+	clockErr float64
+	clockAt  uint64
+
 	// Receiving. Every seq in [dlvNxt, rcvNxt) has arrived and its packets
 	// are the Inbox's, from offset dlvOff of frame dlvNxt on; seqs in
 	// [rcvNxt, dlvNxt+window) may have arrived (out of order). Packet's
@@ -332,7 +337,7 @@ func (c *netConn) flush() {
 // sendAck sends an acknowledgement on its own, with flags (FlagAckNow:
 // a probe, which the peer answers at once).
 func (c *netConn) sendAck(flags nic.Flags) {
-	if c.sendControl(nic.TypeAck, flags) {
+	if c.sendControl(nic.TypeAck, flags, nil) {
 		c.dev.sentAcks.Inc()
 	} else {
 		c.ackNow = true // the next pump tries again
@@ -340,22 +345,24 @@ func (c *netConn) sendAck(flags nic.Flags) {
 }
 
 // sendBye tells the peer this endpoint is closing.
-func (c *netConn) sendBye() { c.sendControl(nic.TypeBye, 0) }
+func (c *netConn) sendBye() { c.sendControl(nic.TypeBye, 0, nil) }
 
-// sendControl sends a frame of type typ with no packet, and reports
-// whether the link took it. Not kept: an acknowledgement lost is made up
-// for by the next, a bye by the peer's timeout.
-func (c *netConn) sendControl(typ nic.Type, flags nic.Flags) bool {
+// sendControl sends a frame of type typ with no packet, body after its
+// header, and reports whether the link took it. Not kept: an
+// acknowledgement lost is made up for by the next, a bye by the peer's
+// timeout, a clock probe by the next probe.
+func (c *netConn) sendControl(typ nic.Type, flags nic.Flags, body []byte) bool {
 	d := c.dev
 	if d.link.Alloc(d.ackFrame[:]) == 0 {
 		return false
 	}
 	b := d.link.Bytes(d.ackFrame[0])
-	h := nic.Header{Type: typ, Flags: flags, Length: uint16(d.trailer), Cookie: d.cookie, Src: d.self, Dst: c.rank,
+	h := nic.Header{Type: typ, Flags: flags, Length: uint16(len(body) + d.trailer), Cookie: d.cookie, Src: d.self, Dst: c.rank,
 		Epoch: d.epoch, Seq: c.sndNxt}
 	h.Put(b)
 	c.stamp(b)
-	n := nic.HeaderLen + d.trailer
+	copy(b[nic.HeaderLen:], body)
+	n := nic.HeaderLen + len(body) + d.trailer
 	if d.sealer != nil {
 		d.sealer.seal(b[:n])
 	}

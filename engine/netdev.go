@@ -104,6 +104,7 @@ type netDev struct {
 	sealer   *frameSealer  // tags this endpoint's frames (nil: none)
 	trailer  int           // bytes of the trailer a frame ends in (0 or authTrailer)
 	bulk     *bulkDev      // the bulk lane (nil: off)
+	clk      netClock      // steering this process's clock (netclock.go)
 
 	ackEvery                     int
 	rtoBurst                     int
@@ -274,6 +275,9 @@ func (d *netDev) service() {
 		due = earliest(earliest(due, c.rtoAt), c.ackAt)
 		rtoDue = earliest(rtoDue, c.rtoAt)
 	}
+	if d.clk.ref != nil {
+		d.tickClock()
+	}
 	d.flushReleased()
 	asm.StoreRelaxed64(&d.due, due)
 	asm.StoreRelaxed64(&d.rtoDue, rtoDue)
@@ -405,6 +409,8 @@ func (d *netDev) frame(r *nic.RxDesc) {
 		}
 	case nic.TypeBye:
 		c.fail(d.now, "closed its endpoint")
+	case nic.TypeClock:
+		d.onClock(c, h.Flags, data)
 	}
 	d.release(r.Frame)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -194,8 +195,9 @@ func TestNetnsAuthMismatch(t *testing.T) {
 
 // TestTachyonrunNetns: tachyonrun -netns makes each rank a host of its
 // own, serves their PMI connections, and removes everything afterwards:
-// jobs of 2 and 4 ranks over AF_XDP across the bridge, and an Abort that
-// stops the job with its code.
+// jobs of 2 and 4 ranks over AF_XDP across the bridge, a job whose clocks
+// start apart (clock_test.go), and an Abort that stops the job with its
+// code.
 func TestTachyonrunNetns(t *testing.T) {
 	if err := nethost.Available(); err != nil {
 		t.Skip(err)
@@ -213,9 +215,10 @@ func TestTachyonrunNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := exec.Command("ip", "-o", "link").Output()
-	run := func(role string, n int) (string, int) {
+	run := func(role string, n int, env ...string) (string, int) {
 		cmd := exec.Command(bin, "-netns", "-n", strconv.Itoa(n), exe, "-test.run=^$")
 		cmd.Env = append(os.Environ(), roleEnv+"="+role, "TACHYON_NIC_MODE=xdp", "TACHYON_HWTEST_MESSAGES=20000")
+		cmd.Env = append(cmd.Env, env...)
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -235,6 +238,16 @@ func TestTachyonrunNetns(t *testing.T) {
 				t.Fatalf("%d ranks: rank %d did not finish:\n%s", n, r, out)
 			}
 		}
+	}
+	base, hz, ok := progress.SharedClock()
+	if ok {
+		out, code := run("clock", 3, fmt.Sprintf("%s=%d,%v", clockEnv, base, hz), "TACHYON_ENGINE_NET_CLOCK_INTERVAL=100ms")
+		if code != 0 {
+			t.Fatalf("clock: exit %d:\n%s", code, out)
+		}
+		checkClocks(t, out, 3)
+	} else {
+		t.Log("no time-stamp counter: the clock job needs one that every host reads alike")
 	}
 	out, code := run("abort", 3)
 	if code != 7 || !strings.Contains(out, "rank 1 aborted the job with code 7") {

@@ -25,6 +25,12 @@ import (
 
 // runRole is one rank of a job the test started under srun.
 func runRole(role string) int {
+	if role == "clock" {
+		if err := startDistortedClock(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	if err := mpi.Init(); err != nil {
 		fmt.Fprintln(os.Stderr, "Init:", err)
 		return 1
@@ -37,6 +43,8 @@ func runRole(role string) int {
 		err = ring(w)
 	case "netjob":
 		err = netJob(w)
+	case "clock":
+		err = clockJob(w)
 	case "netfail":
 		if err = netFail(w); err == nil {
 			return 0 // finalized

@@ -93,11 +93,16 @@ const (
 	TypeHello
 	// TypeBye tells a peer that the sender is closing.
 	TypeBye
+	// TypeClock carries clock readings, for steering the clocks of a job
+	// across hosts toward one: with FlagAckNow a probe, which the
+	// receiver answers at once; without, the answer. The body is the
+	// engine's.
+	TypeClock
 
-	typeLast = TypeBye
+	typeLast = TypeClock
 )
 
-var typeNames = [...]string{"Type(0)", "data", "ack", "hello", "bye"}
+var typeNames = [...]string{"Type(0)", "data", "ack", "hello", "bye", "clock"}
 
 func (t Type) String() string {
 	if t > typeLast {

@@ -2,6 +2,7 @@ package progress
 
 import (
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -166,4 +167,41 @@ func BenchmarkTimerCreateCancel(b *testing.B) {
 		r, _ := e.NewTimer(10)
 		r.Cancel()
 	}
+}
+
+// BenchmarkWtimeSteered times Wtime in alternating rounds: a clock left
+// alone, and one that another goroutine steers (SteerClock) every
+// millisecond, a thousand times as often as a job across hosts does. A
+// steer replaces the line Wtime reads, so the two should cost the same.
+func BenchmarkWtimeSteered(b *testing.B) {
+	Wtime()
+	_, hz, _ := SharedClock()
+	var steer, stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			if steer.Load() {
+				SteerClock(Now(), Wtime()+1e-7, 0, 1/hz, 1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	const round = 100000
+	var alone, steered time.Duration
+	for b.Loop() {
+		for i, d := range []*time.Duration{&alone, &steered} {
+			steer.Store(i == 1)
+			t0 := time.Now()
+			for range round {
+				sinkF = Wtime()
+			}
+			*d += time.Since(t0)
+		}
+	}
+	stop.Store(true)
+	<-done
+	n := float64(b.N) * round
+	b.ReportMetric(float64(alone.Nanoseconds())/n, "ns/Wtime")
+	b.ReportMetric(float64(steered.Nanoseconds())/n, "ns/steered-Wtime")
 }

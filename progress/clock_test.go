@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -251,4 +252,134 @@ func TestStartSharedClockStarted(t *testing.T) {
 	if Wtime() < w {
 		t.Fatal("Wtime went back")
 	}
+}
+
+// TestSteerClock: steering toward a clock ahead steps forward when the gap
+// is beyond what slewing closes, slews otherwise, and Wtime read across
+// every correction never goes back; a clock behind is slewed toward, at
+// clock_slew_max at most, never stepped back.
+func TestSteerClock(t *testing.T) {
+	_, hz, _ := SharedClock()
+	spc := 1 / hz
+	last := Wtime()
+	check := func(what string) {
+		t.Helper()
+		for range 1000 {
+			if w := Wtime(); w < last {
+				t.Fatalf("%s: Wtime went back from %v to %v", what, last, w)
+			} else {
+				last = w
+			}
+		}
+	}
+	check("start")
+	// 3 ms ahead: a step.
+	x := Now()
+	ref := Wtime() + 3e-3
+	if gap := SteerClock(x, ref, 0, spc, 1); math.Abs(gap-3e-3) > 1e-4 {
+		t.Fatalf("gap %v, want 3 ms", gap)
+	}
+	if d := Wtime() - (ref + CountsToSeconds(Now()-x)); math.Abs(d) > 1e-5 {
+		t.Fatalf("after the step Wtime is %v off the reference", d)
+	}
+	check("after a step")
+	// 3 ms ahead, give or take 1 ms: a step of the certain 2 ms, the rest
+	// slewed.
+	x = Now()
+	ref = Wtime() + 3e-3
+	SteerClock(x, ref, 1e-3, spc, 1)
+	if d := Wtime() - (ref + CountsToSeconds(Now()-x)); math.Abs(d+1e-3) > 1e-5 {
+		t.Fatalf("after a step of what is certain Wtime is %v off the reference, want -1 ms", d)
+	}
+	if _, s := lineOf(t); math.Abs(s/(spc*(1+clockSlewMax.Get()))-1) > 1e-9 {
+		t.Fatalf("the uncertain part slews at %v, want clock_slew_max faster than %v", s, spc)
+	}
+	check("after a step of what is certain")
+	// 100 µs behind, to close in 0.1 s: slewed back at clock_slew_max, no
+	// step back.
+	x = Now()
+	ref = Wtime() - 100e-6
+	before := Wtime()
+	if gap := SteerClock(x, ref, 0, spc, 0.1); math.Abs(gap+100e-6) > 1e-5 {
+		t.Fatalf("gap %v, want -100 µs", gap)
+	}
+	if w := Wtime(); w < before {
+		t.Fatalf("slewing back stepped Wtime back from %v to %v", before, w)
+	}
+	check("after slowing")
+	_, spc2 := lineOf(t)
+	if want := spc * (1 - clockSlewMax.Get()); math.Abs(spc2/want-1) > 1e-9 {
+		t.Fatalf("slewed rate %v, want %v (clock_slew_max)", spc2, want)
+	}
+	// 10 µs behind over a 1 s horizon: 10 ppm slower.
+	x = Now()
+	SteerClock(x, Wtime()-10e-6, 0, spc, 1)
+	if _, spc3 := lineOf(t); math.Abs(spc3/(spc*(1-10e-6))-1) > 1e-6 {
+		t.Fatalf("rate %v, want 10 ppm under %v", spc3, spc)
+	}
+	check("after a small correction")
+	// Implausible rates and references change nothing.
+	b0, s0 := lineOf(t)
+	for _, bad := range [][2]float64{{spc * 1.5, 1}, {spc, math.NaN()}, {spc, math.Inf(1)}} {
+		if gap := SteerClock(Now(), bad[1], 0, bad[0], 1); !math.IsNaN(gap) {
+			t.Fatalf("SteerClock(rate %v, ref %v) took it: gap %v", bad[0], bad[1], gap)
+		}
+	}
+	if b, s := lineOf(t); b != b0 || s != s0 {
+		t.Fatal("an implausible steer changed the clock")
+	}
+	// StepClock moves forward only.
+	w0 := Wtime()
+	StepClock(-1)
+	StepClock(math.NaN())
+	if w := Wtime(); w < w0 || w > w0+1e-3 {
+		t.Fatalf("a step back moved Wtime from %v to %v", w0, w)
+	}
+	StepClock(0.5)
+	if w := Wtime(); w < w0+0.5 || w > w0+0.501 {
+		t.Fatalf("StepClock(0.5) moved Wtime from %v to %v", w0, w)
+	}
+}
+
+// TestSteerClockConcurrent: goroutines reading Wtime while another steers
+// it back and forth never see it go back.
+func TestSteerClockConcurrent(t *testing.T) {
+	_, hz, _ := SharedClock()
+	spc := 1 / hz
+	var stop atomic.Bool
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			last := Wtime()
+			for !stop.Load() {
+				w := Wtime()
+				if w < last {
+					errs <- fmt.Errorf("Wtime went back from %v to %v", last, w)
+					return
+				}
+				last = w
+			}
+			errs <- nil
+		}()
+	}
+	for i := range 2000 {
+		d := 50e-6
+		if i%2 == 0 {
+			d = -d
+		}
+		SteerClock(Now(), Wtime()+d, 0, spc, 0.01)
+	}
+	stop.Store(true)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// lineOf returns the clock's line.
+func lineOf(t *testing.T) (uint64, float64) {
+	t.Helper()
+	c := clockNow()
+	return c.base, c.secPerCount
 }

@@ -28,7 +28,7 @@ import (
 // offset and the drift between two hosts' counters are both followed.
 //
 // The bound: a steering rank's error is the gap it just closed plus half
-// its best round trip; each probe tells the reference that error, and the
+// the round trip of the sample the line passes through; each probe tells the reference that error, and the
 // reference answers with the largest it has heard lately (from any rank),
 // so any two ranks' Wtimes disagree by at most the steering rank's error
 // plus that. The reference's own bound is the sum of the two largest.
@@ -258,7 +258,7 @@ func (d *netDev) endRound() {
 		return
 	}
 	k.steers.Inc()
-	k.err = math.Abs(gap) + progress.CountsToSeconds(best.rtt)/2
+	k.err = math.Abs(gap) + progress.CountsToSeconds(rtt)/2
 }
 
 // fit returns the line through the samples whose round trips were quick

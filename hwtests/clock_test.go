@@ -82,7 +82,7 @@ func clockJob(w *mpi.Comm) error {
 // checkClocks reads the lines the ranks of a clock job printed and checks
 // that, at one count of the counter (the last a rank read its line at,
 // after a barrier), every two ranks' Wtimes agree within the bounds they
-// reported, and that the bounds undo the distortion.
+// reported, and within a tenth of the 3 ms they started apart.
 func checkClocks(t *testing.T, out string, n int) {
 	t.Helper()
 	type line struct {
@@ -112,8 +112,8 @@ func checkClocks(t *testing.T, out string, n int) {
 	if seen != n {
 		t.Fatalf("%d of %d ranks printed their clocks:\n%s", seen, n, out)
 	}
-	if !(bound > 0 && bound < 1e-3) {
-		t.Fatalf("bound %v s: the 3 ms and 100 ppm apart were not undone\n%s", bound, out)
+	if !(bound > 0) || math.IsInf(bound, 1) {
+		t.Fatalf("bound %v s\n%s", bound, out)
 	}
 	w := make([]float64, n)
 	for r, l := range lines {
@@ -125,8 +125,8 @@ func checkClocks(t *testing.T, out string, n int) {
 			worst = max(worst, math.Abs(w[i]-w[j]))
 		}
 	}
-	if worst > bound {
-		t.Fatalf("clocks %v s apart, beyond the bound %v s\n%s", worst, bound, out)
+	if worst > bound || worst > 300e-6 {
+		t.Fatalf("clocks %v s apart: beyond the bound %v s, or the 3 ms and 150 ppm not undone\n%s", worst, bound, out)
 	}
 	t.Logf("clocks started 3 ms and 150 ppm apart: %.2f µs apart after 2 s, bound %.2f µs", worst*1e6, bound*1e6)
 }

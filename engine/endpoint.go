@@ -1,13 +1,11 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"time"
 
-	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/pvar"
 	"github.com/tachyon-hpc/tachyon/rings"
@@ -102,52 +100,6 @@ type ctlPacket struct {
 	sid        uint32 // cancel: the short id of the message
 }
 
-// reqQueue is a FIFO of send requests, linked through snext.
-type reqQueue struct{ head, tail *Request }
-
-func (q *reqQueue) push(r *Request) {
-	r.snext = nil
-	if q.tail != nil {
-		q.tail.snext = r
-	} else {
-		q.head = r
-	}
-	q.tail = r
-}
-
-func (q *reqQueue) pop() *Request {
-	r := q.head
-	if r != nil {
-		q.head = r.snext
-		if q.head == nil {
-			q.tail = nil
-		}
-		r.snext = nil
-	}
-	return r
-}
-
-// remove unlinks r from q if it is there.
-func (q *reqQueue) remove(r *Request) bool {
-	var prev *Request
-	for x := q.head; x != nil; prev, x = x, x.snext {
-		if x != r {
-			continue
-		}
-		if prev == nil {
-			q.head = x.snext
-		} else {
-			prev.snext = x.snext
-		}
-		if q.tail == x {
-			q.tail = prev
-		}
-		x.snext = nil
-		return true
-	}
-	return false
-}
-
 // newEndpoint wires an endpoint to its links, one per rank, and registers
 // it with its progress engine.
 func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCounters, prog *progress.Engine, reader remoteReader) (*Endpoint, error) {
@@ -221,242 +173,6 @@ func (ep *Endpoint) Abort(code int, msg string) {
 	os.Exit(code)
 }
 
-// Poll is the endpoint's Poller: it drains every inbox, then pushes what
-// waits for room on the links. A goroutine posting an operation holds the
-// endpoint for a moment; Poll then returns at once, and the next one
-// catches up.
-func (ep *Endpoint) Poll() int {
-	if !ep.tryLock() {
-		return 0
-	}
-	n := ep.pollLocked()
-	ep.unlock()
-	return n
-}
-
-// pollLocked takes in what every peer sent. The packets it handles are
-// released (their ring space zeroed and given back) only at the next poll
-// of their peer: released at once, the zeroing's stores sit in the store
-// buffer ahead of those of an answer the handling leads to (a ping-pong's
-// echo), and the answer leaves later (8 KiB latency 2.19-2.23 against
-// 2.25-2.44 µs, the 4-8 KiB message rate 3-5% higher, in alternating runs
-// of go run ./bench -format anchor -max 16384). Large packets with more
-// behind them are the exception (pollLarge).
-//
-// It stays out of line: a profile that inlined it into Poll left the
-// reader's Next and handle out of line instead (the 8 B rate loop's
-// receiving rank 539 against 516 instructions a message under callgrind).
-//
-//go:noinline
-func (ep *Endpoint) pollLocked() int {
-	asm.StoreRelaxed64(&ep.polls, ep.polls+1) // relaxed: a network keeper reads it unlocked
-	n := 0
-	if ep.net != nil {
-		n = ep.net.pump()
-	}
-	batch, large := int(pollBatch.Get()), largePacket()
-	for i := range ep.peers {
-		p := &ep.peers[i]
-		ep.releaseHeld(p)
-		var k, base int
-		var err error
-		if rd := p.recs; rd != nil {
-			// One record at a time: handled while the writer still
-			// writes the next (rings.RecordReader.Next).
-			for { // Next stops at batch: nothing is released here
-				var pkt []byte
-				if ep.serial {
-					k, pkt = ep.pollShort(i, rd, k, batch)
-				}
-				if pkt == nil {
-					var e error
-					if pkt, e = rd.Next(batch); pkt == nil {
-						if e != nil && !errors.Is(e, rings.ErrClosed) {
-							err = e // ErrClosed: this rank closed the inbox; nothing malformed
-						}
-						break
-					}
-				}
-				if len(pkt) >= large {
-					k, base, err = ep.pollLarge(i, rd, pkt, k, batch, large)
-					break
-				}
-				ep.handle(i, pkt)
-				k++
-			}
-			if k > base {
-				p.held = k - base
-			}
-			n += k
-		} else {
-			k, err = p.in.Peek(batch)
-			for j := 0; j < k; j++ {
-				ep.handle(i, p.in.Packet(j))
-			}
-			if k > 0 {
-				p.held = k
-				n += k
-			}
-		}
-		if err != nil {
-			pvMalformed.Add(1)
-		}
-	}
-	if n == 0 {
-		ep.warmNext()
-	}
-	if ep.outq > 0 {
-		n += ep.flushAll()
-	}
-	if ep.net != nil {
-		if ep.net.bulk != nil && ep.net.bulk.active > 0 {
-			n += ep.pollBulk()
-		}
-		ep.net.service()
-	}
-	if n > 0 || ep.inflight == 0 && ep.probing == 0 {
-		ep.idle = 0
-		return n
-	}
-	// Nothing to do: the progress engine's recent clock reading says
-	// whether to look at the peers' health.
-	now := ep.prog.Coarse()
-	if ep.idle == 0 {
-		ep.idle = int64(now)
-		return 0
-	}
-	if now-uint64(ep.idle) >= ep.checkCounts() {
-		ep.idle = int64(now)
-		ep.checkPeers()
-	}
-	return 0
-}
-
-// pollLarge is pollLocked's loop over peer i's record ring from a large
-// packet on, the k+1st of the poll (engine_poll_release_bytes): when
-// another packet is ready behind a large one, what was handled is given
-// back at once, so that the writer refills it while the next is copied
-// out; the last waits for the next poll, off an answer's path. It returns
-// the packets handled and how many of them it gave back, and the error of
-// a malformed record. Out of line, so that the loop of small packets
-// keeps its registers.
-func (ep *Endpoint) pollLarge(i int, rd *rings.RecordReader, pkt []byte, k, batch, large int) (int, int, error) {
-	base := 0
-	for {
-		ep.handle(i, pkt)
-		if k++; k >= batch {
-			return k, base, nil
-		}
-		if len(pkt) >= large && rd.Ready() {
-			rd.Release(k - base)
-			base = k
-			ep.peers[i].roomFreed()
-		}
-		var e error
-		if pkt, e = rd.Next(batch); pkt == nil {
-			if e != nil && !errors.Is(e, rings.ErrClosed) {
-				return k, base, e
-			}
-			return k, base, nil
-		}
-	}
-}
-
-// largePacket returns engine_poll_release_bytes, with 0 (never) as the
-// largest int.
-func largePacket() int {
-	if b := int(pollRelease.Get()); b > 0 {
-		return b
-	}
-	return math.MaxInt
-}
-
-// warmNext warms one record link that streamed recently, the next after
-// the one it warmed last (recordLink.warm): one a poll, so that a rank
-// that streamed to many peers does not make every poll of its wait that
-// many times longer.
-func (ep *Endpoint) warmNext() {
-	for k := range ep.peers {
-		i := ep.warmAt + k
-		if i >= len(ep.peers) {
-			i -= len(ep.peers)
-		}
-		if l := ep.peers[i].rout; l != nil && l.streamed {
-			if c := l.warm(ep.polls); c > 0 {
-				ep.warmed.Add(uint64(c))
-				ep.warmAt = i + 1
-				if ep.warmAt == len(ep.peers) {
-					ep.warmAt = 0
-				}
-				return
-			}
-		}
-	}
-}
-
-// checkCounts returns engine_check_interval in clock counts, converted
-// once per value of the variable rather than at every empty poll.
-func (ep *Endpoint) checkCounts() uint64 {
-	if d := checkInterval.Get(); d != ep.checkD {
-		ep.checkD, ep.checkC = d, progress.SecondsToCounts(d.Seconds())
-	}
-	return ep.checkC
-}
-
-// releaseHeld releases the packets of p that the last poll handled.
-func (ep *Endpoint) releaseHeld(p *peer) {
-	if p.held > 0 {
-		p.in.Release(p.held)
-		p.held = 0
-		p.roomFreed()
-	}
-}
-
-// roomFreed wakes p's rank, after a Release of its packets, if it parked
-// waiting for room on its link to this rank (Link.WantRoom, BeforePark).
-// Nothing else would: a writer waiting for room gets no packet from the
-// reader, and before this it slept until progress_park_max: a window of
-// 64 16 KiB messages then took 21-24 ms where it takes 40-60 µs, once the
-// receiver had paused long enough for the sender to park.
-func (p *peer) roomFreed() {
-	progress.WakeFence() // the Release before the check (Inbox.RoomWanted)
-	if rd := p.recs; rd != nil {
-		if !rd.RoomWanted() {
-			return
-		}
-	} else if !p.in.RoomWanted() {
-		return
-	}
-	p.out.Wake()
-	pvRoomWakes.Add(1)
-}
-
-// NextDue is the endpoint's progress.Deadliner: a rank with peers on the
-// network must look at its link again by the device's next timer, and
-// within engine_net_poll_max, since no doorbell announces a frame.
-func (ep *Endpoint) NextDue() (uint64, bool) {
-	if ep.net == nil {
-		return 0, false
-	}
-	return ep.net.nextDue()
-}
-
-// BeforePark is the endpoint's progress.Parker: before a goroutine parks,
-// every link with packets waiting for room asks its reader to wake this
-// rank once it frees some (Link.WantRoom).
-func (ep *Endpoint) BeforePark() {
-	ep.lock()
-	if ep.outq > 0 && !ep.closed {
-		for i := range ep.peers {
-			if p := &ep.peers[i]; p.queued && p.dead == nil {
-				p.out.WantRoom()
-				pvRoomWaits.Add(1)
-			}
-		}
-	}
-	ep.unlock()
-}
-
 // checkDest returns an error unless dest is a rank of the world and tag a
 // tag a send may carry.
 func (ep *Endpoint) checkDest(dest, tag int) error {
@@ -466,6 +182,7 @@ func (ep *Endpoint) checkDest(dest, tag int) error {
 	return ep.destError(dest, tag)
 }
 
+// destError is checkDest's error, apart so that the check stays in line.
 func (ep *Endpoint) destError(dest, tag int) error {
 	if uint(dest) >= uint(ep.size) {
 		return fmt.Errorf("%w: destination %d of a %d-rank world", ErrRank, dest, ep.size)
@@ -486,6 +203,8 @@ func (ep *Endpoint) checkSource(src, tag int) error {
 	return ep.sourceError(src, tag)
 }
 
+// sourceError is checkSource's error, apart so that the check stays in
+// line.
 func (ep *Endpoint) sourceError(src, tag int) error {
 	if src != AnySource && uint(src) >= uint(ep.size) {
 		return fmt.Errorf("%w: source %d of a %d-rank world", ErrRank, src, ep.size)
@@ -494,150 +213,6 @@ func (ep *Endpoint) sourceError(src, tag int) error {
 		return fmt.Errorf("%w: %d", ErrTag, tag)
 	}
 	return nil
-}
-
-// complete finishes r: its status and error are final.
-func (ep *Endpoint) complete(r *Request, err error) {
-	if r.state == stDone {
-		return
-	}
-	if err == nil && r.release == nil && !r.freed && ep.serial {
-		// The usual case, in line: nothing to give back, no one to wake.
-		r.state = stDone
-		ep.inflight--
-		r.Completion.MarkDoneLocal() // serial: no one else looks
-		return
-	}
-	ep.completeSlow(r, err)
-}
-
-func (ep *Endpoint) completeSlow(r *Request, err error) {
-	if r.err == nil {
-		r.err = err
-	}
-	r.state = stDone
-	ep.inflight--
-	if r.release != nil {
-		r.release()
-		r.release = nil
-	}
-	r.Completion.MarkDone()
-	if !ep.serial {
-		ep.notify = true
-	}
-	if r.freed && !r.cancelling {
-		ep.reqs.put(r)
-	}
-}
-
-// newRequest takes a request from the pool.
-func (ep *Endpoint) newRequest(kind reqKind, buf []byte, peer, tag int, ctx uint32) (*Request, error) {
-	r, ok := ep.reqs.get(ep)
-	if !ok {
-		return nil, errTooManyRequests()
-	}
-	r.kind, r.buf, r.peer, r.tag, r.ctx = kind, buf, peer, tag, ctx
-	r.Completion.Rearm()
-	ep.inflight++
-	return r, nil
-}
-
-func errTooManyRequests() error {
-	return fmt.Errorf("%w: more than %d requests in flight", ErrRequest, tableChunks*chunkSize)
-}
-
-// Wait waits for r to complete and returns its status and error; r goes
-// back to the pool.
-func (r *Request) Wait() (Status, error) {
-	ep := r.ep
-	if !r.Completion.Done() {
-		ep.prog.Wait(&r.Completion)
-	}
-	if ep.serial && !r.cancelling {
-		// Serial, nothing to take or to wake: the usual case, in line.
-		st, err := r.status, r.err
-		ep.reqs.put(r)
-		return st, err
-	}
-	ep.lock()
-	st, err := r.status, r.err
-	ep.releaseLocked(r)
-	ep.unlock()
-	return st, err
-}
-
-// WaitErr is Wait for a caller that does not want the status: it returns
-// the request's error alone, and r goes back to the pool. Returning one
-// word instead of a Status and an error spares the usual case of a
-// receive waited in a batch (mpi.WaitallInto) the status's copies.
-func (r *Request) WaitErr() error {
-	ep := r.ep
-	if !r.Completion.Done() {
-		ep.prog.Wait(&r.Completion)
-	}
-	if ep.serial && !r.cancelling {
-		err := r.err
-		ep.reqs.put(r)
-		return err
-	}
-	ep.lock()
-	err := r.err
-	ep.releaseLocked(r)
-	ep.unlock()
-	return err
-}
-
-// Collect gives r back to the pool and reports true if r has completed
-// without error and nothing else is owed for it (the endpoint is serial
-// and no cancel is out): WaitErr's usual case. Otherwise it reports false
-// and leaves r as it was, for Wait or WaitErr. It makes no call, so that
-// a loop collecting a window of requests (mpi.WaitallInto) keeps its
-// values in registers.
-func (r *Request) Collect() bool {
-	ep := r.ep
-	if !r.Completion.Done() || !ep.serial || r.cancelling || r.err != nil {
-		return false
-	}
-	ep.reqs.put(r)
-	return true
-}
-
-// Test reports whether r has completed, driving progress once if not. If
-// it has, r goes back to the pool as after Wait.
-func (r *Request) Test() (Status, bool, error) {
-	ep := r.ep
-	if !ep.prog.Test(&r.Completion) {
-		return Status{}, false, nil
-	}
-	ep.lock()
-	st, err := r.status, r.err
-	ep.releaseLocked(r)
-	ep.unlock()
-	return st, true, err
-}
-
-// Done reports whether r has completed, without driving progress.
-func (r *Request) Done() bool { return r.Completion.Done() }
-
-// Free gives r back: if it is still active it goes on, and is recycled
-// once complete (MPI_REQUEST_FREE).
-func (r *Request) Free() {
-	ep := r.ep
-	ep.lock()
-	if r.state == stDone {
-		ep.releaseLocked(r)
-	} else {
-		r.freed = true
-	}
-	ep.unlock()
-}
-
-func (ep *Endpoint) releaseLocked(r *Request) {
-	if r.cancelling {
-		r.freed = true // recycled when the cancel answer comes
-		return
-	}
-	ep.reqs.put(r)
 }
 
 // Close ends the endpoint: pending operations fail with ErrClosed, peers

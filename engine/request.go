@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -245,4 +246,202 @@ func (t *reqTable) peerLookup(id uint64) *Request {
 		return nil
 	}
 	return &c[idx&(chunkSize-1)]
+}
+
+// reqQueue is a FIFO of send requests, linked through snext.
+type reqQueue struct{ head, tail *Request }
+
+// push appends r.
+func (q *reqQueue) push(r *Request) {
+	r.snext = nil
+	if q.tail != nil {
+		q.tail.snext = r
+	} else {
+		q.head = r
+	}
+	q.tail = r
+}
+
+// pop removes and returns the head, nil if the queue is empty.
+func (q *reqQueue) pop() *Request {
+	r := q.head
+	if r != nil {
+		q.head = r.snext
+		if q.head == nil {
+			q.tail = nil
+		}
+		r.snext = nil
+	}
+	return r
+}
+
+// remove unlinks r from q if it is there.
+func (q *reqQueue) remove(r *Request) bool {
+	var prev *Request
+	for x := q.head; x != nil; prev, x = x, x.snext {
+		if x != r {
+			continue
+		}
+		if prev == nil {
+			q.head = x.snext
+		} else {
+			prev.snext = x.snext
+		}
+		if q.tail == x {
+			q.tail = prev
+		}
+		x.snext = nil
+		return true
+	}
+	return false
+}
+
+// newRequest takes a request from the pool.
+func (ep *Endpoint) newRequest(kind reqKind, buf []byte, peer, tag int, ctx uint32) (*Request, error) {
+	r, ok := ep.reqs.get(ep)
+	if !ok {
+		return nil, errTooManyRequests()
+	}
+	r.kind, r.buf, r.peer, r.tag, r.ctx = kind, buf, peer, tag, ctx
+	r.Completion.Rearm()
+	ep.inflight++
+	return r, nil
+}
+
+// errTooManyRequests is the error of a request past the table's capacity.
+func errTooManyRequests() error {
+	return fmt.Errorf("%w: more than %d requests in flight", ErrRequest, tableChunks*chunkSize)
+}
+
+// complete finishes r: its status and error are final.
+func (ep *Endpoint) complete(r *Request, err error) {
+	if r.state == stDone {
+		return
+	}
+	if err == nil && r.release == nil && !r.freed && ep.serial {
+		// The usual case, in line: nothing to give back, no one to wake.
+		r.state = stDone
+		ep.inflight--
+		r.Completion.MarkDoneLocal() // serial: no one else looks
+		return
+	}
+	ep.completeSlow(r, err)
+}
+
+// completeSlow is complete's general case: an error, a release to run,
+// a freed request to recycle, goroutines to wake.
+func (ep *Endpoint) completeSlow(r *Request, err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.state = stDone
+	ep.inflight--
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
+	r.Completion.MarkDone()
+	if !ep.serial {
+		ep.notify = true
+	}
+	if r.freed && !r.cancelling {
+		ep.reqs.put(r)
+	}
+}
+
+// Wait waits for r to complete and returns its status and error; r goes
+// back to the pool.
+func (r *Request) Wait() (Status, error) {
+	ep := r.ep
+	if !r.Completion.Done() {
+		ep.prog.Wait(&r.Completion)
+	}
+	if ep.serial && !r.cancelling {
+		// Serial, nothing to take or to wake: the usual case, in line.
+		st, err := r.status, r.err
+		ep.reqs.put(r)
+		return st, err
+	}
+	ep.lock()
+	st, err := r.status, r.err
+	ep.releaseLocked(r)
+	ep.unlock()
+	return st, err
+}
+
+// WaitErr is Wait for a caller that does not want the status: it returns
+// the request's error alone, and r goes back to the pool. Returning one
+// word instead of a Status and an error spares the usual case of a
+// receive waited in a batch (mpi.WaitallInto) the status's copies.
+func (r *Request) WaitErr() error {
+	ep := r.ep
+	if !r.Completion.Done() {
+		ep.prog.Wait(&r.Completion)
+	}
+	if ep.serial && !r.cancelling {
+		err := r.err
+		ep.reqs.put(r)
+		return err
+	}
+	ep.lock()
+	err := r.err
+	ep.releaseLocked(r)
+	ep.unlock()
+	return err
+}
+
+// Collect gives r back to the pool and reports true if r has completed
+// without error and nothing else is owed for it (the endpoint is serial
+// and no cancel is out): WaitErr's usual case. Otherwise it reports false
+// and leaves r as it was, for Wait or WaitErr. It makes no call, so that
+// a loop collecting a window of requests (mpi.WaitallInto) keeps its
+// values in registers.
+func (r *Request) Collect() bool {
+	ep := r.ep
+	if !r.Completion.Done() || !ep.serial || r.cancelling || r.err != nil {
+		return false
+	}
+	ep.reqs.put(r)
+	return true
+}
+
+// Test reports whether r has completed, driving progress once if not. If
+// it has, r goes back to the pool as after Wait.
+func (r *Request) Test() (Status, bool, error) {
+	ep := r.ep
+	if !ep.prog.Test(&r.Completion) {
+		return Status{}, false, nil
+	}
+	ep.lock()
+	st, err := r.status, r.err
+	ep.releaseLocked(r)
+	ep.unlock()
+	return st, true, err
+}
+
+// Done reports whether r has completed, without driving progress.
+func (r *Request) Done() bool { return r.Completion.Done() }
+
+// Free gives r back: if it is still active it goes on, and is recycled
+// once complete (MPI_REQUEST_FREE).
+func (r *Request) Free() {
+	ep := r.ep
+	ep.lock()
+	if r.state == stDone {
+		ep.releaseLocked(r)
+	} else {
+		r.freed = true
+	}
+	ep.unlock()
+}
+
+// releaseLocked gives r back to the table (or, while a cancel is in
+// flight, marks it to be given back when the answer comes). The
+// endpoint's lock is held.
+func (ep *Endpoint) releaseLocked(r *Request) {
+	if r.cancelling {
+		r.freed = true // recycled when the cancel answer comes
+		return
+	}
+	ep.reqs.put(r)
 }

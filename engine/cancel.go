@@ -1,0 +1,49 @@
+package engine
+
+// Cancelling a send, the packets: cancel asks the receiver to withdraw a
+// message it has not matched (CancelSent, send.go); cancelled answers.
+
+// onCancel withdraws the unexpected message src's cancel names, if it is
+// still unmatched and whole, and answers whether it did.
+func (ep *Endpoint) onCancel(src int, pkt []byte) {
+	ctx, sreq, tag, sid := u32(pkt, 4), u64(pkt, 8), int32(u32(pkt, 16)), u32(pkt, 20)
+	var ok byte
+	if l := ep.m.uq[key{ctx, int32(src), tag}]; l != nil {
+		for u := l.head; u != nil; u = u.links[byExact].next {
+			id := sreq
+			if u.short {
+				id = uint64(sid)
+			}
+			if u.sreq == id && id != 0 && (u.kind == uqRTS || u.got == u.length) && u.waiter == nil {
+				ep.dropUnexpected(u)
+				ok = 1
+				break
+			}
+		}
+	}
+	ep.queueCtl(src, ctlPacket{typ: pktCancelled, flags: ok, a: sreq})
+}
+
+// onCancelled takes the answer to a cancel: the send completes cancelled,
+// or goes on as if no cancel had been asked.
+func (ep *Endpoint) onCancelled(src int, pkt []byte) {
+	s := ep.reqs.lookup(u64(pkt, 8))
+	if s == nil || s.kind != kindSend || s.peer != src || !s.cancelling {
+		pvMalformed.Add(1)
+		return
+	}
+	s.cancelling = false
+	switch {
+	case pkt[1] == 1 && s.state != stDone:
+		s.status.Cancelled = true
+		pvCancelled.Add(1)
+		ep.complete(s, nil)
+	case s.state == stDone:
+		if s.freed {
+			ep.reqs.put(s)
+		}
+	case s.sent == len(s.buf) && s.mode != Synchronous:
+		// An eager send the receiver had already matched: it stands.
+		ep.complete(s, nil)
+	}
+}

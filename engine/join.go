@@ -97,7 +97,7 @@ type JobSpec struct {
 	// ranks, the i-th of which is Local[i]), nil when Local is Rank
 	// alone.
 	Local []int
-	Seg   *rings.Segment
+	Seg   *Segment
 	// Link is this rank's network link, which the endpoint owns from
 	// Join on (nil when every rank is local); Cookie is the job's, Epoch
 	// this rank's incarnation, and Peers, by rank, the ranks elsewhere.

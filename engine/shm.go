@@ -73,10 +73,39 @@ func ShmJobSize(n int) (int, error) {
 	return rings.SegmentSize(ctlSize(n), n*n*stride), nil
 }
 
+// Segment is the shared memory of a host's ranks of a job: created by
+// CreateShmJob, opened by OpenShmSegment, attached to by OpenShm.
+type Segment = rings.Segment
+
+// OpenShmSegment opens the segment another process created with
+// CreateShmJob(name, n).
+func OpenShmSegment(name string) (*Segment, error) { return rings.OpenSegment(name) }
+
+// RemoveStaleShmJobs removes the named segments whose names start with
+// prefix and that no live process holds: the leftovers of jobs whose
+// creator died before it removed the name. It returns how many it removed.
+func RemoveStaleShmJobs(prefix string) (int, error) { return rings.RemoveStale(prefix) }
+
+// OpenShmJob opens the segment name and attaches rank to it (OpenShm); the
+// endpoint owns the segment and closes it when it closes.
+func OpenShmJob(name string, rank int) (*Endpoint, error) {
+	seg, err := OpenShmSegment(name)
+	if err != nil {
+		return nil, fmt.Errorf("opening the job's segment: %w", err)
+	}
+	ep, err := OpenShm(seg, rank)
+	if err != nil {
+		seg.Close()
+		return nil, err
+	}
+	ep.onClose = append(ep.onClose, func() { seg.Close() })
+	return ep, nil
+}
+
 // CreateShmJob creates the segment of an n-rank job: a named one under
 // rings_shm_dir if name is not empty, else an unnamed memfd to hand to
 // children. The creator passes it to the ranks, which call OpenShm.
-func CreateShmJob(name string, n int) (*rings.Segment, error) {
+func CreateShmJob(name string, n int) (*Segment, error) {
 	total, err := ShmJobSize(n)
 	if err != nil {
 		return nil, err
@@ -205,7 +234,7 @@ func openPairRing(mem []byte) (pairRing, error) {
 
 // OpenShm attaches rank to the job in seg and returns its endpoint. The
 // segment must stay open while the endpoint is in use.
-func OpenShm(seg *rings.Segment, rank int) (*Endpoint, error) {
+func OpenShm(seg *Segment, rank int) (*Endpoint, error) {
 	a, err := attachShm(seg, rank)
 	if err != nil {
 		return nil, err

@@ -16,7 +16,6 @@ import (
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/pmi"
 	"github.com/tachyon-hpc/tachyon/progress"
-	"github.com/tachyon-hpc/tachyon/rings"
 )
 
 // Wildcards and special values.
@@ -183,21 +182,15 @@ func bootstrap() (*proc, error) {
 	if err1 != nil || err2 != nil || rank < 0 || rank >= size {
 		return nil, errorf(ErrOther, "Init", "%s=%q and %s=%q do not give a rank and a size", EnvRank, os.Getenv(EnvRank), EnvSize, os.Getenv(EnvSize))
 	}
-	seg, err := rings.OpenSegment(name)
+	ep, err := engine.OpenShmJob(name, rank)
 	if err != nil {
-		return nil, &Error{Class: ErrOther, Op: "Init", Detail: "opening the job's segment", Err: err}
-	}
-	ep, err := engine.OpenShm(seg, rank)
-	if err != nil {
-		seg.Close()
 		return nil, &Error{Class: ErrOther, Op: "Init", Detail: "joining the job", Err: err}
 	}
 	if ep.Size() != size {
 		ep.Close()
-		seg.Close()
 		return nil, errorf(ErrOther, "Init", "%s=%d but the job's segment holds %d ranks", EnvSize, size, ep.Size())
 	}
-	return newProc(ep, func() { seg.Close() }), nil
+	return newProc(ep, nil), nil
 }
 
 // unjoinable returns an error if a launcher whose jobs Tachyon cannot join
@@ -319,10 +312,10 @@ func bootstrapPMI(c *pmi.Client) (*proc, error) {
 
 	// 2. The host's segment, and this rank's network link.
 	leader := local[0]
-	var seg *rings.Segment
+	var seg *engine.Segment
 	var failed error
 	if len(local) > 1 && me == leader {
-		rings.RemoveStale(pmiPrefix) // leftovers of jobs whose first rank died before the unlink
+		engine.RemoveStaleShmJobs(pmiPrefix) // leftovers of jobs whose first rank died before the unlink
 		name := fmt.Sprintf("%s%d-%d", pmiPrefix, os.Getpid(), time.Now().UnixNano())
 		if seg, failed = engine.CreateShmJob(name, len(local)); failed != nil {
 			name = pmiNone
@@ -380,7 +373,7 @@ func bootstrapPMI(c *pmi.Client) (*proc, error) {
 			err = fmt.Errorf("rank %d could not create this host's segment (see its error)", leader)
 		}
 		if err == nil {
-			seg, err = rings.OpenSegment(name)
+			seg, err = engine.OpenShmSegment(name)
 		}
 		if err != nil {
 			closeAll()

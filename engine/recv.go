@@ -26,7 +26,8 @@ import (
 //     (rendezvous.go).
 
 // Irecv posts a receive into buf from rank src (or AnySource) with tag (or
-// AnyTag) in context ctx.
+// AnyTag) in context ctx. Its in-line case is a copy that earns its place:
+// docs/engine.md, "Fast paths", counts what it saves.
 func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error) {
 	// The usual case in line (a window of receives): serial, a source and
 	// a tag given, nothing unexpected to look through, every peer alive, a

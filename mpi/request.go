@@ -412,7 +412,8 @@ func WaitallInto(reqs []*Request, statuses []Status) error {
 // registers: with the calls of the other cases in the same loop the
 // compiler kept three of them on the stack, stored on every request. Out
 // of line for the same reason: inlined in WaitallInto (as a profile may
-// have it), its loop would be among those calls again.
+// have it), its loop would be among those calls again. A copy that earns
+// its place: docs/engine.md, "Fast paths", counts what it saves.
 //
 //go:noinline
 func collectPlain(reqs []*Request, i int) int {

@@ -106,6 +106,3 @@ func (ep *Endpoint) SetSerial(on bool) error {
 	ep.lk.unlock()
 	return nil
 }
-
-// Serial reports whether the endpoint runs in serial mode (SetSerial).
-func (ep *Endpoint) Serial() bool { return ep.serial }

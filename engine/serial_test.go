@@ -19,7 +19,7 @@ func TestSerialSendRecv(t *testing.T) {
 		if err := ep.SetSerial(true); err != nil {
 			return err
 		}
-		if !ep.Serial() {
+		if !ep.serial {
 			return errors.New("Serial() is false after SetSerial(true)")
 		}
 		peer := 1 - ep.Rank()
@@ -92,7 +92,7 @@ func TestSetSerialWithProgressGoroutine(t *testing.T) {
 	if err := ep.SetSerial(true); !errors.Is(err, ErrConfig) {
 		t.Fatalf("SetSerial with a progress goroutine: %v, want ErrConfig", err)
 	}
-	if ep.Serial() {
+	if ep.serial {
 		t.Fatal("endpoint serial after a refused SetSerial")
 	}
 }

@@ -11,5 +11,5 @@
 //
 // The facade checks arguments and translates communicator ranks to world
 // ranks, then calls the engine package, which does the matching and the
-// protocols; the engine never sees an invalid argument.
+// protocols (and checks ranks and tags again for its other callers).
 package mpi

@@ -97,7 +97,10 @@ var registry struct {
 	vars map[string]*Var
 }
 
-func register(v *Var, opts []Option) {
+// register makes and registers the Var of a variable of class c whose
+// value read returns.
+func register(name, doc string, c Class, read func() int64, opts []Option) *Var {
+	v := &Var{name: name, doc: doc, class: c, read: read}
 	for _, o := range opts {
 		o(v)
 	}
@@ -114,6 +117,7 @@ func register(v *Var, opts []Option) {
 		panic("pvar: performance variable " + v.name + " registered twice")
 	}
 	registry.vars[v.name] = v
+	return v
 }
 
 func validName(s string) bool {
@@ -175,7 +179,8 @@ type shardSet[S any] struct {
 	shards atomic.Pointer[[]*S] // copy on write: readers do not lock
 }
 
-func (s *shardSet[S]) add(x *S) {
+// add adds x to the set and returns it.
+func (s *shardSet[S]) add(x *S) *S {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var next []*S
@@ -184,6 +189,7 @@ func (s *shardSet[S]) add(x *S) {
 	}
 	next = append(next, x)
 	s.shards.Store(&next)
+	return x
 }
 
 // remove drops x and, under the set's lock, calls retire so that a value
@@ -213,6 +219,15 @@ func (s *shardSet[S]) each(f func(*S)) {
 	}
 }
 
+// shard is one writer's part of a variable of type V: its value, on a
+// cache line of its own, and the variable.
+type shard[V any] struct {
+	_  pad
+	v  uint64
+	of *V
+	_  pad
+}
+
 // pad keeps a shard's value on a cache line of its own.
 type pad [56]byte
 
@@ -226,9 +241,8 @@ type Counter struct {
 
 // NewCounter registers a counter.
 func NewCounter(name, doc string, opts ...Option) *Counter {
-	c := &Counter{Var: &Var{name: name, doc: doc, class: ClassCounter}}
-	c.read = func() int64 { return int64(c.Value()) }
-	register(c.Var, opts)
+	c := &Counter{}
+	c.Var = register(name, doc, ClassCounter, func() int64 { return int64(c.Value()) }, opts)
 	return c
 }
 
@@ -246,20 +260,11 @@ func (c *Counter) Value() uint64 {
 }
 
 // Shard returns a new part of the counter for one writer at a time.
-func (c *Counter) Shard() *CounterShard {
-	s := &CounterShard{c: c}
-	c.set.add(s)
-	return s
-}
+func (c *Counter) Shard() *CounterShard { return c.set.add(&CounterShard{shard[Counter]{of: c}}) }
 
 // CounterShard is a part of a Counter that one goroutine at a time updates
 // without locked instructions. Its count stays in the Counter after Close.
-type CounterShard struct {
-	_ pad
-	v uint64
-	c *Counter
-	_ pad
-}
+type CounterShard struct{ shard[Counter] }
 
 // Add adds n. Only one goroutine at a time may update a shard.
 func (s *CounterShard) Add(n uint64) { asm.StoreRelaxed64(&s.v, s.v+n) }
@@ -273,7 +278,7 @@ func (s *CounterShard) Load() uint64 { return asm.LoadAcquire64(&s.v) }
 // Close detaches the shard, keeping its count in the counter's total.
 // Updates after Close are not counted.
 func (s *CounterShard) Close() {
-	s.c.set.remove(s, func() { s.c.retired.Add(asm.LoadAcquire64(&s.v)) })
+	s.of.set.remove(s, func() { s.of.retired.Add(asm.LoadAcquire64(&s.v)) })
 }
 
 // Level is the current use of a resource, which rises and falls.
@@ -285,9 +290,8 @@ type Level struct {
 
 // NewLevel registers a level.
 func NewLevel(name, doc string, opts ...Option) *Level {
-	l := &Level{Var: &Var{name: name, doc: doc, class: ClassLevel}}
-	l.read = l.Value
-	register(l.Var, opts)
+	l := &Level{}
+	l.Var = register(name, doc, ClassLevel, l.Value, opts)
 	return l
 }
 
@@ -302,21 +306,12 @@ func (l *Level) Value() int64 {
 }
 
 // Shard returns a new part of the level for one writer at a time.
-func (l *Level) Shard() *LevelShard {
-	s := &LevelShard{l: l}
-	l.set.add(s)
-	return s
-}
+func (l *Level) Shard() *LevelShard { return l.set.add(&LevelShard{shard[Level]{of: l}}) }
 
 // LevelShard is a part of a Level that one goroutine at a time updates
 // without locked instructions. Close removes its contribution: the resource
 // it measured is gone.
-type LevelShard struct {
-	_ pad
-	v uint64
-	l *Level
-	_ pad
-}
+type LevelShard struct{ shard[Level] }
 
 // Set sets the shard's part of the level.
 func (s *LevelShard) Set(v int64) { asm.StoreRelaxed64(&s.v, uint64(v)) }
@@ -331,7 +326,7 @@ func (s *LevelShard) Sub(n int64) { asm.StoreRelaxed64(&s.v, s.v-uint64(n)) }
 func (s *LevelShard) Load() int64 { return int64(asm.LoadAcquire64(&s.v)) }
 
 // Close removes the shard and its contribution from the level.
-func (s *LevelShard) Close() { s.l.set.remove(s, func() {}) }
+func (s *LevelShard) Close() { s.of.set.remove(s, func() {}) }
 
 // HighWatermark is the largest value a level has reached.
 type HighWatermark struct {
@@ -343,9 +338,8 @@ type HighWatermark struct {
 
 // NewHighWatermark registers a high-watermark.
 func NewHighWatermark(name, doc string, opts ...Option) *HighWatermark {
-	h := &HighWatermark{Var: &Var{name: name, doc: doc, class: ClassHighWatermark}}
-	h.read = h.Value
-	register(h.Var, opts)
+	h := &HighWatermark{}
+	h.Var = register(name, doc, ClassHighWatermark, h.Value, opts)
 	return h
 }
 
@@ -372,19 +366,12 @@ func (h *HighWatermark) Value() int64 {
 
 // Shard returns a new part of the watermark for one writer at a time.
 func (h *HighWatermark) Shard() *WatermarkShard {
-	s := &WatermarkShard{h: h}
-	h.set.add(s)
-	return s
+	return h.set.add(&WatermarkShard{shard[HighWatermark]{of: h}})
 }
 
 // WatermarkShard is a part of a HighWatermark that one goroutine at a time
 // updates without locked instructions. Its maximum stays after Close.
-type WatermarkShard struct {
-	_ pad
-	v uint64
-	h *HighWatermark
-	_ pad
-}
+type WatermarkShard struct{ shard[HighWatermark] }
 
 // Observe records v.
 func (s *WatermarkShard) Observe(v int64) {
@@ -395,13 +382,11 @@ func (s *WatermarkShard) Observe(v int64) {
 
 // Close detaches the shard, keeping its maximum.
 func (s *WatermarkShard) Close() {
-	s.h.set.remove(s, func() { storeMax(&s.h.retired, int64(asm.LoadAcquire64(&s.v))) })
+	s.of.set.remove(s, func() { storeMax(&s.of.retired, int64(asm.LoadAcquire64(&s.v))) })
 }
 
 // NewFunc registers a variable whose value read computes on demand, for
 // values another structure already keeps (a queue's length).
 func NewFunc(name, doc string, class Class, read func() int64, opts ...Option) *Var {
-	v := &Var{name: name, doc: doc, class: class, read: read}
-	register(v, opts)
-	return v
+	return register(name, doc, class, read, opts)
 }

@@ -71,24 +71,29 @@ func (c *Comm) engineErr(op string, err error) error {
 	return c.classify(op, err)
 }
 
+// engineClasses gives the MPI class of each engine error, in the order
+// classify tries them; an error matching none is ErrOther.
+var engineClasses = [...]struct {
+	err   error
+	class error
+}{
+	{engine.ErrTruncate, ErrTruncate},
+	{engine.ErrPeerDead, ErrProcFailed},
+	{engine.ErrClosed, ErrNotInitialized},
+	{engine.ErrBuffer, ErrBuffer},
+	{engine.ErrRequest, ErrRequest},
+	{engine.ErrRank, ErrRank},
+	{engine.ErrTag, ErrTag},
+}
+
 // classify is engineErr for an error.
 func (c *Comm) classify(op string, err error) error {
 	cls := ErrOther
-	switch {
-	case errors.Is(err, engine.ErrTruncate):
-		cls = ErrTruncate
-	case errors.Is(err, engine.ErrPeerDead):
-		cls = ErrProcFailed
-	case errors.Is(err, engine.ErrClosed):
-		cls = ErrNotInitialized
-	case errors.Is(err, engine.ErrBuffer):
-		cls = ErrBuffer
-	case errors.Is(err, engine.ErrRequest):
-		cls = ErrRequest
-	case errors.Is(err, engine.ErrRank):
-		cls = ErrRank
-	case errors.Is(err, engine.ErrTag):
-		cls = ErrTag
+	for _, e := range engineClasses {
+		if errors.Is(err, e.err) {
+			cls = e.class
+			break
+		}
 	}
 	return &Error{Class: cls, Op: op, Detail: "on " + c.label(), Err: err}
 }

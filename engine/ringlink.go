@@ -61,13 +61,7 @@ type ringInbox struct {
 	c *rings.CellConsumer
 }
 
-func (in *ringInbox) Peek(max int) (int, error) {
-	n, err := in.c.Peek(max)
-	if err != nil && errors.Is(err, rings.ErrClosed) {
-		err = nil
-	}
-	return n, err
-}
+func (in *ringInbox) Peek(max int) (int, error) { return peekOpen(in.c.Peek(max)) }
 
 func (in *ringInbox) Packet(i int) []byte { return in.c.Message(i) }
 func (in *ringInbox) Release(k int)       { in.c.Release(k) }
@@ -188,8 +182,12 @@ type recordInbox struct {
 	r *rings.RecordReader
 }
 
-func (in *recordInbox) Peek(max int) (int, error) {
-	n, err := in.r.Peek(max)
+func (in *recordInbox) Peek(max int) (int, error) { return peekOpen(in.r.Peek(max)) }
+
+// peekOpen is what a ring's Peek returned, less rings.ErrClosed: an
+// Inbox's Peek reports only malformed packets, and Check reports a ring
+// that closed.
+func peekOpen(n int, err error) (int, error) {
 	if err != nil && errors.Is(err, rings.ErrClosed) {
 		err = nil
 	}

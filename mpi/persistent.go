@@ -2,15 +2,24 @@ package mpi
 
 import "github.com/tachyon-hpc/tachyon/engine"
 
-func (c *Comm) sendInit(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*Request, error) {
+// persistentInit checks the arguments of a persistent request's peer and
+// tag and makes the request, inactive until Start.
+func (c *Comm) persistentInit(op opcode, p *persistent) (*Request, error) {
 	if err := c.check(op.String()); err != nil {
 		return nil, err
 	}
-	if err := c.checkDest(op.String(), dest, tag); err != nil {
+	check := c.checkDest
+	if p.recv {
+		check = c.checkSource
+	}
+	if err := check(op.String(), p.peer, p.tag); err != nil {
 		return nil, c.fail(err)
 	}
-	return &Request{c: c, op: op, inactive: true,
-		x: &requestExtra{persist: &persistent{buf: buf, peer: dest, tag: tag, mode: mode}}}, nil
+	return &Request{c: c, op: op, inactive: true, x: &requestExtra{persist: p}}, nil
+}
+
+func (c *Comm) sendInit(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*Request, error) {
+	return c.persistentInit(op, &persistent{buf: buf, peer: dest, tag: tag, mode: mode})
 }
 
 // SendInit makes a persistent send request (MPI_SEND_INIT): each Start
@@ -36,15 +45,7 @@ func (c *Comm) RsendInit(buf []byte, dest, tag int) (*Request, error) {
 
 // RecvInit makes a persistent receive request (MPI_RECV_INIT).
 func (c *Comm) RecvInit(buf []byte, source, tag int) (*Request, error) {
-	op := opRecvInit
-	if err := c.check(op.String()); err != nil {
-		return nil, err
-	}
-	if err := c.checkSource(op.String(), source, tag); err != nil {
-		return nil, c.fail(err)
-	}
-	return &Request{c: c, op: op, inactive: true,
-		x: &requestExtra{persist: &persistent{buf: buf, peer: source, tag: tag, recv: true}}}, nil
+	return c.persistentInit(opRecvInit, &persistent{buf: buf, peer: source, tag: tag, recv: true})
 }
 
 // Start starts the operation of an inactive persistent request

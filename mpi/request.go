@@ -190,6 +190,14 @@ func (r *Request) usable(op string) error {
 	return nil
 }
 
+// usableNonNil is usable for a routine that takes no nil request.
+func (r *Request) usableNonNil(op string) error {
+	if r == nil {
+		return noComm(errorf(ErrRequest, op, "nil request"))
+	}
+	return r.usable(op)
+}
+
 // fail applies the error handler of r's communicator to err, or the
 // process's Self's for a request of none (a timer, a nil request).
 func (r *Request) fail(err error) error {
@@ -241,11 +249,8 @@ func (r *Request) Test() (Status, bool, error) {
 // send its receiver has not matched, or a timer. r must still be waited
 // for, and then Status.Cancelled says whether the cancel took effect.
 func (r *Request) Cancel() error {
-	if err := r.usable("Cancel"); err != nil {
+	if err := r.usableNonNil("Cancel"); err != nil {
 		return err
-	}
-	if r == nil {
-		return noComm(errorf(ErrRequest, "Cancel", "nil request"))
 	}
 	switch {
 	case r.er != nil:
@@ -265,11 +270,8 @@ func (r *Request) Cancel() error {
 // Free releases r (MPI_REQUEST_FREE). An operation still in flight goes
 // on and completes unobserved.
 func (r *Request) Free() error {
-	if err := r.usable("Free"); err != nil {
+	if err := r.usableNonNil("Free"); err != nil {
 		return err
-	}
-	if r == nil {
-		return noComm(errorf(ErrRequest, "Free", "nil request"))
 	}
 	switch {
 	case r.er != nil:

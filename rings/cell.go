@@ -294,12 +294,7 @@ func (p *CellProducer) WantRoom() { atomic.AddUint64(p.r.h.roomWanted(), 1) }
 // Check reports the consumer's state: ErrClosed if it closed, ErrPeerDead
 // if its process died, nil otherwise (also before it attaches).
 func (p *CellProducer) Check() error {
-	err := p.r.h.peerState(offConsumerSlot, flagConsumerClosed)
-	if err != nil && err != ErrClosed && !p.dead {
-		p.dead = true
-		pvDead.Add(1)
-	}
-	return err
+	return p.r.h.checkPeer(offConsumerSlot, flagConsumerClosed, &p.dead)
 }
 
 // Close tells the consumer that no more messages will come; it may still
@@ -477,12 +472,7 @@ func (c *CellConsumer) RoomWanted() bool {
 // if its process died, nil otherwise (also before it attaches). Messages
 // it published before closing or dying can still be received.
 func (c *CellConsumer) Check() error {
-	err := c.r.h.peerState(offProducerSlot, flagProducerClosed)
-	if err != nil && err != ErrClosed && !c.dead {
-		c.dead = true
-		pvDead.Add(1)
-	}
-	return err
+	return c.r.h.checkPeer(offProducerSlot, flagProducerClosed, &c.dead)
 }
 
 // Close tells the producer that nothing more will be received: its

@@ -471,12 +471,7 @@ func (rd *RecordReader) Check() error {
 		rd.pending = nil
 		return err
 	}
-	err := rd.r.h.peerState(offProducerSlot, flagProducerClosed)
-	if err != nil && err != ErrClosed && !rd.dead {
-		rd.dead = true
-		pvDead.Add(1)
-	}
-	return err
+	return rd.r.h.checkPeer(offProducerSlot, flagProducerClosed, &rd.dead)
 }
 
 // Close tells the producers that nothing more will be read: their blocking

@@ -216,6 +216,17 @@ func (h *header) peerState(slot uintptr, closed uint32) error {
 	return nil
 }
 
+// checkPeer is peerState for a side's Check: the first time it finds the
+// peer's process dead it sets *dead and counts it (rings_dead_peers).
+func (h *header) checkPeer(slot uintptr, closed uint32, dead *bool) error {
+	err := h.peerState(slot, closed)
+	if err != nil && err != ErrClosed && !*dead {
+		*dead = true
+		pvDead.Add(1)
+	}
+	return err
+}
+
 func deadErr(pid int) error { return fmt.Errorf("%w: pid %d", ErrPeerDead, pid) }
 
 // pad keeps a handle's hot fields off the cache lines of neighbouring heap

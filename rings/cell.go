@@ -85,10 +85,7 @@ func (r *CellRing) Len() int {
 
 // Producer attaches the calling process as the ring's only producer.
 func (r *CellRing) Producer() (*CellProducer, error) {
-	if _, err := r.h.takeSlot(offProducerSlot, false); err != nil {
-		if r.h.flags()&flagProducerClosed != 0 {
-			return nil, ErrClosed
-		}
+	if err := r.h.attach(offProducerSlot, flagProducerClosed); err != nil {
 		return nil, err
 	}
 	p := &CellProducer{r: r, size: r.h.capacity, mask: r.h.capacity - 1,
@@ -104,10 +101,7 @@ func (r *CellRing) Producer() (*CellProducer, error) {
 
 // Consumer attaches the calling process as the ring's only consumer.
 func (r *CellRing) Consumer() (*CellConsumer, error) {
-	if _, err := r.h.takeSlot(offConsumerSlot, false); err != nil {
-		if r.h.flags()&flagConsumerClosed != 0 {
-			return nil, ErrClosed
-		}
+	if err := r.h.attach(offConsumerSlot, flagConsumerClosed); err != nil {
 		return nil, err
 	}
 	c := &CellConsumer{r: r, mask: r.h.capacity - 1, payload: int(r.h.maxPayload),

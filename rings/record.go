@@ -122,10 +122,7 @@ func (r *RecordRing) Writer() (*RecordWriter, error) {
 			return nil, ErrBusy
 		}
 	} else {
-		if _, err := r.h.takeSlot(offProducerSlot, false); err != nil {
-			if r.h.flags()&flagProducerClosed != 0 {
-				return nil, ErrClosed
-			}
+		if err := r.h.attach(offProducerSlot, flagProducerClosed); err != nil {
 			return nil, err
 		}
 		w.tail = asm.LoadAcquire64(w.tailp)
@@ -139,10 +136,7 @@ func (r *RecordRing) Writer() (*RecordWriter, error) {
 
 // Reader attaches the ring's only reader.
 func (r *RecordRing) Reader() (*RecordReader, error) {
-	if _, err := r.h.takeSlot(offConsumerSlot, false); err != nil {
-		if r.h.flags()&flagConsumerClosed != 0 {
-			return nil, ErrClosed
-		}
+	if err := r.h.attach(offConsumerSlot, flagConsumerClosed); err != nil {
 		return nil, err
 	}
 	rd := &RecordReader{r: r, capacity: r.h.capacity, mask: r.h.capacity - 1,

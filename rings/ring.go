@@ -203,6 +203,19 @@ func (h *header) flags() uint32 { return asm.LoadAcquire32(word32(h.base, offFla
 
 func (h *header) setFlag(f uint32) { atomic.OrUint32(word32(h.base, offFlags), f) }
 
+// attach takes the one-to-one ring's side whose slot is at off for the
+// calling process; ErrClosed if that side closed (it cannot be attached
+// again).
+func (h *header) attach(off uintptr, closed uint32) error {
+	if _, err := h.takeSlot(off, false); err != nil {
+		if h.flags()&closed != 0 {
+			return ErrClosed
+		}
+		return err
+	}
+	return nil
+}
+
 // peerState reports the other side of a one-to-one ring: ErrClosed if it
 // closed, ErrPeerDead if its process died, nil if it is alive or has not
 // attached yet.

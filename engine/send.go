@@ -116,9 +116,7 @@ func (s Sent) sid() uint32 { return uint32(s.tagSID >> 32) }
 // nextSID returns a new short id for a send to p, never 0: p.sid counts
 // by two, and the id is that count less one, an odd number. Two messages
 // share one only 2^31 short packets apart. A count by one had to skip 0
-// where it wrapped: 3 instructions more a send. (The lines above
-// IsendNow keep its ring write on the line TestProfileInlining checks:
-// see there.)
+// where it wrapped: 3 instructions more a send.
 func (p *peer) nextSID() uint32 {
 	n := p.sid + 2
 	p.sid = n
@@ -167,6 +165,17 @@ func (ep *Endpoint) CancelSent(s Sent) (*Request, error) {
 // assembly that publishes it is then the last but for the wake-up, with
 // little of the caller's to keep across it (7.5 instructions fewer a
 // send in mpi's Isend, which passes its request's own Sent).
+//
+// Out of line: the ring write below goes in line here by the profile's
+// edge from IsendNow to TryWriteWords (bench/default.pgo; TryWriteWords
+// is over the compiler's budget). Put in line in a caller, the write
+// would be a call inside a call put in line, which the profile does not
+// find (golang/go#69046), and stay a call; one call either way, and this
+// way it is this one, wherever the caller is: the facade's Isend, in line
+// in a loop or not, calls IsendNow and IsendNow the assembly that
+// publishes the message (bench's TestProfileInlining).
+//
+//go:noinline
 func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode, at *Sent) (*Request, error) {
 	// checkDest, bounded by len(peers) (the world's size, set once) so
 	// that the index below needs no check of its own, even after a lock
@@ -185,12 +194,12 @@ func (ep *Endpoint) IsendNow(buf []byte, dest, tag int, ctx uint32, mode Mode, a
 	*at = Sent{destCtx: uint64(uint32(dest)) | uint64(ctx)<<32, tagSID: h1}
 	if l := p.rout; l != nil {
 		// writeShort written out, the ring's writer called here so that
-		// the profile puts it in line in mpi's Isend: Go finds a call in
-		// a call it put in line by its line less Isend's first
-		// (golang/go#69046), so the call below stays on the line of
-		// Isend's call of IsendNow in mpi/p2p.go (bench's TestProfileInlining).
-		// Then a send that goes out at once calls only the assembly that
-		// publishes it, and keeps few values across that call.
+		// the profile puts it in line: a send that goes out at once then
+		// calls only the assembly that publishes it, and keeps few values
+		// across that call. The profile finds a call by its line less
+		// its function's first: remake it (bench/pgo.sh) after moving
+		// this call, as TestProfileInlining, which finds it by name,
+		// then says.
 		l.setStream()
 		if l.w.TryWriteWords(recordType, h0, h1, buf) != nil {
 			return ep.startSendUnlock(buf, dest, tag, ctx, mode, at)

@@ -192,7 +192,7 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if c.usual(dest, tag) { // checked in line
 		if r := c.p.takeFree(); r != nil { // clean but for these (proc.reqFree): set without zeroing
 			r.c, r.op, r.inactive, r.hot = c, opIsend, false, hotSent
-			er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard, &r.sent) // on the line of engine/send.go's ring write
+			er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard, &r.sent)
 			if er == nil && err == nil {
 				return r, nil // sent at once: r.sent names it
 			}

@@ -25,10 +25,7 @@ var tmpSeq atomic.Uint64
 // (it is built under a temporary name and linked into place), so an
 // opener never sees a half-made one.
 func CreateSegment(name string, size int) (*Segment, error) {
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
-	sz, err := segmentBytes(size)
+	sz, err := segmentBytes(name, size)
 	if err != nil {
 		return nil, err
 	}
@@ -72,10 +69,7 @@ func CreateSegment(name string, size int) (*Segment, error) {
 // OpenSegmentFile; it disappears with the last process that holds it, so
 // it never goes stale.
 func CreateMemfdSegment(name string, size int) (*Segment, error) {
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
-	sz, err := segmentBytes(size)
+	sz, err := segmentBytes(name, size)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +85,12 @@ func CreateMemfdSegment(name string, size int) (*Segment, error) {
 	return s, nil
 }
 
-func segmentBytes(size int) (int, error) {
+// segmentBytes checks a new segment's name and size, and returns the size
+// rounded up to a page.
+func segmentBytes(name string, size int) (int, error) {
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
 	page := os.Getpagesize()
 	if size < SegmentHeaderSize+CacheLine || int64(size) > maxSegment.Get() {
 		return 0, fmt.Errorf("%w: segment size %d outside [%d, rings_max_segment_size=%d]",

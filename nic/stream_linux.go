@@ -71,12 +71,7 @@ func (l *StreamListener) Accept() (*Stream, error) {
 
 // Close stops listening; streams already accepted stay open.
 func (l *StreamListener) Close() error {
-	if l.fd < 0 {
-		return ErrClosed
-	}
-	err := unix.Close(l.fd)
-	l.fd = -1
-	return err
+	return closeFD(&l.fd)
 }
 
 // Stream is one TCP connection of the bulk lane, in one direction by use:
@@ -195,10 +190,16 @@ var ErrStreamLost = errors.New("nic: stream lost")
 // Close closes the stream. What was written still goes to the peer
 // (TCP's orderly close).
 func (s *Stream) Close() error {
-	if s.fd < 0 {
+	return closeFD(&s.fd)
+}
+
+// closeFD closes the descriptor *fd and marks it closed (-1): ErrClosed if
+// it was.
+func closeFD(fd *int) error {
+	if *fd < 0 {
 		return ErrClosed
 	}
-	err := unix.Close(s.fd)
-	s.fd = -1
+	err := unix.Close(*fd)
+	*fd = -1
 	return err
 }

@@ -63,11 +63,15 @@ const (
 
 var typeNames = [...]string{"int", "uint", "float", "bool", "string", "duration", "enum"}
 
-func (t Type) String() string {
-	if t < 0 || int(t) >= len(typeNames) {
-		return "Type(" + strconv.Itoa(int(t)) + ")"
+func (t Type) String() string { return enumString("Type", typeNames[:], t) }
+
+// enumString is the String of v, of the integer type named typ whose
+// values from 0 have names.
+func enumString[T ~int](typ string, names []string, v T) string {
+	if v < 0 || int(v) >= len(names) {
+		return typ + "(" + strconv.Itoa(int(v)) + ")"
 	}
-	return typeNames[t]
+	return names[v]
 }
 
 // Scope says when and where a variable may be changed, with the meanings of
@@ -92,12 +96,7 @@ const (
 
 var scopeNames = [...]string{"constant", "readonly", "local", "group", "all"}
 
-func (s Scope) String() string {
-	if s < 0 || int(s) >= len(scopeNames) {
-		return "Scope(" + strconv.Itoa(int(s)) + ")"
-	}
-	return scopeNames[s]
-}
+func (s Scope) String() string { return enumString("Scope", scopeNames[:], s) }
 
 // Verbosity ranks variables by audience and detail, as MPI_T does.
 type Verbosity int

@@ -521,12 +521,7 @@ func (w *RecordWriter) WantRoom() { atomic.AddUint64(w.r.h.roomWanted(), 1) }
 // Check reports the reader's state: ErrClosed if it closed, ErrPeerDead if
 // its process died, nil otherwise (also before it attaches).
 func (w *RecordWriter) Check() error {
-	err := w.r.h.peerState(offConsumerSlot, flagConsumerClosed)
-	if err != nil && err != ErrClosed && !w.dead {
-		w.dead = true
-		pvDead.Add(1)
-	}
-	return err
+	return w.r.h.checkPeer(offConsumerSlot, flagConsumerClosed, &w.dead)
 }
 
 // Close detaches the writer, aborting an open claim. On a single-producer

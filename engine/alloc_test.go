@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"testing"
 )
 
@@ -9,7 +10,7 @@ import (
 // the message waited in the unexpected queue, blocking or not.
 func TestEagerAllocs(t *testing.T) {
 	if raceEnabled {
-		t.Skip("the race detector allocates")
+		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
 	}
 	w, err := NewWorld(1)
 	if err != nil {

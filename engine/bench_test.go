@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/internal/affinity"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // window is the number of nonblocking sends in flight in the message-rate
@@ -18,11 +20,14 @@ const window = 64
 // twoCPUs returns two CPUs this process may run on, or skips.
 func twoCPUs(b testing.TB) (int, int) {
 	cpus, err := affinity.Threads()
+	if errors.Is(err, affinity.ErrUnsupported) {
+		testskip.Skip(b, testskip.NotLinux, "cannot read CPU affinity:", err)
+	}
 	if err != nil {
-		b.Skip("cannot read CPU affinity:", err)
+		b.Fatal(err)
 	}
 	if len(cpus) < 2 {
-		b.Skip("needs two CPUs")
+		testskip.Skip(b, testskip.FewCPUs, "needs two CPUs")
 	}
 	return cpus[0], cpus[1]
 }
@@ -34,8 +39,12 @@ func pin(b testing.TB, cpu int) func() {
 	restore, err := affinity.Bind(cpu)
 	if err != nil {
 		runtime.UnlockOSThread()
-		b.Skip("cannot pin:", err)
+		if errors.Is(err, affinity.ErrUnsupported) {
+			testskip.Skip(b, testskip.NotLinux, "cannot pin:", err)
+		}
+		b.Fatal("cannot pin:", err)
 	}
+
 	return func() {
 		restore()
 		runtime.UnlockOSThread()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
 )
 
@@ -278,7 +279,7 @@ func dropCookie(d *netDev) uint64 { return d.link.Stats().DropCookie }
 // receive allocate nothing, with authenticated frames too.
 func TestNetAllocs(t *testing.T) {
 	if raceEnabled {
-		t.Skip("the race detector allocates")
+		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
 	}
 	for _, auth := range []string{"false", "true"} {
 		w := netWorld(t, 2, "engine_net_auth", auth)

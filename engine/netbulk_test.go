@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
 )
 
@@ -301,7 +302,7 @@ func TestNetPeerBulkForm(t *testing.T) {
 // the lane is up.
 func TestNetBulkAllocs(t *testing.T) {
 	if raceEnabled {
-		t.Skip("the race detector allocates")
+		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
 	}
 	w := netWorld(t, 2, "engine_net_bulk_min", "65536")
 	a, b := w.Endpoint(0), w.Endpoint(1)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"strings"
 	"testing"
 )
@@ -63,7 +64,10 @@ func TestRecordLinkStreams(t *testing.T) {
 	ep := rankZero(t)
 	l, ok := ep.peers[1].out.(*recordLink)
 	if !ok {
-		t.Skipf("links are %T, not record rings", ep.peers[1].out)
+		if netForce.Get() {
+			testskip.Skipf(t, testskip.NetForce, "links are %T, not record rings", ep.peers[1].out)
+		}
+		t.Fatalf("links are %T, not record rings", ep.peers[1].out)
 	}
 	buf := make([]byte, 8)
 	send := func(want bool) {
@@ -95,7 +99,10 @@ func TestRecordLinkWarm(t *testing.T) {
 	setVar(t, "engine_warm_polls", "3")
 	ep := rankZero(t)
 	if _, ok := ep.peers[1].out.(*recordLink); !ok {
-		t.Skipf("links are %T, not record rings", ep.peers[1].out)
+		if netForce.Get() {
+			testskip.Skipf(t, testskip.NetForce, "links are %T, not record rings", ep.peers[1].out)
+		}
+		t.Fatalf("links are %T, not record rings", ep.peers[1].out)
 	}
 	buf := make([]byte, 8)
 	send := func(n int) {
@@ -147,7 +154,10 @@ func TestRecordLinkWarmTurns(t *testing.T) {
 	l1, ok1 := ep.peers[1].out.(*recordLink)
 	l2, ok2 := ep.peers[2].out.(*recordLink)
 	if !ok1 || !ok2 {
-		t.Skipf("links are %T, not record rings", ep.peers[1].out)
+		if netForce.Get() {
+			testskip.Skipf(t, testskip.NetForce, "links are %T, not record rings", ep.peers[1].out)
+		}
+		t.Fatalf("links are %T, not record rings", ep.peers[1].out)
 	}
 	buf := make([]byte, 8)
 	ep.Poll()
@@ -207,7 +217,10 @@ func TestPollReleasesLargePackets(t *testing.T) {
 			ep0, ep1 := w.Endpoint(0), w.Endpoint(1)
 			t.Cleanup(func() { ep0.Close(); ep1.Close() })
 			if _, ok := ep1.peers[0].out.(*recordLink); !ok {
-				t.Skipf("links are %T, not record rings", ep1.peers[0].out)
+				if netForce.Get() {
+					testskip.Skipf(t, testskip.NetForce, "links are %T, not record rings", ep1.peers[0].out)
+				}
+				t.Fatalf("links are %T, not record rings", ep1.peers[0].out)
 			}
 			sendNow := func(tag int) bool { // a short packet if the ring has room, else nothing
 				ep1.lock()

@@ -13,27 +13,21 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/rings"
 )
 
-// Cross-process tests re-execute the test binary: TestMain runs the role
-// named in roleEnv instead of the tests, as one rank of the job whose
-// segment is named in segEnv.
+// Cross-process tests re-execute the test binary (internal/testrole):
+// TestMain runs the role instead of the tests, as one rank of the job
+// whose segment is named in segEnv.
 const (
-	roleEnv = "ENGINE_TEST_ROLE"
 	segEnv  = "ENGINE_TEST_SEG"
 	rankEnv = "ENGINE_TEST_RANK"
 )
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		if err := runChild(role); err != nil {
-			fmt.Fprintf(os.Stderr, "child %s: %v\n", role, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	testrole.Main(m, func(role string) int { return testrole.Status(role, runChild(role)) })
 }
 
 var shmSizes = []int{0, 8, 1000, 5000, 16 << 10, 16<<10 + 1, 1 << 20, 4 << 20}
@@ -149,15 +143,16 @@ func startJobN(t testing.TB, n int, role string, env ...string) (*Endpoint, []*e
 	t.Helper()
 	name := fmt.Sprintf("tachyon-engine-test-%d-%d", os.Getpid(), time.Now().UnixNano())
 	seg, err := CreateShmJob(name, n)
+	if errors.Is(err, rings.ErrUnsupported) {
+		testskip.Skip(t, testskip.NoSharedMemory, "no shared-memory segment:", err)
+	}
 	if err != nil {
-		t.Skip("no shared-memory segment:", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { seg.Remove(); seg.Close() })
 	var kids []*exec.Cmd
 	for r := 1; r < n; r++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), roleEnv+"="+role, segEnv+"="+name, rankEnv+"="+strconv.Itoa(r))
-		cmd.Env = append(cmd.Env, env...)
+		cmd := testrole.Command(role, append([]string{segEnv + "=" + name, rankEnv + "=" + strconv.Itoa(r)}, env...))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -187,7 +182,7 @@ func TestShmEcho(t *testing.T) {
 	for _, mode := range []string{"auto", "cma", "pipeline", "split"} {
 		t.Run(mode, func(t *testing.T) {
 			if (mode == "cma" || mode == "split") && os.Geteuid() != 0 {
-				t.Skip("process_vm_readv between these processes may be refused without root")
+				testskip.Skip(t, testskip.NotRoot, "process_vm_readv between these processes may be refused without root")
 			}
 			vars := map[string]string{"engine_rndv_copy": mode, "engine_rndv_split_min": "0"}
 			switch mode {
@@ -416,7 +411,7 @@ func TestShmJobLayout(t *testing.T) {
 	const n = 40
 	seg, err := CreateShmJob("", n)
 	if errors.Is(err, rings.ErrUnsupported) {
-		t.Skip("no shared-memory segments here:", err)
+		testskip.Skip(t, testskip.NoSharedMemory, "no shared-memory segments here:", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -494,7 +489,7 @@ func FuzzShmJob(f *testing.F) {
 		setVar(t, "engine_ring_bytes", "4096")
 		seg, err := CreateShmJob("", 2)
 		if errors.Is(err, rings.ErrUnsupported) {
-			t.Skip(err)
+			testskip.Skip(t, testskip.NoSharedMemory, err)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // run runs fn on every rank of a new world of n ranks, as goroutines, and
@@ -1014,7 +1015,7 @@ func isendNow(ep *Endpoint, buf []byte, dest, tag int, ctx uint32, mode Mode) (S
 func skipOnNetwork(t *testing.T, what string) {
 	t.Helper()
 	if netForce.Get() {
-		t.Skip("engine_net_force: the network transport has no " + what)
+		testskip.Skip(t, testskip.NetForce, "engine_net_force: the network transport has no "+what)
 	}
 }
 
@@ -1029,7 +1030,7 @@ func skipOnLossyNetwork(t *testing.T) {
 	}
 	for _, name := range []string{"nic_drop_rate", "nic_dup_rate", "nic_reorder_rate"} {
 		if v, ok := cvar.Lookup(name); ok && v.String() != "0" {
-			t.Skip("engine_net_force with " + name + " " + v.String() + ": a sender that stops polling does not retransmit")
+			testskip.Skip(t, testskip.LossyNetwork, "engine_net_force with "+name+" "+v.String()+": a sender that stops polling does not retransmit")
 		}
 	}
 }

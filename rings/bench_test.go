@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // Benchmarks. The process benchmarks re-execute the test binary as the
@@ -29,15 +30,18 @@ import (
 func benchSegment(b *testing.B, size int) *Segment {
 	b.Helper()
 	if runtime.GOOS != "linux" {
-		b.Skip("shared-memory segments need Linux")
+		testskip.Skip(b, testskip.NotLinux, "shared-memory segments need Linux")
 	}
-	if st, err := os.Stat(shmDir.Get()); err != nil || !st.IsDir() {
-		b.Skipf("no shared-memory directory %s (rings_shm_dir)", shmDir.Get())
+	if st, err := os.Stat(shmDir.Get()); errors.Is(err, fs.ErrNotExist) || err == nil && !st.IsDir() {
+		testskip.Skipf(b, testskip.NoSharedMemory, "no shared-memory directory %s (rings_shm_dir)", shmDir.Get())
+	} else if err != nil {
+		b.Fatal(err)
 	}
 	s, err := CreateSegment(testName(), size)
 	if errors.Is(err, ErrUnsupported) || errors.Is(err, fs.ErrPermission) {
-		b.Skip("cannot create a shared-memory segment:", err)
+		testskip.Skip(b, testskip.NoSharedMemory, "cannot create a shared-memory segment:", err)
 	}
+
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -521,7 +525,7 @@ func mpscThroughput(b *testing.B, cpuA, cpuB, producers int) {
 // buffered channels of [8]byte.
 func BenchmarkGoroutinePingPong(b *testing.B) {
 	if runtime.GOMAXPROCS(0) < 2 {
-		b.Skip("needs GOMAXPROCS >= 2")
+		testskip.Skip(b, testskip.FewCPUs, "needs GOMAXPROCS >= 2")
 	}
 	b.Run("ring", func(b *testing.B) {
 		_, ap, ac := newCellPair(b, pingPongCells, 64)
@@ -591,7 +595,7 @@ func BenchmarkGoroutinePingPong(b *testing.B) {
 // beside a channel of [8]byte with a buffer of 1024.
 func BenchmarkGoroutineThroughput(b *testing.B) {
 	if runtime.GOMAXPROCS(0) < 2 {
-		b.Skip("needs GOMAXPROCS >= 2")
+		testskip.Skip(b, testskip.FewCPUs, "needs GOMAXPROCS >= 2")
 	}
 	const cells = 1024
 	b.Run("ring-batch", func(b *testing.B) {

@@ -15,22 +15,15 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/internal/affinity"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
-// Multi-process tests re-execute the test binary: TestMain sees roleEnv
-// and runs that child role instead of the tests. Parameters travel in
+// Multi-process tests re-execute the test binary (internal/testrole):
+// TestMain runs the child role instead of the tests. Parameters travel in
 // RINGS_TEST_* variables; a segment is passed by name, or as fd 3.
-const roleEnv = "RINGS_TEST_ROLE"
-
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		if err := runChild(role); err != nil {
-			fmt.Fprintf(os.Stderr, "child %s (pid %d): %v\n", role, os.Getpid(), err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	testrole.Main(m, func(role string) int { return testrole.Status(role, runChild(role)) })
 }
 
 func envInt(k string) int {
@@ -394,8 +387,8 @@ type child struct {
 // the test ends.
 func startChild(t testing.TB, role string, seg *Segment, env ...string) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0]), done: make(chan error, 1)}
-	c.cmd.Env = append(os.Environ(), roleEnv+"="+role)
+	c := &child{cmd: testrole.Command(role, nil), done: make(chan error, 1)}
+
 	for i := 0; i+1 < len(env); i += 2 {
 		c.cmd.Env = append(c.cmd.Env, "RINGS_TEST_"+env[i]+"="+env[i+1])
 	}
@@ -449,11 +442,14 @@ func (c *child) watchdog(t testing.TB, d time.Duration) {
 // twoCPUs returns two CPUs this process may run on.
 func twoCPUs(t testing.TB) (int, int) {
 	cpus, err := affinity.Threads()
+	if errors.Is(err, affinity.ErrUnsupported) {
+		testskip.Skip(t, testskip.NotLinux, "cannot read CPU affinity:", err)
+	}
 	if err != nil {
-		t.Skip("cannot read CPU affinity:", err)
+		t.Fatal(err)
 	}
 	if len(cpus) < 2 {
-		t.Skip("needs two CPUs")
+		testskip.Skip(t, testskip.FewCPUs, "needs two CPUs")
 	}
 	return cpus[0], cpus[1]
 }
@@ -465,8 +461,12 @@ func pinCurrent(t testing.TB, cpu int) func() {
 	restore, err := affinity.Bind(cpu)
 	if err != nil {
 		runtime.UnlockOSThread()
-		t.Skip("cannot pin:", err)
+		if errors.Is(err, affinity.ErrUnsupported) {
+			testskip.Skip(t, testskip.NotLinux, "cannot pin:", err)
+		}
+		t.Fatal("cannot pin:", err)
 	}
+
 	return func() {
 		restore()
 		runtime.UnlockOSThread()

@@ -4,8 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -286,7 +285,8 @@ func TestMPSCTakeoverReportsDeath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := exec.Command(os.Args[0], "-test.run=^$")
+	gone := testrole.Command("exit", nil)
+
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"os"
-	"os/exec"
 	"sync/atomic"
 	"testing"
 	"unsafe"
@@ -36,8 +36,8 @@ func newTestSegment(t testing.TB, size int) *Segment {
 // deadPID returns the pid of a process that has exited and been reaped.
 func deadPID(t testing.TB) int {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), roleEnv+"=exit")
+	cmd := testrole.Command("exit", nil)
+
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}

@@ -21,19 +21,14 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
 
-// Jobs in these tests run the test binary itself: TestMain runs the role
-// named in roleEnv as one rank instead of the tests.
-const roleEnv = "LAUNCH_TEST_ROLE"
-
-func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		os.Exit(runRole(role))
-	}
-	os.Exit(m.Run())
-}
+// Jobs in these tests run the test binary itself (internal/testrole):
+// TestMain runs the role as one rank instead of the tests.
+func TestMain(m *testing.M) { testrole.Main(m, runRole) }
 
 func rankOf() int { r, _ := strconv.Atoi(os.Getenv(EnvRank)); return r }
 
@@ -251,8 +246,9 @@ type result struct {
 func runJob(t *testing.T, ctx context.Context, n int, role string, edit func(*Config)) result {
 	t.Helper()
 	res := result{out: &syncBuffer{}, err2: &syncBuffer{}, prefix: testPrefix()}
-	cfg := Config{N: n, Program: os.Args[0], Args: []string{"-test.run=^$"},
-		Env: []string{roleEnv + "=" + role}, Stdout: res.out, Stderr: res.err2, SegmentPrefix: res.prefix}
+	argv := testrole.Argv()
+	cfg := Config{N: n, Program: argv[0], Args: argv[1:],
+		Env: []string{testrole.Setting(role)}, Stdout: res.out, Stderr: res.err2, SegmentPrefix: res.prefix}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -417,7 +413,7 @@ func TestConfigErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := testPrefix()
-			cfg := Config{N: 2, Program: os.Args[0], Env: []string{roleEnv + "=sleep"}, SegmentPrefix: prefix}
+			cfg := Config{N: 2, Program: os.Args[0], Env: []string{testrole.Setting("sleep")}, SegmentPrefix: prefix}
 			tc.edit(&cfg)
 			if cfg.SegmentPrefix != prefix {
 				prefix = "never-matches-anything"
@@ -572,7 +568,8 @@ func TestBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(allowed) < 2 {
-		t.Skipf("needs 2 CPUs, this process may use %v", allowed)
+		testskip.Skipf(t, testskip.FewCPUs, "needs 2 CPUs, this process may use %v", allowed)
+
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"math"
 	"strings"
 	"sync"
@@ -128,7 +129,7 @@ func TestSelf(t *testing.T) { both(t, 2, scSelf) }
 // goroutines (as a launched job, the harness's processes cover Init).
 func TestMainWithoutLauncher(t *testing.T) {
 	if Launched() {
-		t.Skip("this test process was started by a launcher")
+		testskip.Skip(t, testskip.Launched, "this test process was started by a launcher")
 	}
 	var ranks [3]bool
 	err := Main(3, func(w *Comm) error {

@@ -3,6 +3,7 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"os"
 	"os/exec"
 	"strings"
@@ -195,8 +196,8 @@ func TestErrhandlerSelf(t *testing.T) { runProcesses(t, 2, scSelfHandler) }
 // with exit status 1 and the error's text.
 func TestErrorsAreFatal(t *testing.T) {
 	for _, kind := range []string{"fatal", "abort"} {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), scenarioEnv+"="+scFatal, "ERRH_KIND="+kind)
+		cmd := testrole.Command(scFatal, []string{"ERRH_KIND=" + kind})
+
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {

@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,14 +11,16 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/rings"
 )
 
 // Facade tests run each scenario twice: as an in-process world (Run) and
 // as a job of processes over shared memory, the test binary re-executed
-// once per rank with the launcher's environment variables and
-// scenarioEnv naming the scenario. A process rank calls Init, runs the
-// scenario on World, and Finalizes.
-const scenarioEnv = "MPI_TEST_SCENARIO"
+// once per rank (internal/testrole) with the launcher's environment
+// variables and the scenario as its role. A process rank calls Init, runs
+// the scenario on World, and Finalizes.
 
 // threadEnv, if set, makes a process rank call InitThread with that level
 // instead of Init, and check what it provides.
@@ -28,12 +31,7 @@ var (
 	scenarios   = map[string]func(*Comm) error{}
 )
 
-func TestMain(m *testing.M) {
-	if name := os.Getenv(scenarioEnv); name != "" {
-		os.Exit(runScenarioProcess(name))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testrole.Main(m, runScenarioProcess) }
 
 func runScenarioProcess(name string) int {
 	fn := scenarios[name]
@@ -104,19 +102,21 @@ func runProcesses(t *testing.T, n int, name string, extraEnv ...string) {
 	t.Helper()
 	seg := fmt.Sprintf("tachyon-mpi-test-%d-%d", os.Getpid(), time.Now().UnixNano())
 	s, err := engine.CreateShmJob(seg, n)
+	if errors.Is(err, rings.ErrUnsupported) {
+		testskip.Skip(t, testskip.NoSharedMemory, "no shared memory:", err)
+	}
 	if err != nil {
-		t.Skip("no shared memory:", err)
+		t.Fatal(err)
 	}
 	defer func() { s.Remove(); s.Close() }()
 	cmds := make([]*exec.Cmd, n)
 	outs := make([]*lockedBuffer, n)
 	for r := range cmds {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := testrole.Command(name, append([]string{EnvSegment + "=" + seg,
+			EnvRank + "=" + strconv.Itoa(r), EnvSize + "=" + strconv.Itoa(n)}, extraEnv...))
 		outs[r] = &lockedBuffer{}
 		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
-		cmd.Env = append(os.Environ(), scenarioEnv+"="+name, EnvSegment+"="+seg,
-			EnvRank+"="+strconv.Itoa(r), EnvSize+"="+strconv.Itoa(n))
-		cmd.Env = append(cmd.Env, extraEnv...)
+
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

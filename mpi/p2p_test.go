@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"strconv"
 	"testing"
 )
@@ -359,7 +360,7 @@ func TestThreadLevels(t *testing.T) {
 
 func TestQueryThreadNotInitialized(t *testing.T) {
 	if Initialized() {
-		t.Skip("MPI is initialized in this process")
+		testskip.Skip(t, testskip.MPIInitialized, "MPI is initialized in this process")
 	}
 	if _, err := QueryThread(); !errors.Is(err, ErrNotInitialized) {
 		t.Fatalf("QueryThread before Init: %v", err)

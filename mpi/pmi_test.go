@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -60,12 +62,13 @@ func runMpiexec(t *testing.T, name string, args ...string) (string, int, time.Du
 	t.Helper()
 	mpiexec, err := exec.LookPath("mpiexec.mpich")
 	if err != nil {
-		t.Skip("mpiexec.mpich not on PATH (apt-get install mpich)")
+		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich not on PATH (apt-get install mpich)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, mpiexec, append(args, os.Args[0], "-test.run=^$")...)
-	cmd.Env = append(os.Environ(), scenarioEnv+"="+name, "MPI_TEST_PMI_N="+args[len(args)-1])
+	cmd := exec.CommandContext(ctx, mpiexec, append(args, testrole.Argv()...)...)
+	cmd.Env = append(os.Environ(), testrole.Setting(name), "MPI_TEST_PMI_N="+args[len(args)-1])
+
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()

@@ -18,19 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"golang.org/x/sys/unix"
 )
 
-// The real-launcher tests re-execute the test binary under mpiexec:
-// TestMain then runs the role named in roleEnv as one PMI process.
-const roleEnv = "PMI_TEST_ROLE"
-
-func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		os.Exit(runRole(role))
-	}
-	os.Exit(m.Run())
-}
+// The real-launcher tests re-execute the test binary under mpiexec
+// (internal/testrole): TestMain then runs the role as one PMI process.
+func TestMain(m *testing.M) { testrole.Main(m, runRole) }
 
 func runRole(role string) int {
 	c, err := FromEnv()
@@ -633,7 +628,7 @@ func mpiexec(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("mpiexec.mpich")
 	if err != nil {
-		t.Skip("mpiexec.mpich not on PATH (apt-get install mpich)")
+		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich not on PATH (apt-get install mpich)")
 	}
 	return p
 }
@@ -642,8 +637,9 @@ func runUnderMpiexec(t *testing.T, role string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, mpiexec(t), append(args, os.Args[0], "-test.run=^$")...)
-	cmd.Env = append(os.Environ(), roleEnv+"="+role)
+	cmd := exec.CommandContext(ctx, mpiexec(t), append(args, testrole.Argv()...)...)
+	cmd.Env = append(os.Environ(), testrole.Setting(role))
+
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

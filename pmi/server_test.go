@@ -4,6 +4,7 @@ package pmi
 
 import (
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"os"
 	"os/exec"
 	"strings"
@@ -22,8 +23,8 @@ func startRanks(t *testing.T, s *Server, n int, role string) []*exec.Cmd {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), roleEnv+"="+role, "PMI_FD=3", fmt.Sprintf("PMI_RANK=%d", r), fmt.Sprintf("PMI_SIZE=%d", n))
+		cmd := testrole.Command(role, []string{"PMI_FD=3", fmt.Sprintf("PMI_RANK=%d", r), fmt.Sprintf("PMI_SIZE=%d", n)})
+
 		cmd.ExtraFiles = []*os.File{f}
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out

@@ -18,20 +18,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/launch"
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
 
-// The job's program is the test binary itself: TestMain runs the role in
-// roleEnv (which tachyonrun passes on to the ranks) instead of the tests.
-const roleEnv = "TACHYONRUN_TEST_ROLE"
-
-func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		os.Exit(runRole(role))
-	}
-	os.Exit(m.Run())
-}
+// The job's program is the test binary itself: TestMain runs the role
+// (internal/testrole; tachyonrun passes the role's variable on to the
+// ranks) instead of the tests.
+func TestMain(m *testing.M) { testrole.Main(m, runRole) }
 
 func runRole(role string) int {
 	rank, _ := strconv.Atoi(os.Getenv(launch.EnvRank))
@@ -127,7 +123,7 @@ func tachyonrun(t *testing.T) string {
 func runCmd(t *testing.T, role string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(tachyonrun(t), args...)
-	cmd.Env = append(os.Environ(), roleEnv+"="+role)
+	cmd.Env = append(os.Environ(), testrole.Setting(role))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
@@ -140,7 +136,7 @@ func runCmd(t *testing.T, role string, args ...string) (int, string, string) {
 }
 
 func TestHello(t *testing.T) {
-	code, out, errs := runCmd(t, "hello", "-n", "3", "-prefix", "--", os.Args[0], "-test.run=^$", "x y")
+	code, out, errs := runCmd(t, "hello", "-n", "3", "-prefix", "--", os.Args[0], testrole.NoTests, "x y")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
@@ -152,7 +148,7 @@ func TestHello(t *testing.T) {
 }
 
 func TestExitStatus(t *testing.T) {
-	code, out, errs := runCmd(t, "fail", "-n", "3", os.Args[0], "-test.run=^$")
+	code, out, errs := runCmd(t, "fail", "-n", "3", os.Args[0], testrole.NoTests)
 	if code != 3 {
 		t.Fatalf("exit %d, want 3\n%s\n%s", code, out, errs)
 	}
@@ -194,8 +190,11 @@ func TestMissingProgram(t *testing.T) {
 
 func TestBind(t *testing.T) {
 	allowed, err := launch.AllowedCPUs()
-	if err != nil || len(allowed) < 2 {
-		t.Skipf("needs 2 CPUs: %v %v", allowed, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		testskip.Skipf(t, testskip.FewCPUs, "needs 2 CPUs, this process may use %v", allowed)
 	}
 	for _, tc := range []struct {
 		flags []string
@@ -205,7 +204,7 @@ func TestBind(t *testing.T) {
 		{[]string{"-cpus", fmt.Sprintf("%d,%d", allowed[1], allowed[0])}, []int{allowed[1], allowed[0]}},
 		{[]string{"-cpus", fmt.Sprintf("%d-%d", allowed[0], allowed[0])}, []int{allowed[0], allowed[0]}},
 	} {
-		args := append(append([]string{"-n", "2"}, tc.flags...), os.Args[0], "-test.run=^$")
+		args := append(append([]string{"-n", "2"}, tc.flags...), os.Args[0], testrole.NoTests)
 		code, out, errs := runCmd(t, "affinity", args...)
 		if code != 0 {
 			t.Fatalf("%q: exit %d\n%s", args, code, errs)
@@ -228,8 +227,9 @@ func TestBind(t *testing.T) {
 func TestSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			cmd := exec.Command(tachyonrun(t), "-n", "2", os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), roleEnv+"=sleep")
+			cmd := exec.Command(tachyonrun(t), "-n", "2", os.Args[0], testrole.NoTests)
+			cmd.Env = append(os.Environ(), testrole.Setting("sleep"))
+
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,93 @@
+package mpit
+
+import (
+	"errors"
+	"testing"
+)
+
+// initT initializes the interface for one test and finalizes it after.
+func initT(t *testing.T) {
+	t.Helper()
+	if err := Init(); err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := Finalize(); err != nil {
+			t.Errorf("Finalize: %v", err)
+		}
+	})
+}
+
+func TestInitCounting(t *testing.T) {
+	if n := Initialized(); n != 0 {
+		t.Fatalf("Initialized() = %d at the start of the test", n)
+	}
+	if err := Finalize(); !errors.Is(err, ErrNotInitialized) {
+		t.Fatalf("Finalize without Init = %v, want ErrNotInitialized", err)
+	}
+	if _, err := current("test"); !errors.Is(err, ErrNotInitialized) {
+		t.Fatalf("use before Init = %v, want ErrNotInitialized", err)
+	}
+	for range 3 {
+		if err := Init(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 3; i > 0; i-- {
+		if _, err := current("test"); err != nil {
+			t.Fatalf("use with %d Inits outstanding: %v", i, err)
+		}
+		if err := Finalize(); err != nil {
+			t.Fatalf("Finalize %d: %v", 4-i, err)
+		}
+	}
+	if n := Initialized(); n != 0 {
+		t.Fatalf("Initialized() = %d after as many Finalizes as Inits", n)
+	}
+	if _, err := current("test"); !errors.Is(err, ErrNotInitialized) {
+		t.Fatalf("use after the last Finalize = %v, want ErrNotInitialized", err)
+	}
+	if err := Finalize(); !errors.Is(err, ErrNotInitialized) {
+		t.Fatalf("one Finalize too many = %v, want ErrNotInitialized", err)
+	}
+}
+
+func TestErrorClasses(t *testing.T) {
+	seen := map[string]bool{}
+	for e := ErrInvalid; e <= ErrPvarNoAtomic; e++ {
+		msg := e.Error()
+		if seen[msg] || msg == "" {
+			t.Errorf("class %d: message %q repeats or is empty", int(e), msg)
+		}
+		seen[msg] = true
+		wrapped := errorf(e, "detail")
+		if !errors.Is(wrapped, e) {
+			t.Errorf("%v with a detail does not match its class", e)
+		}
+		for o := ErrInvalid; o <= ErrPvarNoAtomic; o++ {
+			if o != e && errors.Is(wrapped, o) {
+				t.Errorf("%v matches %v too", e, o)
+			}
+		}
+	}
+	if len(seen) != 16 {
+		t.Errorf("%d error classes, want the seed's 16", len(seen))
+	}
+}
+
+func TestEnumStrings(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{VerbosityMPIDevAll.String(), "mpidev_all"},
+		{BindInfo.String(), "info"},
+		{ScopeAllEq.String(), "all_eq"},
+		{TypeChar.String(), "MPI_CHAR"},
+		{Scope(9).String(), "Scope(9)"},
+	} {
+		if c.got != c.want {
+			t.Errorf("String() = %q, want %q", c.got, c.want)
+		}
+	}
+	if !(VerbosityUserBasic < VerbosityUserDetail && VerbosityTunerAll < VerbosityMPIDevBasic) {
+		t.Error("verbosity levels are not in the seed's order")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 func TestReadTSCAdvances(t *testing.T) {
@@ -307,7 +308,7 @@ func BenchmarkLoadAcquire64(b *testing.B) {
 // handoff, the figure that bounds shared-memory message latency.
 func pingPong(b *testing.B, store func(*uint64, uint64)) {
 	if runtime.GOMAXPROCS(0) < 2 {
-		b.Skip("needs two Ps for a cross-core ping-pong")
+		testskip.Skip(b, testskip.FewCPUs, "needs two Ps for a cross-core ping-pong")
 	}
 	var line struct {
 		_    [64]byte
@@ -350,7 +351,7 @@ func BenchmarkHandoffAtomicStore(b *testing.B) { pingPong(b, atomic.StoreUint64)
 // the other's store.
 func TestFenceStoreLoad(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("needs two Ps")
+		testskip.Skip(t, testskip.FewCPUs, "needs two Ps")
 	}
 	const rounds = 50000
 	var x, y [16]uint32 // flags on their own lines

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/launch"
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
 
@@ -286,13 +288,24 @@ func TestRunsOption(t *testing.T) {
 	}
 }
 
+// benchCPUs returns twoCPUs, or skips where this process may use fewer
+// than two CPUs.
+func benchCPUs(t *testing.T) []int {
+	t.Helper()
+	cpus, err := twoCPUs()
+	if err != nil {
+		if allowed, aerr := launch.AllowedCPUs(); aerr == nil && len(allowed) < 2 {
+			testskip.Skipf(t, testskip.FewCPUs, "%v (this process may use %v)", err, allowed)
+		}
+		t.Fatal(err)
+	}
+	return cpus
+}
+
 // TestHostPauses: the probe watches each CPU for about the time asked,
 // and what it reports adds up.
 func TestHostPauses(t *testing.T) {
-	cpus, err := twoCPUs()
-	if err != nil {
-		t.Skip(err)
-	}
+	cpus := benchCPUs(t)
 	ps := hostPauses(cpus, 20*time.Millisecond)
 	if len(ps) != 2 {
 		t.Fatalf("%d CPUs measured", len(ps))
@@ -318,10 +331,7 @@ func TestHostPauses(t *testing.T) {
 // TestLineCrossing: the crossing time is measured, and the host's lines
 // name the CPUs, both crossings and the pauses.
 func TestLineCrossing(t *testing.T) {
-	cpus, err := twoCPUs()
-	if err != nil {
-		t.Skip(err)
-	}
+	cpus := benchCPUs(t)
 	d := lineCrossing(cpus)
 	if d <= 0 || d > time.Millisecond {
 		t.Fatalf("a cache line crosses in %v", d)
@@ -343,7 +353,7 @@ func TestLineCrossing(t *testing.T) {
 // and prints, for every size, the lines parseAnchor reads.
 func TestComparison(t *testing.T) {
 	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
-		t.Skip("mpicc.mpich is not installed (CI installs MPICH)")
+		testskip.Skip(t, testskip.NoMPICH, "mpicc.mpich is not installed (CI installs MPICH)")
 	}
 	got, err := runComparison(4)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -27,7 +28,7 @@ import (
 func TestProfileInlining(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command to build the bench with -gcflags=-m")
+		testskip.Skip(t, testskip.NoGoCommand, "no go command to build the bench with -gcflags=-m")
 	}
 	// The bench's package directory: go build uses its default.pgo, or
 	// the profile BENCH_PGO names (bench/pgo.sh OUT checks its own).

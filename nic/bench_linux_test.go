@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/internal/affinity"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -90,12 +92,15 @@ var anchorDir = os.Getenv("TACHYON_NIC_ANCHORS")
 // and reports what the client prints as p50-ns and p99-ns.
 func benchAnchor(b *testing.B, prog string, args func(srv, cli *nethost.Host) (server, client []string)) {
 	if anchorDir == "" {
-		b.Skip("TACHYON_NIC_ANCHORS names no folder of C anchors")
+		testskip.Skip(b, testskip.NoAnchors, "TACHYON_NIC_ANCHORS names no folder of C anchors")
 	}
 	bin := filepath.Join(anchorDir, prog)
-	if _, err := os.Stat(bin); err != nil {
-		b.Skip(err)
+	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
+		testskip.Skip(b, testskip.NoAnchors, err)
+	} else if err != nil {
+		b.Fatal(err)
 	}
+
 	nw := newPair(b)
 	srv, cli := nw.Hosts[1], nw.Hosts[0]
 	sargs, cargs := args(srv, cli)

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,14 +35,14 @@ const (
 func xdpTestObjects(t *testing.T, queues int) *xdpObjects {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for BPF (CI runs as root)")
+		testskip.Skip(t, testskip.NotRoot, "needs root for BPF (CI runs as root)")
 	}
 	o, err := newXDPObjects(queues)
 	// EPERM is a missing capability; the verifier's rejections (EACCES,
 	// EINVAL) come as an *ebpf.VerifierError and fail the test.
 	var ve *ebpf.VerifierError
 	if errors.Is(err, unix.EPERM) && !errors.As(err, &ve) {
-		t.Skipf("BPF not permitted here: %v", err)
+		testskip.Skipf(t, testskip.NoBPF, "BPF not permitted here: %v", err)
 	}
 	if err != nil {
 		t.Fatalf("newXDPObjects(%d): %+v", queues, err)
@@ -381,11 +382,14 @@ func xdpTestSocket(t *testing.T) int {
 	)
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
-		t.Skipf("no loopback interface: %v", err)
+		t.Fatalf("no loopback interface: %v", err)
 	}
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EPERM) {
+		testskip.Skipf(t, testskip.NoXDP, "kernel refused an AF_XDP socket: %v", err)
+	}
 	if err != nil {
-		t.Skipf("kernel refused an AF_XDP socket: %v", err)
+		t.Fatalf("AF_XDP socket: %v", err)
 	}
 	mem, err := unix.Mmap(-1, 0, frames*frameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -423,9 +427,12 @@ func xdpTestSocket(t *testing.T) int {
 		}
 	}
 	sa := &unix.SockaddrXDP{Flags: unix.XDP_COPY, Ifindex: uint32(lo.Index), QueueID: 0}
-	if err := unix.Bind(fd, sa); err != nil {
-		t.Skipf("kernel refused binding an AF_XDP socket to lo queue 0 in copy mode: %v", err)
+	if err := unix.Bind(fd, sa); errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPERM) {
+		testskip.Skipf(t, testskip.NoXDP, "kernel refused binding an AF_XDP socket to lo queue 0 in copy mode: %v", err)
+	} else if err != nil {
+		t.Fatalf("binding an AF_XDP socket to lo queue 0 in copy mode: %v", err)
 	}
+
 	return fd
 }
 

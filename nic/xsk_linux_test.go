@@ -13,6 +13,7 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"github.com/tachyon-hpc/tachyon/pvar"
@@ -22,7 +23,7 @@ import (
 func newPair(t testing.TB) *nethost.Network {
 	t.Helper()
 	if err := nethost.Available(); err != nil {
-		t.Skip(err)
+		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
 	nw, err := nethost.New(nethost.Config{})
 	if err != nil {

@@ -1,10 +1,9 @@
 package progress
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 func TestWtimeBasics(t *testing.T) {
@@ -75,7 +76,7 @@ func TestWtimeMonotonicAcrossThreads(t *testing.T) {
 // (CLOCK_MONOTONIC) over more than a second.
 func TestClockDrift(t *testing.T) {
 	if testing.Short() {
-		t.Skip("takes over a second")
+		testskip.Skip(t, testskip.Short, "takes over a second")
 	}
 	// pair reads both clocks close together: the pair with the narrowest
 	// bracket of several tries.
@@ -104,7 +105,7 @@ func TestClockDrift(t *testing.T) {
 
 func TestCalibrationTime(t *testing.T) {
 	if why := tscUnusable(); why != "" {
-		t.Skip("no usable time-stamp counter: " + why)
+		testskip.Skip(t, testskip.NoTSC, "no usable time-stamp counter: "+why)
 	}
 	// The fastest of three starts: the claim is about the calibration, not
 	// about how busy the machine running the test is.
@@ -147,33 +148,37 @@ func TestMonotonicClock(t *testing.T) {
 
 // TestEnvClockMonotonic runs the test binary again with TACHYON_CLOCK set,
 // so the control variable is read from the environment at start.
-func TestEnvClockMonotonic(t *testing.T) {
-	if os.Getenv("TACHYON_TEST_CHILD") == "clock" {
-		info := Clock()
-		if info.Source != "monotonic" || info.Fallback != "TACHYON_CLOCK=monotonic" {
-			t.Fatalf("with TACHYON_CLOCK=monotonic: %+v", info)
+// The clock is chosen once per process, so the TACHYON_CLOCK tests
+// re-execute the test binary (internal/testrole) with the variable set:
+// TestMain runs the role, which checks what the process chose.
+func TestMain(m *testing.M) {
+	testrole.Main(m, func(role string) int {
+		switch role {
+		case "clock": // TACHYON_CLOCK=monotonic
+			if info := Clock(); info.Source != "monotonic" || info.Fallback != "TACHYON_CLOCK=monotonic" {
+				return testrole.Status(role, fmt.Errorf("with TACHYON_CLOCK=monotonic: %+v", info))
+			}
+			return 0
+		case "badclock": // TACHYON_CLOCK=sundial
+			if _, err := New(); err == nil || !strings.Contains(err.Error(), "TACHYON_CLOCK") {
+				return testrole.Status(role, fmt.Errorf("New with TACHYON_CLOCK=sundial: %v, want an error naming the variable", err))
+			}
+			return 0
 		}
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestEnvClockMonotonic$", "-test.v")
-	cmd.Env = append(os.Environ(), "TACHYON_TEST_CHILD=clock", "TACHYON_CLOCK=monotonic")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "PASS") {
+		return testrole.Status(role, errors.New("no such role"))
+	})
+}
+
+func TestEnvClockMonotonic(t *testing.T) {
+	out, err := testrole.Command("clock", []string{"TACHYON_CLOCK=monotonic"}).CombinedOutput()
+	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
 
 func TestEnvClockInvalid(t *testing.T) {
-	if os.Getenv("TACHYON_TEST_CHILD") == "badclock" {
-		if _, err := New(); err == nil || !strings.Contains(err.Error(), "TACHYON_CLOCK") {
-			t.Fatalf("New with TACHYON_CLOCK=sundial: %v, want an error naming the variable", err)
-		}
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestEnvClockInvalid$", "-test.v")
-	cmd.Env = append(os.Environ(), "TACHYON_TEST_CHILD=badclock", "TACHYON_CLOCK=sundial")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "PASS") {
+	out, err := testrole.Command("badclock", []string{"TACHYON_CLOCK=sundial"}).CombinedOutput()
+	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
@@ -212,7 +217,7 @@ func TestQuickMedian(t *testing.T) {
 
 func TestForcedTSC(t *testing.T) {
 	if !asm.HasTSC {
-		t.Skip("no time-stamp counter on " + runtime.GOARCH)
+		testskip.Skip(t, testskip.NoTSC, "no time-stamp counter on "+runtime.GOARCH)
 	}
 	c := newClock("tsc", false, 2*time.Millisecond)
 	if c.info.Source != "tsc" || c.ordered || c.tscOrdered {

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // countPoller counts its calls and fails the test if two overlap.
@@ -377,7 +378,7 @@ func TestDedicatedGoroutine(t *testing.T) {
 
 func TestStartBadCPU(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("pinning is Linux only")
+		testskip.Skip(t, testskip.NotLinux, "pinning is Linux only")
 	}
 	e := newEngine(t)
 	if err := e.Start(1 << 16); err == nil {
@@ -411,7 +412,7 @@ func idleCPU(t *testing.T) float64 {
 
 func TestIdleCPUDedicated(t *testing.T) {
 	if testing.Short() {
-		t.Skip("takes over a second")
+		testskip.Skip(t, testskip.Short, "takes over a second")
 	}
 	e := newEngine(t)
 	e.Register(&countPoller{t: t})
@@ -427,7 +428,7 @@ func TestIdleCPUDedicated(t *testing.T) {
 
 func TestIdleCPUWaiter(t *testing.T) {
 	if testing.Short() {
-		t.Skip("takes over a second")
+		testskip.Skip(t, testskip.Short, "takes over a second")
 	}
 	e := newEngine(t)
 	e.Register(&countPoller{t: t})

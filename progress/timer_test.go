@@ -2,6 +2,7 @@ package progress
 
 import (
 	"errors"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -255,7 +256,7 @@ func TestCloseCancelsTimers(t *testing.T) {
 
 func TestTimerManyPending(t *testing.T) {
 	if testing.Short() {
-		t.Skip("arms a million timers")
+		testskip.Skip(t, testskip.Short, "arms a million timers")
 	}
 	e := newEngine(t)
 	const n = 1_000_000

@@ -2,6 +2,7 @@ package affinity
 
 import (
 	"errors"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"runtime"
 	"slices"
 	"testing"
@@ -15,7 +16,7 @@ func TestBindRestores(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	all, err := Threads()
 	if errors.Is(err, ErrUnsupported) {
-		t.Skip(err)
+		testskip.Skip(t, testskip.NotLinux, err)
 	}
 	if err != nil || len(all) == 0 {
 		t.Fatalf("Threads: %v %v", all, err)

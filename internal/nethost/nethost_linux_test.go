@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -25,7 +26,7 @@ import (
 func skipUnlessAvailable(t *testing.T) {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skip(err)
+		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
 }
 

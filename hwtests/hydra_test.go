@@ -5,6 +5,8 @@ package hwtests
 import (
 	"context"
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,7 +20,7 @@ import (
 // (The aborting rank's own line may be lost: Hydra ends its output
 // forwarding with the job.)
 func TestHydraAbortZero(t *testing.T) {
-	ctx, cmd := hydra(t, "-n", "3", "-env", roleEnv, "abort0", os.Args[0], "-test.run=^$")
+	ctx, cmd := hydra(t, "-n", "3", "-env", testrole.Env, "abort0", os.Args[0], testrole.NoTests)
 	begin := time.Now()
 	out, _ := cmd.CombinedOutput()
 	if ctx.Err() != nil {
@@ -34,8 +36,8 @@ func TestHydraAbortZero(t *testing.T) {
 // block's number in the MPI_APPNUM attribute, and MPI_UNIVERSE_SIZE is
 // at least the world.
 func TestHydraAppNum(t *testing.T) {
-	_, cmd := hydra(t, "-n", "1", "-env", roleEnv, "appnum", os.Args[0], "-test.run=^$",
-		":", "-n", "2", "-env", roleEnv, "appnum", os.Args[0], "-test.run=^$")
+	_, cmd := hydra(t, "-n", "1", "-env", testrole.Env, "appnum", os.Args[0], testrole.NoTests,
+		":", "-n", "2", "-env", testrole.Env, "appnum", os.Args[0], testrole.NoTests)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, out)
@@ -56,7 +58,7 @@ func hydra(t *testing.T, args ...string) (context.Context, *exec.Cmd) {
 	t.Helper()
 	mpiexec, err := exec.LookPath("mpiexec.mpich")
 	if err != nil {
-		t.Skip("mpiexec.mpich is not installed (CI installs MPICH)")
+		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)

@@ -18,6 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
 	"github.com/tachyon-hpc/tachyon/pmi"
 )
@@ -74,7 +76,7 @@ func netFail(w *mpi.Comm) error {
 // host's link set down.
 func TestNetPeerFailure(t *testing.T) {
 	if err := nethost.Available(); err != nil {
-		t.Skip(err)
+		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
 	for _, mode := range []string{"xdp", "udp"} {
 		for _, how := range []string{"kill", "cut"} {
@@ -101,8 +103,8 @@ func netPeerFailure(t *testing.T, mode, how string) {
 	var cmds [2]*exec.Cmd
 	var lines [2]chan string
 	for i, h := range nw.Hosts {
-		cmd := exec.Command(exe, exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), h.EnterEnv(), roleEnv+"=netfail",
+		cmd := exec.Command(exe, exe, testrole.NoTests)
+		cmd.Env = append(os.Environ(), h.EnterEnv(), testrole.Setting("netfail"),
 			"PMI_FD=3", "PMI_RANK="+strconv.Itoa(i), "PMI_SIZE=2",
 			"TACHYON_NIC_MODE="+mode, "TACHYON_ENGINE_NET_PEER_TIMEOUT="+netFailTimeout.String(),
 			"TACHYON_ENGINE_NET_PROBE_INTERVAL=200ms", "TACHYON_ENGINE_NET_LINGER=500ms")

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/pvar"
@@ -124,10 +126,10 @@ func netStream(w *mpi.Comm, peer, count int) error {
 func TestNetnsHydra(t *testing.T) {
 	mpiexec, err := exec.LookPath("mpiexec.mpich")
 	if err != nil {
-		t.Skip("mpiexec.mpich is not installed (CI installs MPICH)")
+		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
 	}
 	if err := nethost.Available(); err != nil {
-		t.Skip(err)
+		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
 	million := "1000000"
 	if raceEnabled || testing.Short() {
@@ -174,10 +176,10 @@ func TestNetnsHydra(t *testing.T) {
 func TestNetnsAuthMismatch(t *testing.T) {
 	mpiexec, err := exec.LookPath("mpiexec.mpich")
 	if err != nil {
-		t.Skip("mpiexec.mpich not installed")
+		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
 	}
 	if err := nethost.Available(); err != nil {
-		t.Skip(err)
+		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
 	nw, err := nethost.New(nethost.Config{Hosts: 2})
 	if err != nil {
@@ -200,11 +202,11 @@ func TestNetnsAuthMismatch(t *testing.T) {
 // code.
 func TestTachyonrunNetns(t *testing.T) {
 	if err := nethost.Available(); err != nil {
-		t.Skip(err)
+		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
 	gocmd, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command to build tachyonrun")
+		testskip.Skip(t, testskip.NoGoCommand, "no go command to build tachyonrun")
 	}
 	bin := t.TempDir() + "/tachyonrun"
 	if out, err := exec.Command(gocmd, "build", "-o", bin, "github.com/tachyon-hpc/tachyon/cmd/tachyonrun").CombinedOutput(); err != nil {
@@ -216,8 +218,8 @@ func TestTachyonrunNetns(t *testing.T) {
 	}
 	before, _ := exec.Command("ip", "-o", "link").Output()
 	run := func(role string, n int, env ...string) (string, int) {
-		cmd := exec.Command(bin, "-netns", "-n", strconv.Itoa(n), exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), roleEnv+"="+role, "TACHYON_NIC_MODE=xdp", "TACHYON_HWTEST_MESSAGES=20000")
+		cmd := exec.Command(bin, "-netns", "-n", strconv.Itoa(n), exe, testrole.NoTests)
+		cmd.Env = append(os.Environ(), testrole.Setting(role), "TACHYON_NIC_MODE=xdp", "TACHYON_HWTEST_MESSAGES=20000")
 		cmd.Env = append(cmd.Env, env...)
 		out, err := cmd.CombinedOutput()
 		code := 0
@@ -273,12 +275,12 @@ func hostsJob(t *testing.T, nw *nethost.Network, role string, env func(i int) []
 			args = append(args, ":")
 		}
 		k, v, _ := strings.Cut(h.EnterEnv(), "=")
-		args = append(args, "-n", "1", "-env", k, v, "-env", roleEnv, role)
+		args = append(args, "-n", "1", "-env", k, v, "-env", testrole.Env, role)
 		for _, kv := range env(i) {
 			k, v, _ := strings.Cut(kv, "=")
 			args = append(args, "-env", k, v)
 		}
-		args = append(args, exe, exe, "-test.run=^$")
+		args = append(args, exe, exe, testrole.NoTests)
 	}
 	return args
 }

@@ -20,6 +20,8 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
 )
@@ -35,7 +37,7 @@ const nicCookie = 0x6877_7465_7374_0001
 func newHosts(t *testing.T) *nethost.Network {
 	t.Helper()
 	if err := nethost.Available(); err != nil {
-		t.Skip(err)
+		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
 	nw, err := nethost.New(nethost.Config{})
 	if err != nil {
@@ -209,8 +211,8 @@ func startRole(t *testing.T, h *nethost.Host, role string) (*exec.Cmd, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"="+role, "TACHYON_NIC="+h.Iface)
+	cmd := exec.Command(exe, testrole.NoTests)
+	cmd.Env = append(os.Environ(), testrole.Setting(role), "TACHYON_NIC="+h.Iface)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +305,7 @@ func serveEcho() error {
 
 // TestNICPeer runs a ping-pong against an echo peer: on a real interface
 // when TACHYON_NIC and TACHYON_NIC_PEER say which (start the peer first
-// with TACHYON_HWTEST_ROLE=nicecho TACHYON_NIC=<its interface> go test
+// with TACHYON_TEST_ROLE=nicecho TACHYON_NIC=<its interface> go test
 // ./hwtests), else against a peer this test starts in a second test host,
 // the same way.
 func TestNICPeer(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // TestShmJobNoRoom: a job whose segment does not fit the shared-memory
@@ -20,15 +22,18 @@ import (
 // points a child at it (rings_shm_dir is read at start).
 func TestShmJobNoRoom(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs (CI runs as root)")
+		testskip.Skip(t, testskip.NotRoot, "needs root to mount a small tmpfs (CI runs as root)")
 	}
 	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("mounting a tmpfs: %v", err)
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); errors.Is(err, syscall.EPERM) {
+		testskip.Skipf(t, testskip.NotRoot, "mounting a tmpfs: %v (no CAP_SYS_ADMIN here)", err)
+	} else if err != nil {
+		t.Fatalf("mounting a tmpfs: %v", err)
 	}
+
 	defer syscall.Unmount(dir, 0)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=noroom", "TACHYON_RINGS_SHM_DIR="+dir)
+	cmd := exec.Command(os.Args[0], testrole.NoTests)
+	cmd.Env = append(os.Environ(), testrole.Setting("noroom"), "TACHYON_RINGS_SHM_DIR="+dir)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {

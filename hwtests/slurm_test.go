@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
 
@@ -147,7 +149,7 @@ func TestSlurm(t *testing.T) {
 		// Each task a test host of its own: the job spans hosts, over
 		// AF_XDP between the tasks' namespaces.
 		if err := nethost.Available(); err != nil {
-			t.Skip(err)
+			testskip.Skip(t, testskip.NoNamespaces, err)
 		}
 		nw, err := nethost.New(nethost.Config{Hosts: 2})
 		if err != nil {
@@ -177,7 +179,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("bench", func(t *testing.T) {
 		gocmd, err := exec.LookPath("go")
 		if err != nil {
-			t.Skip("no go command to build the benchmark")
+			testskip.Skip(t, testskip.NoGoCommand, "no go command to build the benchmark")
 		}
 		bin := filepath.Join(t.TempDir(), "bench")
 		build := exec.Command(gocmd, "build", "-o", bin, "github.com/tachyon-hpc/tachyon/bench")
@@ -221,14 +223,14 @@ type cluster struct {
 func startSlurm(t *testing.T) *cluster {
 	t.Helper()
 	if runtime.GOOS != "linux" {
-		t.Skip("Slurm tests run on Linux")
+		testskip.Skip(t, testskip.NotLinux, "Slurm tests run on Linux")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to run slurmd (CI runs as root)")
+		testskip.Skip(t, testskip.NotRoot, "needs root to run slurmd (CI runs as root)")
 	}
 	for _, p := range []string{"munged", "slurmctld", "slurmd", "srun", "sinfo"} {
 		if _, err := exec.LookPath(p); err != nil {
-			t.Skipf("%s not on PATH (apt-get install slurm-wlm munge)", p)
+			testskip.Skipf(t, testskip.NoSlurm, "%s not on PATH (apt-get install slurm-wlm munge)", p)
 		}
 	}
 	dir := t.TempDir()
@@ -373,9 +375,9 @@ func (c *cluster) srunEnv(t *testing.T, role string, env []string, args ...strin
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "srun", append([]string{"-N", "1", "--overcommit"}, args...)...)
-	cmd.Env = append(append(c.env[:len(c.env):len(c.env)], roleEnv+"="+role), env...)
+	cmd.Env = append(append(c.env[:len(c.env):len(c.env)], testrole.Setting(role)), env...)
 	if role != "" {
-		cmd.Args = append(cmd.Args, "-test.run=^$")
+		cmd.Args = append(cmd.Args, testrole.NoTests)
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -91,3 +91,33 @@ func TestEnumStrings(t *testing.T) {
 		t.Error("verbosity levels are not in the seed's order")
 	}
 }
+func TestFinalizeInvalidatesHandles(t *testing.T) {
+	if err := Init(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := CvarIndex(testLocal.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := CvarHandleAlloc(i, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Finalize(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Read(); !errors.Is(err, ErrNotInitialized) {
+		t.Errorf("Read while finalized = %v, want ErrNotInitialized", err)
+	}
+	initT(t)
+	if _, err := h.Read(); !errors.Is(err, ErrInvalidHandle) {
+		t.Errorf("Read of a handle from before Finalize = %v, want ErrInvalidHandle", err)
+	}
+	if err := s.Free(); !errors.Is(err, ErrInvalidSession) {
+		t.Errorf("Free of a session from before Finalize = %v, want ErrInvalidSession", err)
+	}
+}

@@ -27,6 +27,10 @@ func TestMPILifetime(t *testing.T) {
 	}
 	group := cvarHandle(t, testGroup.Name())
 	local := cvarHandle(t, testLocal.Name())
+	s, err := NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := group.Write(int64(10)); err != nil {
 		t.Fatalf("group write before mpi.Init: %v", err)
 	}
@@ -53,6 +57,9 @@ func TestMPILifetime(t *testing.T) {
 	}
 	if err := group.Write(int64(13)); err != nil {
 		t.Errorf("group write after mpi.Finalize: %v", err)
+	}
+	if err := s.Free(); err != nil {
+		t.Errorf("session made before mpi.Init, freed after mpi.Finalize: %v", err)
 	}
 	if err := Finalize(); err != nil {
 		t.Fatal(err)

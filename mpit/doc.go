@@ -54,6 +54,15 @@
 // No variable of the registries is bound to an MPI object: each reports
 // BindNoObject and a count of one. Object is how a binding will be passed.
 //
+// # Categories
+//
+// A control variable is in the category cvar files it under, a
+// performance variable in the first word of its name (pvar's category).
+// Categories nest by name ("a.b" is in "a") and, like variables and the
+// lists of their members, are only ever added to. CategoryChanged's stamp
+// grows with every addition of a variable, so an equal stamp means nothing
+// was added.
+//
 // # Choices where the seed is inconsistent
 //
 // Example 14.4 tests err!=MPI_SUCCESS || err!=MPI_T_ERR_INVALID_INDEX,

@@ -18,6 +18,9 @@ var tables struct {
 	cvarByName map[string]int
 	pvars      []*pvarEntry
 	pvarByKey  map[pvarKey]int
+	cats       []*category
+	catByName  map[string]int
+	stamp      int // grows by one with every refresh that adds anything
 }
 
 // pvarKey identifies a performance variable: MPI_T allows one name in
@@ -28,23 +31,38 @@ type pvarKey struct {
 }
 
 // refresh appends the variables registered since the last call to the
-// tables. The caller holds tables' lock.
+// tables, files each under its category (adding the categories new to the
+// tables) and, if it added anything, advances the stamp. The caller holds
+// tables' lock.
 func refresh() {
 	if tables.cvarByName == nil {
 		tables.cvarByName = make(map[string]int)
 		tables.pvarByKey = make(map[pvarKey]int)
+		tables.catByName = make(map[string]int)
 	}
+	n := len(tables.cvars) + len(tables.pvars)
 	for _, v := range cvar.All() {
 		if _, ok := tables.cvarByName[v.Name()]; !ok {
-			tables.cvarByName[v.Name()] = len(tables.cvars)
+			i := len(tables.cvars)
+			tables.cvarByName[v.Name()] = i
 			tables.cvars = append(tables.cvars, newCvarEntry(v))
+			if c := categoryOf(v.Category()); c != nil {
+				c.cvars = append(c.cvars, i)
+			}
 		}
 	}
 	for _, v := range pvar.All() {
 		k := pvarKey{v.Name(), v.Class()}
 		if _, ok := tables.pvarByKey[k]; !ok {
-			tables.pvarByKey[k] = len(tables.pvars)
+			i := len(tables.pvars)
+			tables.pvarByKey[k] = i
 			tables.pvars = append(tables.pvars, newPvarEntry(v))
+			if c := categoryOf(v.Category()); c != nil {
+				c.pvars = append(c.pvars, i)
+			}
 		}
+	}
+	if len(tables.cvars)+len(tables.pvars) != n {
+		tables.stamp++
 	}
 }

@@ -52,9 +52,9 @@ func Finalize() error {
 	return nil
 }
 
-// Initialized reports how many Inits are outstanding; zero means the
+// InitCount reports how many Inits are outstanding; zero means the
 // interface is not initialized.
-func Initialized() int {
+func InitCount() int {
 	life.mu.Lock()
 	defer life.mu.Unlock()
 	return life.count

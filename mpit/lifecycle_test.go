@@ -19,8 +19,8 @@ func initT(t *testing.T) {
 }
 
 func TestInitCounting(t *testing.T) {
-	if n := Initialized(); n != 0 {
-		t.Fatalf("Initialized() = %d at the start of the test", n)
+	if n := InitCount(); n != 0 {
+		t.Fatalf("InitCount() = %d at the start of the test", n)
 	}
 	if err := Finalize(); !errors.Is(err, ErrNotInitialized) {
 		t.Fatalf("Finalize without Init = %v, want ErrNotInitialized", err)
@@ -41,8 +41,8 @@ func TestInitCounting(t *testing.T) {
 			t.Fatalf("Finalize %d: %v", 4-i, err)
 		}
 	}
-	if n := Initialized(); n != 0 {
-		t.Fatalf("Initialized() = %d after as many Finalizes as Inits", n)
+	if n := InitCount(); n != 0 {
+		t.Fatalf("InitCount() = %d after as many Finalizes as Inits", n)
 	}
 	if _, err := current("test"); !errors.Is(err, ErrNotInitialized) {
 		t.Fatalf("use after the last Finalize = %v, want ErrNotInitialized", err)

@@ -2,6 +2,8 @@ package testskip
 
 import (
 	"fmt"
+	"os"
+
 	"strings"
 	"testing"
 )
@@ -38,8 +40,9 @@ func TestSkip(t *testing.T) {
 		{name: "unknown reason", unset: true, reason: "whatever", fail: true, failMentions: []string{"whatever"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if !tc.unset {
-				t.Setenv(Env, tc.env)
+			t.Setenv(Env, tc.env) // restored at the end, as set or unset
+			if tc.unset {
+				os.Unsetenv(Env)
 			}
 			r := &recorder{TB: t}
 			Skip(r, tc.reason, "mpiexec.mpich", "not found")

@@ -330,6 +330,9 @@ func (ep *Endpoint) readBulk(c *netConn) int {
 		r.got = in.total
 		r.sent = min(in.total, len(r.buf))
 		ep.finishRecv(r, in.total)
+		if in.want == 0 && c.bye {
+			c.fail(d.now, "closed its endpoint") // its last transfer is in
+		}
 	}
 	return n
 }
@@ -352,6 +355,9 @@ func (d *netDev) bulkDone(src int, r *Request) {
 	if c := d.conns[src]; c != nil && c.in.want > 0 {
 		c.in.want--
 		d.bulk.active--
+		if c.in.want == 0 && c.bye {
+			c.fail(d.now, "closed its endpoint")
+		}
 	}
 }
 

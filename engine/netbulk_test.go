@@ -329,3 +329,67 @@ func TestNetBulkAllocs(t *testing.T) {
 	}
 	closeWorld(t, w)
 }
+
+// TestNetBulkCloseAfterSend: a rank that closes its endpoint as soon as
+// its send over the lane completes (the kernel took the bytes) leaves the
+// message to be received: its bye comes on the frames, which the
+// receiver's keeper takes while the receiver does not poll, before the
+// receiver has read the lane's bytes; the receiver still takes them, and
+// only then sees the peer gone.
+func TestNetBulkCloseAfterSend(t *testing.T) {
+	w := netWorld(t, 2, "engine_net_bulk_min", "65536")
+	ep0, ep1 := w.Endpoint(0), w.Endpoint(1)
+	exchange(t, ep0, ep1, 1<<20) // the lane is up
+	const size = 64<<10 + 1     // within the kernel's socket buffers
+	buf := make([]byte, size)
+	r, err := ep1.Irecv(buf, 0, 7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan error, 1)
+	go func() {
+		if err := ep0.Send(msg(size, 7), 1, 7, 0, Standard); err != nil {
+			sent <- err
+			return
+		}
+		sent <- ep0.Close()
+	}()
+	// Rank 1 polls until it has asked for the data over the lane, then
+	// stops while rank 0 sends and closes.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ep1.Poll()
+		ep1.lock()
+		asked := r.bulk && r.state == stReceiving
+		ep1.unlock()
+		if asked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("rank 1 never asked for the data")
+		}
+	}
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // rank 1's keeper takes the bye
+		ep1.lock()
+		bye := ep1.net.conns[0].bye
+		ep1.unlock()
+		if !bye {
+			t.Log("rank 0's bye had not come before rank 1 polled again: the case was not exercised")
+		}
+	case <-time.After(3 * time.Second):
+		t.Log("rank 0's send waited for rank 1 to read: the case was not exercised")
+	}
+	if st, err := r.Wait(); err != nil || st.Count != size || !bytes.Equal(buf, msg(size, 7)) {
+		t.Fatalf("%+v, %v, equal %v", st, err, bytes.Equal(buf, msg(size, 7)))
+	}
+	// Then rank 0 is gone: a receive from it fails.
+	if _, err := ep1.Recv(make([]byte, 8), 0, 8, 0); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("a receive from the closed rank: %v, want ErrPeerDead", err)
+	}
+	ep1.Close()
+}

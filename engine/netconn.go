@@ -84,6 +84,7 @@ type netConn struct {
 	rtoAt, progressAt uint64
 	backoff           uint
 	heard             uint64 // when a frame of the peer's last came
+	bye               bool   // the peer said bye while lane transfers were due from it (closed)
 	probed            uint64 // when a probe last went out
 	dead              error
 	opener            *frameOpener // checks the peer's frames (engine_net_auth; nil: off)
@@ -257,6 +258,19 @@ func (c *netConn) Check() error {
 		c.sendAck(nic.FlagAckNow)
 	}
 	return nil
+}
+
+// closed takes the peer's bye. Everything it sent before came first on
+// the frames, but its bulk lane may still hold data: a peer that waits
+// for lane transfers stays alive until they are in (readBulk), or until
+// the lane breaks or stays silent for engine_net_peer_timeout; otherwise
+// it is dead at once.
+func (c *netConn) closed(now uint64) {
+	if c.in.want > 0 {
+		c.bye = true
+		return
+	}
+	c.fail(now, "closed its endpoint")
 }
 
 // fail makes the peer dead.

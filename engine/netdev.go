@@ -408,7 +408,7 @@ func (d *netDev) frame(r *nic.RxDesc) {
 			c.ackNow = true // a probe
 		}
 	case nic.TypeBye:
-		c.fail(d.now, "closed its endpoint")
+		c.closed(d.now)
 	case nic.TypeClock:
 		d.onClock(c, h.Flags, data)
 	}

@@ -171,7 +171,7 @@ func startJobN(t testing.TB, n int, role string, env ...string) (*Endpoint, []*e
 func setVar(t testing.TB, name, value string) {
 	t.Helper()
 	v, _ := cvar.Lookup(name)
-	old := v.Default()
+	old := v.String() // the value before, which may be the environment's (TACHYON_ENGINE_NET_FORCE in CI), not the default
 	if err := cvar.Set(name, value); err != nil {
 		t.Fatal(err)
 	}

@@ -340,7 +340,7 @@ func TestNetBulkCloseAfterSend(t *testing.T) {
 	w := netWorld(t, 2, "engine_net_bulk_min", "65536")
 	ep0, ep1 := w.Endpoint(0), w.Endpoint(1)
 	exchange(t, ep0, ep1, 1<<20) // the lane is up
-	const size = 64<<10 + 1     // within the kernel's socket buffers
+	const size = 64<<10 + 1      // within the kernel's socket buffers
 	buf := make([]byte, size)
 	r, err := ep1.Irecv(buf, 0, 7, 0)
 	if err != nil {

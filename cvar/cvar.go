@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/internal/registry"
 )
 
 // EnvPrefix starts the name of the environment variable that overrides a
@@ -360,11 +361,13 @@ func (v *Var) want() string {
 	return "a string"
 }
 
-var registry struct {
-	sync.Mutex
-	vars     map[string]*Var
-	problems []error
-}
+var (
+	vars     registry.Registry[*Var]
+	problems struct {
+		sync.Mutex
+		list []error
+	}
+)
 
 // register validates the metadata, adds v to the registry and applies the
 // environment override.
@@ -374,25 +377,21 @@ func register(v *Var, def string, opts []Option) *Var {
 		o(v)
 	}
 	v.def = def
-	if !validName(v.name) {
+	if !registry.ValidName(v.name) {
 		panic("cvar: invalid control variable name " + strconv.Quote(v.name))
 	}
 	if err := v.store(def); err != nil {
 		panic("cvar: bad default for " + v.name + ": " + err.Error())
 	}
-	registry.Lock()
-	defer registry.Unlock()
-	if registry.vars == nil {
-		registry.vars = make(map[string]*Var)
-	}
-	if _, dup := registry.vars[v.name]; dup {
+	if !vars.Add(v.name, v) {
 		panic("cvar: control variable " + v.name + " registered twice")
 	}
-	registry.vars[v.name] = v
 	if s, ok := os.LookupEnv(v.Env()); ok {
 		if err := v.store(s); err != nil {
-			registry.problems = append(registry.problems,
+			problems.Lock()
+			problems.list = append(problems.list,
 				fmt.Errorf("%s ignored, default %s kept: %w", v.Env(), def, err))
+			problems.Unlock()
 		} else {
 			v.source.Store(int32(FromEnvironment))
 		}
@@ -400,34 +399,17 @@ func register(v *Var, def string, opts []Option) *Var {
 	return v
 }
 
-func validName(s string) bool {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // Problems returns one error for each TACHYON_* environment variable that
 // was set to a value its control variable rejects (the default was kept).
 // Engines report them at start so that a typo does not pass silently.
 func Problems() []error {
-	registry.Lock()
-	defer registry.Unlock()
-	return slices.Clone(registry.problems)
+	problems.Lock()
+	defer problems.Unlock()
+	return slices.Clone(problems.list)
 }
 
 // Lookup returns the variable registered under name.
-func Lookup(name string) (*Var, bool) {
-	registry.Lock()
-	defer registry.Unlock()
-	v, ok := registry.vars[name]
-	return v, ok
-}
+func Lookup(name string) (*Var, bool) { return vars.Lookup(name) }
 
 // Set sets the variable registered under name, as Var.Set does.
 func Set(name, value string) error {
@@ -442,17 +424,7 @@ func Set(name, value string) error {
 // order is stable for the life of the process once all packages are
 // initialised, so an index into it can serve as MPI_T's variable index.
 func All() []*Var {
-	registry.Lock()
-	all := make([]*Var, 0, len(registry.vars))
-	for _, v := range registry.vars {
-		all = append(all, v)
-	}
-	registry.Unlock()
-	slices.SortFunc(all, func(a, b *Var) int {
-		if c := strings.Compare(a.category, b.category); c != 0 {
-			return c
-		}
-		return strings.Compare(a.name, b.name)
-	})
+	all := vars.All()
+	slices.SortStableFunc(all, func(a, b *Var) int { return strings.Compare(a.category, b.category) })
 	return all
 }

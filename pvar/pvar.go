@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/internal/registry"
 )
 
 // Class is the kind of a performance variable, with the meanings of MPI_T's
@@ -92,10 +93,7 @@ type Option func(*Var)
 // WithUnit names the unit of the value.
 func WithUnit(unit string) Option { return func(v *Var) { v.unit = unit } }
 
-var registry struct {
-	sync.Mutex
-	vars map[string]*Var
-}
+var vars registry.Registry[*Var]
 
 // register makes and registers the Var of a variable of class c whose
 // value read returns.
@@ -104,53 +102,21 @@ func register(name, doc string, c Class, read func() int64, opts []Option) *Var 
 	for _, o := range opts {
 		o(v)
 	}
-	if !validName(v.name) {
+	if !registry.ValidName(v.name) {
 		panic("pvar: invalid performance variable name " + strconv.Quote(v.name))
 	}
 	v.category, _, _ = strings.Cut(v.name, "_")
-	registry.Lock()
-	defer registry.Unlock()
-	if registry.vars == nil {
-		registry.vars = make(map[string]*Var)
-	}
-	if _, dup := registry.vars[v.name]; dup {
+	if !vars.Add(v.name, v) {
 		panic("pvar: performance variable " + v.name + " registered twice")
 	}
-	registry.vars[v.name] = v
 	return v
 }
 
-func validName(s string) bool {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // Lookup returns the variable registered under name.
-func Lookup(name string) (*Var, bool) {
-	registry.Lock()
-	defer registry.Unlock()
-	v, ok := registry.vars[name]
-	return v, ok
-}
+func Lookup(name string) (*Var, bool) { return vars.Lookup(name) }
 
 // All returns every registered variable sorted by name.
-func All() []*Var {
-	registry.Lock()
-	all := make([]*Var, 0, len(registry.vars))
-	for _, v := range registry.vars {
-		all = append(all, v)
-	}
-	registry.Unlock()
-	slices.SortFunc(all, func(a, b *Var) int { return strings.Compare(a.name, b.name) })
-	return all
-}
+func All() []*Var { return vars.All() }
 
 // Snapshot returns the current value of every variable, by name.
 func Snapshot() map[string]int64 {

@@ -139,6 +139,13 @@ func suite(c *mpi.Comm, max int, phases bool, progress io.Writer) ([]Result, err
 	return out, nil
 }
 
+// startTiming lines the ranks up once the warm-up iterations are done and
+// returns the time the timed ones start at.
+func startTiming(c *mpi.Comm) (float64, error) {
+	err := c.Barrier()
+	return mpi.Wtime(), err
+}
+
 // latency returns half the round trip of a blocking ping-pong, in µs.
 func latency(c *mpi.Comm, buf []byte) (float64, error) {
 	iters := itersFor(len(buf))
@@ -146,10 +153,10 @@ func latency(c *mpi.Comm, buf []byte) (float64, error) {
 	var t0 float64
 	for i := 0; i < iters+warm; i++ {
 		if i == warm {
-			if err := c.Barrier(); err != nil {
+			var err error
+			if t0, err = startTiming(c); err != nil {
 				return 0, err
 			}
-			t0 = mpi.Wtime()
 		}
 		if c.Rank() == 0 {
 			if err := c.Send(buf, 1, 1); err != nil {
@@ -185,10 +192,10 @@ func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
 	var t0 float64
 	for i := 0; i < iters+warm; i++ {
 		if i == warm {
-			if err := c.Barrier(); err != nil {
+			var err error
+			if t0, err = startTiming(c); err != nil {
 				return 0, err
 			}
-			t0 = mpi.Wtime()
 		}
 		var err error
 		if c.Rank() == 0 {
@@ -250,10 +257,10 @@ func ratePhases(c *mpi.Comm, buf []byte, size int) (float64, [3]float64, error) 
 	var ph [3]float64    // seconds, summed over the measured windows
 	for i := 0; i < iters+warm; i++ {
 		if i == warm {
-			if err := c.Barrier(); err != nil {
+			var err error
+			if t0, err = startTiming(c); err != nil {
 				return 0, ph, err
 			}
-			t0 = mpi.Wtime()
 			last = t0
 		}
 		var posted, collected float64

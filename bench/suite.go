@@ -139,9 +139,13 @@ func suite(c *mpi.Comm, max int, phases bool, progress io.Writer) ([]Result, err
 	return out, nil
 }
 
-// startTiming lines the ranks up once the warm-up iterations are done and
-// returns the time the timed ones start at.
-func startTiming(c *mpi.Comm) (float64, error) {
+// startAt returns t0, the time the timed iterations started at, unless i
+// is the first of them (after warm warm-up ones): then it lines the ranks
+// up and returns the time now.
+func startAt(c *mpi.Comm, i, warm int, t0 float64) (float64, error) {
+	if i != warm {
+		return t0, nil
+	}
 	err := c.Barrier()
 	return mpi.Wtime(), err
 }
@@ -151,12 +155,10 @@ func latency(c *mpi.Comm, buf []byte) (float64, error) {
 	iters := itersFor(len(buf))
 	warm := iters / 10
 	var t0 float64
+	var err error
 	for i := 0; i < iters+warm; i++ {
-		if i == warm {
-			var err error
-			if t0, err = startTiming(c); err != nil {
-				return 0, err
-			}
+		if t0, err = startAt(c, i, warm, t0); err != nil {
+			return 0, err
 		}
 		if c.Rank() == 0 {
 			if err := c.Send(buf, 1, 1); err != nil {
@@ -190,14 +192,11 @@ func messageRate(c *mpi.Comm, buf []byte, size int) (float64, error) {
 	reqs := make([]*mpi.Request, window)
 	bufs := windowBufs(buf, size)
 	var t0 float64
+	var err error
 	for i := 0; i < iters+warm; i++ {
-		if i == warm {
-			var err error
-			if t0, err = startTiming(c); err != nil {
-				return 0, err
-			}
+		if t0, err = startAt(c, i, warm, t0); err != nil {
+			return 0, err
 		}
-		var err error
 		if c.Rank() == 0 {
 			for w := range reqs {
 				if reqs[w], err = c.Isend(buf[:size], 1, 2); err != nil {
@@ -255,16 +254,15 @@ func ratePhases(c *mpi.Comm, buf []byte, size int) (float64, [3]float64, error) 
 	bufs := windowBufs(buf, size)
 	var t0, last float64 // last: when the last phase ended (the next begins)
 	var ph [3]float64    // seconds, summed over the measured windows
+	var err error
 	for i := 0; i < iters+warm; i++ {
+		if t0, err = startAt(c, i, warm, t0); err != nil {
+			return 0, ph, err
+		}
 		if i == warm {
-			var err error
-			if t0, err = startTiming(c); err != nil {
-				return 0, ph, err
-			}
 			last = t0
 		}
 		var posted, collected float64
-		var err error
 		if c.Rank() == 0 {
 			for w := range reqs {
 				if reqs[w], err = c.Isend(buf[:size], 1, 2); err != nil {

@@ -2,8 +2,8 @@
 // not expose: reading the time-stamp counter, the spin-wait hint, and
 // release stores and acquire loads that cost no more than plain moves.
 //
-// On amd64 a sync/atomic store compiles to XCHG, a full fence that adds
-// about 200 ns to every cross-core handoff on the machines Tachyon targets.
+// On amd64 a sync/atomic store compiles to XCHG, a full fence that makes
+// every cross-core handoff markedly slower (docs/rings.md, Memory ordering).
 // Under x86-TSO a plain MOV already has release semantics, so StoreRelease
 // is a single move in assembly; on arm64 it is STLR. Other architectures,
 // and any build with the race detector (which cannot see stores made in

@@ -88,10 +88,10 @@ func suite(c *mpi.Comm, max int, phases bool, progress io.Writer) ([]Result, err
 	}
 	// One untimed pass of the first test before any is measured. A rank
 	// that waited for the other to fill its buffer (a few ms at the
-	// default -max) parked, and the ping-pong of the first 20 ms or so
+	// default -max) parked, and the ping-pong of the first moments
 	// after such a sleep runs slow: in whole runs 0 B latency came out
-	// 0.46-0.50 µs against 0.38-0.41 for 1 B, and a second pass measured
-	// 0.40. The anchor's ranks never sleep, and show nothing of the kind.
+	// slower than 1 B, and a second pass did not (docs/bench.md has the
+	// figures). The anchor's ranks never sleep, and show nothing of it.
 	if _, err := latency(c, buf[:0]); err != nil {
 		return nil, err
 	}

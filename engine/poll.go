@@ -33,14 +33,13 @@ func (ep *Endpoint) Poll() int {
 // released (their ring space zeroed and given back) only at the next poll
 // of their peer: released at once, the zeroing's stores sit in the store
 // buffer ahead of those of an answer the handling leads to (a ping-pong's
-// echo), and the answer leaves later (8 KiB latency 2.19-2.23 against
-// 2.25-2.44 µs, the 4-8 KiB message rate 3-5% higher, in alternating runs
-// of go run ./bench -format anchor -max 16384). Large packets with more
-// behind them are the exception (pollLarge).
+// echo), and the answer leaves later (figures in docs/engine.md, the
+// message path's rules). Large packets with more behind them are the
+// exception (pollLarge).
 //
 // It stays out of line: a profile that inlined it into Poll left the
-// reader's Next and handle out of line instead (the 8 B rate loop's
-// receiving rank 539 against 516 instructions a message under callgrind).
+// reader's Next and handle out of line instead, and the receiving rank
+// ran more instructions a message (docs/engine.md).
 //
 //go:noinline
 func (ep *Endpoint) pollLocked() int {
@@ -276,9 +275,9 @@ func (ep *Endpoint) releaseHeld(p *peer) {
 // roomFreed wakes p's rank, after a Release of its packets, if it parked
 // waiting for room on its link to this rank (Link.WantRoom, BeforePark).
 // Nothing else would: a writer waiting for room gets no packet from the
-// reader, and before this it slept until progress_park_max: a window of
-// 64 16 KiB messages then took 21-24 ms where it takes 40-60 µs, once the
-// receiver had paused long enough for the sender to park.
+// reader, and without this it would sleep until progress_park_max, a
+// window of messages taking that long instead of microseconds once the
+// receiver paused long enough for the sender to park (docs/engine.md).
 func (p *peer) roomFreed() {
 	progress.WakeFence() // the Release before the check (Inbox.RoomWanted)
 	if rd := p.recs; rd != nil {

@@ -81,9 +81,10 @@ type recordLink struct {
 	// The writer prefetches the next line only for a packet that follows
 	// another with no poll of the endpoint in between: a stream. A packet
 	// sent after the endpoint polled (waiting for an answer, as in a
-	// ping-pong) goes out without: there the prefetch measured 65 ns
-	// slower one way, where in a window of sends it is 40% more messages
-	// per second.
+	// ping-pong) goes out without: there the prefetch's request reaches
+	// the reader's core ahead of the committed line and the message
+	// arrives later, where in a window of sends it raises the message
+	// rate (docs/rings.md, Record ring).
 	polls    *uint64 // the endpoint's count of polls (nil: always prefetch)
 	last     uint64  // *polls at the previous Reserve
 	streamed bool    // the previous packet followed another with no poll between
@@ -92,11 +93,9 @@ type recordLink struct {
 	// when the next packet of its size would not fit there
 	// (engine_line_padding; rings.RecordWriter.SetLinePadding): a
 	// ping-pong's reader then fetches one line per packet rather than
-	// two for every packet that spans a line boundary. One-way latency
-	// with 16 B messages (40 B records) 0.397-0.403 against 0.440-0.453
-	// µs, with 32 B 0.396-0.431 against 0.474-0.486 (go run ./bench
-	// -format anchor -max 64, alternating TACHYON_ENGINE_LINE_PADDING);
-	// in a stream it would cost density, so streams stay packed.
+	// two for every packet that spans a line boundary, which shortens
+	// a ping-pong's one-way latency (docs/engine.md, the message path's
+	// rules); in a stream it would cost density, so streams stay packed.
 	pad bool
 	_   cachePad
 }
@@ -138,13 +137,12 @@ func (l *recordLink) changeStream() {
 // poll (polls is the endpoint's count) within engine_warm_polls of the
 // last packet of a stream (rings.RecordWriter.Warm), and returns how many
 // it asked for. A window of sends waits for its answer there, and the next
-// window starts without waiting for lines: with the vCPUs far apart the
-// sender's 64 sends of 8 B took 2.2 against 2.6 us, and bench's rates
-// rose in alternating runs, at 16-128 B by a third or more (64 lines:
-// the whole window of those sizes; docs/engine.md). Every poll asks
-// again, since the reader's cache takes lines back until it is done. A
-// ping-pong's packets are no stream and never warm: the prefetches made
-// its one-way latency 70-90 ns longer.
+// window starts without waiting for lines, which shortens the sender's
+// window and raises the 16-128 B message rates (64 lines: the whole
+// window of those sizes; figures in docs/engine.md).
+// Every poll asks again, since the reader's cache takes lines back until
+// it is done. A ping-pong's packets are no stream and never warm: there
+// the prefetches would make its one-way latency longer.
 func (l *recordLink) warm(polls uint64) int {
 	if !l.streamed {
 		return 0

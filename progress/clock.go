@@ -26,7 +26,7 @@ var (
 		"Clock behind Wtime, Wtick and timers: auto uses the time-stamp counter where it is invariant and the monotonic clock otherwise; tsc uses the counter even where the CPU does not report it invariant (for hypervisors that hide the flag; wrong on hardware whose counter really does stop or change rate); monotonic always uses the operating system's monotonic clock.",
 		cvar.WithScope(cvar.ScopeReadonly), cvar.WithCategory("clock"))
 	clockOrdered = cvar.NewBool("clock_ordered", true,
-		"Read the time-stamp counter only after earlier instructions complete (LFENCE;RDTSC), so that Wtime is monotonic across threads that communicate. Turning it off saves about 8 ns a read but lets a thread read a time earlier than one another thread read before signalling it.",
+		"Read the time-stamp counter only after earlier instructions complete (LFENCE;RDTSC), so that Wtime is monotonic across threads that communicate. Turning it off makes a read cheaper (docs/progress.md) but lets a thread read a time earlier than one another thread read before signalling it.",
 		cvar.WithScope(cvar.ScopeReadonly), cvar.WithCategory("clock"))
 	clockCalibration = cvar.NewDuration("clock_calibration", 15*time.Millisecond,
 		"How long the time-stamp counter is measured against CLOCK_MONOTONIC_RAW when the clock starts. Longer is more exact (the error falls as the inverse of this) but delays the first Wtime call.",

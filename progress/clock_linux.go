@@ -8,8 +8,8 @@ import (
 
 // monotonicRaw reads CLOCK_MONOTONIC_RAW (not slewed by NTP) in
 // nanoseconds. It uses a raw system call: clock_gettime never blocks, and
-// the scheduler hand-off of an ordinary system call (about 1.4 us here)
-// would widen every calibration bracket.
+// the scheduler hand-off of an ordinary system call would widen every
+// calibration bracket (docs/progress.md, Calibration).
 func monotonicRaw() int64 {
 	var ts unix.Timespec
 	unix.RawSyscall(unix.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC_RAW, uintptr(unsafe.Pointer(&ts)), 0)

@@ -37,7 +37,7 @@ var (
 		"How long a waiting goroutine keeps polling, with a PAUSE instruction between calls, after the spin phase and before it parks.",
 		cvar.WithCategory("progress"), cvar.WithRange(0, int64(10*time.Second)))
 	parkMax = cvar.NewDuration("progress_park_max", 20*time.Millisecond,
-		"Longest a parked goroutine sleeps before polling again even if nothing rang its doorbell: the bound on how late a transport that cannot ring (a NIC queue without interrupts) is noticed by an idle engine. Each wake-up costs about 50 us of CPU here, so 20 ms keeps an idle engine near 0.5% of a core; 1 ms would cost about 5%.",
+		"Longest a parked goroutine sleeps before polling again even if nothing rang its doorbell: the bound on how late a transport that cannot ring (a NIC queue without interrupts) is noticed by an idle engine. Each wake-up costs CPU, so a longer bound keeps an idle engine cheaper; 20 ms keeps it well under a percent of a core on this VM (docs/progress.md).",
 		cvar.WithCategory("progress"), cvar.WithRange(int64(10*time.Microsecond), int64(time.Minute)))
 	parkMargin = cvar.NewDuration("progress_park_margin", 200*time.Microsecond,
 		"How long before the next timer's due time a parked goroutine wakes to spin, covering the kernel's timer slack and wake-up latency so that timers are not late.",
@@ -46,7 +46,7 @@ var (
 		"Tick of the timer wheel, rounded down to a power of two clock counts: timers fire within about one tick after their due time, and a finer tick costs more cascading work.",
 		cvar.WithCategory("progress"), cvar.WithRange(1, int64(time.Second)))
 	useMembarrier = cvar.NewBool("progress_membarrier", true,
-		"Asymmetric wake-ups: a goroutine about to park issues membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) (about 1.3 us here), so that whoever publishes work for it needs no fence before checking for sleepers (on amd64 that fence waits for the publishing stores to reach the other core, and costs most of a small send). Off, or where the kernel lacks it, wakers fence. Read at start.",
+		"Asymmetric wake-ups: a goroutine about to park issues membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), a system call paid once a park (its cost: docs/progress.md), so that whoever publishes work for it needs no fence before checking for sleepers (on amd64 that fence waits for the publishing stores to reach the other core, and costs most of a small send). Off, or where the kernel lacks it, wakers fence. Read at start.",
 		cvar.WithCategory("progress"), cvar.WithScope(cvar.ScopeReadonly))
 	progressCPU = cvar.NewInt("progress_cpu", -1,
 		"CPU to pin the dedicated progress goroutine's OS thread to when Start is not told one; -1 leaves it to the scheduler.",
@@ -276,7 +276,7 @@ func (e *Engine) SetSerial(on bool) error {
 // goroutine waiting on it at each of its idle polls and after each nap.
 // A poller that needs the time only now and then, to the millisecond (a
 // periodic health check), reads it here instead of paying for a clock
-// read, about 11 ns on this VM, at every empty poll.
+// read at every empty poll (its cost: docs/progress.md).
 func (e *Engine) Coarse() uint64 {
 	if t := asm.LoadAcquire64(&e.coarse); t != 0 {
 		return t

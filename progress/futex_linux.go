@@ -32,7 +32,8 @@ func futexWait(addr *uint32, val uint32, d time.Duration) {
 // futexWake wakes up to n sleepers on addr. Neither it nor osYield blocks,
 // so both go straight to the kernel (RawSyscall): the runtime's syscall
 // bookkeeping would let sysmon hand the P to another thread when a yield
-// lasts, and wake sysmon up every 20 us afterwards, preempting the ranks.
+// lasts, and then wake sysmon up at its shortest period, preempting the
+// ranks (docs/progress.md).
 func futexWake(addr *uint32, n int) {
 	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
 }

@@ -49,9 +49,9 @@ type idler struct {
 }
 
 // spinClockEvery is how many empty polls of the spin phase share one clock
-// read: a read (11 ns on this VM) costs more than half an empty poll (18
-// ns, serial), and a message that lands is found on average half a loop
-// later.
+// read: a read costs more than half an empty serial poll (docs/progress.md
+// has both figures), and a message that lands is found on average half a
+// loop later.
 const spinClockEvery = 4
 
 // yieldEvery is how many polls of the pause phase pass between two

@@ -175,8 +175,8 @@ func (w *RecordWriter) makeRoom(need uint64) error {
 }
 
 // maxWholePrefetch bounds the records prefetched whole: far more lines
-// than the CPU can have in flight only queue up (the rendezvous's 32 KiB
-// packets took 1 MiB from 61-63 to 69-70 µs one way).
+// than the CPU can have in flight only queue up, and the rendezvous's 32
+// KiB packets went slower prefetched whole (docs/rings.md, Record ring).
 const maxWholePrefetch = 16 << 10
 
 // prefetchRecord asks for write ownership of every line of the n bytes
@@ -185,10 +185,10 @@ const maxWholePrefetch = 16 << 10
 // and zeroed on the reader's core, and with all of them requested at once
 // the copy into the record waits for one round of transfers instead of a
 // line at a time as the store buffer fills. Far apart, it makes 2-4 KiB
-// latency 5-8% shorter; near, 1-8 KiB latency 10-25% longer
-// (docs/rings.md). In a stream it cost near placements about half the 2-4
-// KiB message rate, and a 1 KiB record waited for alone goes faster
-// written in line: hence streams and records below 2 KiB go without.
+// latency shorter; near, 1-8 KiB latency longer (docs/rings.md). In a
+// stream it cost near placements much of the 2-4 KiB message rate, and a
+// 1 KiB record waited for alone goes faster written in line: hence
+// streams and records below 2 KiB go without.
 func (w *RecordWriter) prefetchRecord(idx, n uint64) {
 	for off := idx &^ (CacheLine - 1); off < idx+n; off += CacheLine {
 		asm.PrefetchW(unsafe.Add(w.data, off))

@@ -134,9 +134,8 @@ func newSegment(fd, size int, name string) (*Segment, error) {
 // maps every page of it now, writable (MADV_POPULATE_WRITE, where the
 // kernel has it), and reads every cache line of it. Otherwise the first lap
 // of a ring through its pages pays a minor fault per page and a miss to
-// memory per line in the middle of traffic: in a fresh two-rank job the
-// first 14 chunks of 500 8-byte round trips took 0.53-0.76 µs one way
-// against 0.40-0.59 for the rest, and 0.40-0.43 with the rings prefaulted.
+// memory per line in the middle of traffic, which makes a fresh job's
+// first round trips slower than the rest (docs/engine.md, engine_prefault).
 // It does not change mem, so other processes may be using it.
 func Prefault(mem []byte) error {
 	if len(mem) == 0 {

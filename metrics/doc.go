@@ -1,0 +1,6 @@
+// Package metrics holds the bridges from Tachyon's performance variables
+// (package pvar) to the metrics systems of Go services: expvars publishes
+// them on expvar (/debug/vars), prom collects them for Prometheus. Each is
+// a package of its own, so that a program imports only the system it uses
+// and the core packages depend on neither.
+package metrics

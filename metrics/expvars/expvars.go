@@ -1,0 +1,18 @@
+// Package expvars publishes Tachyon's performance variables on expvar, so
+// that a service's /debug/vars (net/http's DefaultServeMux, once expvar is
+// imported) shows them beside the runtime's.
+package expvars
+
+import (
+	"expvar"
+
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// Publish publishes, under name, a map from every performance variable's
+// name to its current value, read anew each time /debug/vars is served (so
+// variables registered later appear too). Like expvar.Publish, it panics
+// if name is already in use.
+func Publish(name string) {
+	expvar.Publish(name, expvar.Func(func() any { return pvar.Snapshot() }))
+}

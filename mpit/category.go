@@ -1,7 +1,6 @@
 package mpit
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,27 +67,13 @@ func categoryOf(name string) *category {
 // categoryAt returns, up to date, the category of index i, or
 // ErrInvalidIndex; the caller holds tables' lock.
 func categoryAt(op string, i int) (*category, error) {
-	if _, err := current(op); err != nil {
-		return nil, err
-	}
-	refresh()
-	if i < 0 || i >= len(tables.cats) {
-		return nil, errorf(ErrInvalidIndex, fmt.Sprintf("%s: category %d of %d", op, i, len(tables.cats)))
-	}
-	return tables.cats[i], nil
+	refresh() // its lists take in what was registered since the last look
+	return entryAt(op, "category", &tables.cats, i)
 }
 
 // CategoryNum returns the number of categories (MPI_T_CATEGORY_GET_NUM).
 // It never decreases; the categories are indexed 0 to CategoryNum()-1.
-func CategoryNum() (int, error) {
-	if _, err := current("CategoryNum"); err != nil {
-		return 0, err
-	}
-	tables.Lock()
-	defer tables.Unlock()
-	refresh()
-	return len(tables.cats), nil
-}
+func CategoryNum() (int, error) { return tableLen("CategoryNum", &tables.cats) }
 
 // CategoryInfo describes the category of index i (MPI_T_CATEGORY_GET_INFO).
 // It returns ErrInvalidIndex for an index outside [0, CategoryNum()).
@@ -124,38 +109,31 @@ func CategoryIndex(name string) (int, error) {
 // with it. It returns ErrInvalidIndex for an index outside
 // [0, CategoryNum()).
 func CategoryCvars(i int) ([]int, error) {
-	tables.Lock()
-	defer tables.Unlock()
-	c, err := categoryAt("CategoryCvars", i)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(c.cvars), nil
+	return categoryList("CategoryCvars", i, func(c *category) []int { return c.cvars })
 }
 
 // CategoryPvars returns the indexes of the performance variables in the
 // category of index i (MPI_T_CATEGORY_GET_PVARS), as CategoryCvars does.
 func CategoryPvars(i int) ([]int, error) {
-	tables.Lock()
-	defer tables.Unlock()
-	c, err := categoryAt("CategoryPvars", i)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(c.pvars), nil
+	return categoryList("CategoryPvars", i, func(c *category) []int { return c.pvars })
 }
 
 // CategoryCategories returns the indexes of the categories in the category
 // of index i (MPI_T_CATEGORY_GET_CATEGORIES), as CategoryCvars does. No
 // category is in itself, directly or through others.
 func CategoryCategories(i int) ([]int, error) {
+	return categoryList("CategoryCategories", i, func(c *category) []int { return c.cats })
+}
+
+// categoryList returns a copy of the list of category i that list picks.
+func categoryList(op string, i int, list func(*category) []int) ([]int, error) {
 	tables.Lock()
 	defer tables.Unlock()
-	c, err := categoryAt("CategoryCategories", i)
+	c, err := categoryAt(op, i)
 	if err != nil {
 		return nil, err
 	}
-	return slices.Clone(c.cats), nil
+	return slices.Clone(list(c)), nil
 }
 
 // CategoryChanged returns a stamp of the category information

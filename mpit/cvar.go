@@ -59,30 +59,13 @@ func newCvarEntry(v *cvar.Var) *cvarEntry {
 
 // CvarNum returns the number of control variables (MPI_T_CVAR_GET_NUM).
 // It never decreases; the variables are indexed 0 to CvarNum()-1.
-func CvarNum() (int, error) {
-	if _, err := current("CvarNum"); err != nil {
-		return 0, err
-	}
-	tables.Lock()
-	defer tables.Unlock()
-	refresh()
-	return len(tables.cvars), nil
-}
+func CvarNum() (int, error) { return tableLen("CvarNum", &tables.cvars) }
 
 // cvarAt returns the control variable of index i, or ErrInvalidIndex.
 func cvarAt(op string, i int) (*cvarEntry, error) {
-	if _, err := current(op); err != nil {
-		return nil, err
-	}
 	tables.Lock()
 	defer tables.Unlock()
-	if i < 0 || i >= len(tables.cvars) {
-		refresh()
-		if i < 0 || i >= len(tables.cvars) {
-			return nil, errorf(ErrInvalidIndex, fmt.Sprintf("%s: control variable %d of %d", op, i, len(tables.cvars)))
-		}
-	}
-	return tables.cvars[i], nil
+	return entryAt(op, "control variable", &tables.cvars, i)
 }
 
 // CvarInfo describes the control variable of index i (MPI_T_CVAR_GET_INFO),

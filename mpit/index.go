@@ -1,6 +1,7 @@
 package mpit
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
@@ -21,6 +22,35 @@ var tables struct {
 	cats       []*category
 	catByName  map[string]int
 	stamp      int // grows by one with every refresh that adds anything
+}
+
+// tableLen returns the length of one of the tables, after taking in what
+// the registries gained: CvarNum, PvarNum and CategoryNum.
+func tableLen[E any](op string, table *[]E) (int, error) {
+	if _, err := current(op); err != nil {
+		return 0, err
+	}
+	tables.Lock()
+	defer tables.Unlock()
+	refresh()
+	return len(*table), nil
+}
+
+// entryAt returns entry i of one of the tables, what naming its kind in
+// the error, ErrInvalidIndex, of an index outside it. The caller holds
+// tables' lock.
+func entryAt[E any](op, what string, table *[]E, i int) (E, error) {
+	var zero E
+	if _, err := current(op); err != nil {
+		return zero, err
+	}
+	if i < 0 || i >= len(*table) {
+		refresh()
+		if i < 0 || i >= len(*table) {
+			return zero, errorf(ErrInvalidIndex, fmt.Sprintf("%s: %s %d of %d", op, what, i, len(*table)))
+		}
+	}
+	return (*table)[i], nil
 }
 
 // pvarKey identifies a performance variable: MPI_T allows one name in

@@ -1,7 +1,6 @@
 package mpit
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/tachyon-hpc/tachyon/pvar"
@@ -70,30 +69,13 @@ func newPvarEntry(v *pvar.Var) *pvarEntry {
 
 // PvarNum returns the number of performance variables (MPI_T_PVAR_GET_NUM).
 // It never decreases; the variables are indexed 0 to PvarNum()-1.
-func PvarNum() (int, error) {
-	if _, err := current("PvarNum"); err != nil {
-		return 0, err
-	}
-	tables.Lock()
-	defer tables.Unlock()
-	refresh()
-	return len(tables.pvars), nil
-}
+func PvarNum() (int, error) { return tableLen("PvarNum", &tables.pvars) }
 
 // pvarAt returns the performance variable of index i, or ErrInvalidIndex.
 func pvarAt(op string, i int) (*pvarEntry, error) {
-	if _, err := current(op); err != nil {
-		return nil, err
-	}
 	tables.Lock()
 	defer tables.Unlock()
-	if i < 0 || i >= len(tables.pvars) {
-		refresh()
-		if i < 0 || i >= len(tables.pvars) {
-			return nil, errorf(ErrInvalidIndex, fmt.Sprintf("%s: performance variable %d of %d", op, i, len(tables.pvars)))
-		}
-	}
-	return tables.pvars[i], nil
+	return entryAt(op, "performance variable", &tables.pvars, i)
 }
 
 // PvarInfo describes the performance variable of index i

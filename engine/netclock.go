@@ -124,7 +124,7 @@ func (ep *Endpoint) ClockBound() (bound float64, ok bool) {
 	return math.Float64frombits(b), b != 0
 }
 
-// tick runs the prober's timers, from the device's service: a probe lost,
+// tickClock runs the prober's timers, from the device's service: a probe lost,
 // the next probe due.
 func (d *netDev) tickClock() {
 	k := &d.clk

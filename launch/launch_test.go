@@ -299,17 +299,7 @@ func TestPingPong(t *testing.T) {
 }
 
 func TestExitCodePropagates(t *testing.T) {
-	res := runJob(t, nil, 3, "exit3", nil)
-	if res.err != nil || res.code != 3 {
-		t.Fatalf("Run = %d, %v, want 3\n%s\n%s", res.code, res.err, res.out, res.err2)
-	}
-	if res.took > 30*time.Second {
-		t.Fatalf("took %v: the other ranks were not stopped", res.took)
-	}
-	if !strings.Contains(res.err2.String(), "rank 1 exited with status 3; stopping the other 2 rank(s)") {
-		t.Errorf("no note of the failing rank:\n%s", res.err2)
-	}
-	pidsGone(t, res.out.String(), 2)
+	stoppedJob(t, "exit3", 3, "rank 1 exited with status 3; stopping the other 2 rank(s)")
 }
 
 func TestAbortCode(t *testing.T) {
@@ -323,15 +313,23 @@ func TestAbortCode(t *testing.T) {
 // TestAbortZero: an abort with code 0 ends the job all the same, with
 // status 1, and says so.
 func TestAbortZero(t *testing.T) {
-	res := runJob(t, nil, 3, "abort0", nil)
-	if res.err != nil || res.code != 1 {
-		t.Fatalf("Run = %d, %v, want 1\n%s\n%s", res.code, res.err, res.out, res.err2)
+	stoppedJob(t, "abort0", 1, "rank 1 aborted the job with code 0; stopping the other 2 rank(s)")
+}
+
+// stoppedJob runs a job of 3 ranks in which rank 1 plays role, and checks
+// that the launcher stopped the other two promptly, exited with code and
+// said note.
+func stoppedJob(t *testing.T, role string, code int, note string) {
+	t.Helper()
+	res := runJob(t, nil, 3, role, nil)
+	if res.err != nil || res.code != code {
+		t.Fatalf("Run = %d, %v, want %d\n%s\n%s", res.code, res.err, code, res.out, res.err2)
 	}
 	if res.took > 30*time.Second {
 		t.Fatalf("took %v: the other ranks were not stopped", res.took)
 	}
-	if !strings.Contains(res.err2.String(), "rank 1 aborted the job with code 0; stopping the other 2 rank(s)") {
-		t.Errorf("no note of the abort:\n%s", res.err2)
+	if !strings.Contains(res.err2.String(), note) {
+		t.Errorf("no note %q:\n%s", note, res.err2)
 	}
 	pidsGone(t, res.out.String(), 2)
 }

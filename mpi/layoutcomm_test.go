@@ -7,14 +7,21 @@ import (
 	"testing"
 )
 
+// testLayouts returns the layouts the scenarios send and receive: every
+// other 3-byte block of a 24-byte row, and four 3-byte blocks scattered
+// over 40 bytes.
+func testLayouts() (sl, gl Layout, err error) {
+	if sl, err = Strided(4, 3, 6); err != nil {
+		return sl, gl, err
+	}
+	gl, err = Blocks([]int{20, 0, 10, 30}, []int{3, 3, 3, 3})
+	return sl, gl, err
+}
+
 var scLayout = scenario("layout", func(c *Comm) error {
 	// Rank 0 sends every other 3-byte block of a matrix row; rank 1
 	// receives it into a general layout, then contiguously.
-	sl, err := Strided(4, 3, 6)
-	if err != nil {
-		return err
-	}
-	gl, err := Blocks([]int{20, 0, 10, 30}, []int{3, 3, 3, 3})
+	sl, gl, err := testLayouts()
 	if err != nil {
 		return err
 	}
@@ -55,11 +62,7 @@ func TestLayoutSendRecv(t *testing.T) { both(t, 2, scLayout) }
 // truncated and a cancelled nonblocking layout receive; the buffer a send
 // packed may change once the call returns.
 var scLayoutModes = scenario("layout-modes", func(c *Comm) error {
-	sl, err := Strided(4, 3, 6)
-	if err != nil {
-		return err
-	}
-	gl, err := Blocks([]int{20, 0, 10, 30}, []int{3, 3, 3, 3})
+	sl, gl, err := testLayouts()
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"unsafe"
+
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // TestRequestAllocs guards the message path of the facade: a window of
@@ -283,10 +285,22 @@ func recvFromSelf(c *Comm, buf []byte, tag int, sts []Status) (*Request, error) 
 // BenchmarkSelfWindow: windows of 64 Irecv and 64 Isend of 8 bytes from a
 // rank to itself, waited with WaitallInto: the facade's and the engine's
 // software cost per message of the message-rate loop, with no cross-core
-// transfer in it.
+// transfer in it; "intercepted" with one interceptor that passes every
+// call on.
 func BenchmarkSelfWindow(b *testing.B) {
 	b.Run("multiple", func(b *testing.B) { selfWindow(b, false) })
 	b.Run("serialized", func(b *testing.B) { selfWindow(b, true) })
+	b.Run("intercepted", func(b *testing.B) {
+		if intercepted() {
+			b.Skip("an interceptor is registered for the whole run")
+		}
+		remove, err := Intercept(passThrough)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer remove()
+		selfWindow(b, false)
+	})
 }
 
 // selfWindow runs BenchmarkSelfWindow on a rank of Run, which provides
@@ -497,6 +511,9 @@ func TestWaitallIntoMixed(t *testing.T) {
 // path, which reports the freed one and waits for the cancel, and no
 // request goes back to the free stack twice.
 func TestWaitallIntoAfterOtherUse(t *testing.T) {
+	if intercepted() {
+		testskip.Skip(t, testskip.Intercepted, "an interceptor keeps every request off the usual path")
+	}
 	uses := []struct {
 		name    string
 		use     func(r *Request) error

@@ -147,6 +147,14 @@ func (c *Comm) SetName(name string) error {
 
 // Barrier returns once every rank of c has called it (MPI_BARRIER).
 func (c *Comm) Barrier() error {
+	if intercepted() {
+		return newCall(OpBarrier, c).run()
+	}
+	return c.pBarrier()
+}
+
+// pBarrier is Barrier without interception.
+func (c *Comm) pBarrier() error {
 	if err := c.check("Barrier"); err != nil {
 		return err
 	}
@@ -178,6 +186,14 @@ func (c *Comm) agreeContext(op string, extra ...uint64) (uint32, [][]uint64, err
 // (MPI_COMM_DUP), and the attributes c's keyvals' copiers give it. It is
 // collective over c.
 func (c *Comm) Dup() (*Comm, error) {
+	if intercepted() {
+		return newCall(OpDup, c).runComm()
+	}
+	return c.pDup()
+}
+
+// pDup is Dup without interception.
+func (c *Comm) pDup() (*Comm, error) {
 	if err := c.check("Dup"); err != nil {
 		return nil, err
 	}
@@ -199,6 +215,16 @@ func (c *Comm) Dup() (*Comm, error) {
 // (MPI_COMM_SPLIT). A rank that passes Undefined gets (nil, nil). It is
 // collective over c.
 func (c *Comm) Split(color, key int) (*Comm, error) {
+	if intercepted() {
+		call := newCall(OpSplit, c)
+		call.color, call.key = color, key
+		return call.runComm()
+	}
+	return c.pSplit(color, key)
+}
+
+// pSplit is Split without interception.
+func (c *Comm) pSplit(color, key int) (*Comm, error) {
 	if err := c.check("Split"); err != nil {
 		return nil, err
 	}
@@ -238,6 +264,16 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 // group, to those ranks, and nil to the others (MPI_COMM_CREATE). It is
 // collective over c, and every rank must pass the same group.
 func (c *Comm) Create(g *Group) (*Comm, error) {
+	if intercepted() {
+		call := newCall(OpCreate, c)
+		call.group = g
+		return call.runComm()
+	}
+	return c.pCreate(g)
+}
+
+// pCreate is Create without interception.
+func (c *Comm) pCreate(g *Group) (*Comm, error) {
 	if err := c.check("Create"); err != nil {
 		return nil, err
 	}
@@ -273,6 +309,14 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 // error is returned, but c is freed all the same. World and Self cannot
 // be freed.
 func (c *Comm) Free() error {
+	if intercepted() {
+		return newCall(OpCommFree, c).run()
+	}
+	return c.pFree()
+}
+
+// pFree is Free without interception.
+func (c *Comm) pFree() error {
 	if err := c.check("Free"); err != nil {
 		return err
 	}

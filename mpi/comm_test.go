@@ -4,11 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"math"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 var scComms = scenario("comms", func(c *Comm) error {

@@ -100,6 +100,17 @@ func Init() error {
 //
 // QueryThread reports the level later.
 func InitThread(required ThreadLevel) (provided ThreadLevel, err error) {
+	if intercepted() {
+		c := newCall(OpInit, nil)
+		c.Level = int(required)
+		r, err := c.runResult()
+		return r.Provided, err
+	}
+	return pInitThread(required)
+}
+
+// pInitThread is InitThread without interception.
+func pInitThread(required ThreadLevel) (provided ThreadLevel, err error) {
 	env.mu.Lock()
 	defer env.mu.Unlock()
 	switch env.state.Load() {
@@ -448,6 +459,21 @@ func Finalized() bool { return env.state.Load() == stateDone }
 // cancellations, and then releases everything. Afterwards every routine
 // but Version, Initialized and Finalized returns ErrNotInitialized.
 func Finalize() error {
+	if intercepted() {
+		return newCall(OpFinalize, World()).run()
+	}
+	return pFinalize(nil)
+}
+
+// pFinalize is Finalize without interception for c nil or a communicator
+// of the process's MPI, and Comm.Finalize for c of a rank of Run.
+func pFinalize(c *Comm) error {
+	if c != nil && env.p != c.p {
+		if err := c.check("Finalize"); err != nil {
+			return err
+		}
+		return c.p.finalize()
+	}
 	env.mu.Lock()
 	defer env.mu.Unlock()
 	if env.state.Load() != stateInit {

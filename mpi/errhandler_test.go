@@ -3,12 +3,13 @@ package mpi
 import (
 	"errors"
 	"fmt"
-	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
 )
 
 // handlerLog is a user error handler that records what it was called

@@ -9,61 +9,81 @@ import "github.com/tachyon-hpc/tachyon/engine"
 // IsendLayout, IssendLayout, IrsendLayout and IbsendLayout do the same in
 // the other modes (GSEND in every mode).
 func (c *Comm) SendLayout(buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayout("SendLayout", buf, l, func(m []byte) error { return c.Send(m, dest, tag) })
+	return c.sendLayoutCall(OpSendLayout, buf, l, dest, tag)
 }
 
 // SsendLayout is SendLayout in synchronous mode (Ssend).
 func (c *Comm) SsendLayout(buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayout("SsendLayout", buf, l, func(m []byte) error { return c.Ssend(m, dest, tag) })
+	return c.sendLayoutCall(OpSsendLayout, buf, l, dest, tag)
 }
 
 // RsendLayout is SendLayout in ready mode (Rsend).
 func (c *Comm) RsendLayout(buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayout("RsendLayout", buf, l, func(m []byte) error { return c.Rsend(m, dest, tag) })
+	return c.sendLayoutCall(OpRsendLayout, buf, l, dest, tag)
 }
 
 // BsendLayout is SendLayout in buffered mode (Bsend).
 func (c *Comm) BsendLayout(buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayout("BsendLayout", buf, l, func(m []byte) error { return c.Bsend(m, dest, tag) })
+	return c.sendLayoutCall(OpBsendLayout, buf, l, dest, tag)
 }
 
 // IsendLayout starts SendLayout (Isend). As for Isend, buf must not
 // change until the request completes.
 func (c *Comm) IsendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
-	return c.isendLayout("IsendLayout", buf, l, func(m []byte) (*Request, error) { return c.Isend(m, dest, tag) })
+	return c.isendLayoutCall(OpIsendLayout, buf, l, dest, tag)
 }
 
 // IssendLayout starts SsendLayout (Issend).
 func (c *Comm) IssendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
-	return c.isendLayout("IssendLayout", buf, l, func(m []byte) (*Request, error) { return c.Issend(m, dest, tag) })
+	return c.isendLayoutCall(OpIssendLayout, buf, l, dest, tag)
 }
 
 // IrsendLayout starts RsendLayout (Irsend).
 func (c *Comm) IrsendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
-	return c.isendLayout("IrsendLayout", buf, l, func(m []byte) (*Request, error) { return c.Irsend(m, dest, tag) })
+	return c.isendLayoutCall(OpIrsendLayout, buf, l, dest, tag)
 }
 
 // IbsendLayout starts BsendLayout (Ibsend).
 func (c *Comm) IbsendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
-	return c.isendLayout("IbsendLayout", buf, l, func(m []byte) (*Request, error) { return c.Ibsend(m, dest, tag) })
+	return c.isendLayoutCall(OpIbsendLayout, buf, l, dest, tag)
 }
 
-// sendLayout sends the message l makes of buf with send.
-func (c *Comm) sendLayout(op string, buf []byte, l Layout, send func([]byte) error) error {
-	m, err := c.layoutMessage(op, buf, l)
+// sendLayoutCall is the blocking layout send op: through the
+// interceptors, if any, to pSendLayout.
+func (c *Comm) sendLayoutCall(op Op, buf []byte, l Layout, dest, tag int) error {
+	if intercepted() {
+		return layoutCall(op, c, buf, l, dest, tag).run()
+	}
+	return c.pSendLayout(op, buf, l, dest, tag)
+}
+
+// pSendLayout sends the message l makes of buf in op's mode, without
+// interception.
+func (c *Comm) pSendLayout(op Op, buf []byte, l Layout, dest, tag int) error {
+	m, err := c.layoutMessage(op.String(), buf, l)
 	if err != nil {
 		return err
 	}
-	return send(m)
+	return c.send(op.String(), m, dest, tag, sendMode(op))
 }
 
-// isendLayout starts sending the message l makes of buf with isend.
-func (c *Comm) isendLayout(op string, buf []byte, l Layout, isend func([]byte) (*Request, error)) (*Request, error) {
-	m, err := c.layoutMessage(op, buf, l)
+// isendLayoutCall is the nonblocking layout send op: through the
+// interceptors, if any, to pIsendLayout.
+func (c *Comm) isendLayoutCall(op Op, buf []byte, l Layout, dest, tag int) (*Request, error) {
+	if intercepted() {
+		return layoutCall(op, c, buf, l, dest, tag).runRequest()
+	}
+	return c.pIsendLayout(op, buf, l, dest, tag)
+}
+
+// pIsendLayout starts sending the message l makes of buf in op's mode,
+// without interception.
+func (c *Comm) pIsendLayout(op Op, buf []byte, l Layout, dest, tag int) (*Request, error) {
+	m, err := c.layoutMessage(op.String(), buf, l)
 	if err != nil {
 		return nil, err
 	}
-	return isend(m)
+	return c.isendMode(op, m, dest, tag)
 }
 
 // layoutMessage returns the message l makes of buf: buf's first bytes
@@ -91,14 +111,22 @@ func (c *Comm) layoutMessage(op string, buf []byte, l Layout) ([]byte, error) {
 // than l.Size fills the layout and returns ErrTruncate; Status.Count says
 // how many bytes were stored.
 func (c *Comm) RecvLayout(buf []byte, l Layout, source, tag int) (Status, error) {
+	if intercepted() {
+		return layoutCall(OpRecvLayout, c, buf, l, source, tag).runStatus()
+	}
+	return c.pRecvLayout(buf, l, source, tag)
+}
+
+// pRecvLayout is RecvLayout without interception.
+func (c *Comm) pRecvLayout(buf []byte, l Layout, source, tag int) (Status, error) {
 	if err := c.checkRecvLayout("RecvLayout", buf, l); err != nil {
 		return Status{}, err
 	}
 	if isContiguousPrefix(l) {
-		return c.Recv(buf[:l.Size()], source, tag)
+		return c.pRecv(buf[:l.Size()], source, tag)
 	}
 	packed := make([]byte, l.Size())
-	st, err := c.Recv(packed, source, tag)
+	st, err := c.pRecv(packed, source, tag)
 	if err != nil && ErrorClass(err) != ErrTruncate {
 		return st, err
 	}
@@ -113,11 +141,19 @@ func (c *Comm) RecvLayout(buf []byte, l Layout, source, tag int) (Status, error)
 // whatever completes the request (Wait, Test, Waitall and the rest)
 // scatters it into buf first. buf must not be read until then.
 func (c *Comm) IrecvLayout(buf []byte, l Layout, source, tag int) (*Request, error) {
+	if intercepted() {
+		return layoutCall(OpIrecvLayout, c, buf, l, source, tag).runRequest()
+	}
+	return c.pIrecvLayout(buf, l, source, tag)
+}
+
+// pIrecvLayout is IrecvLayout without interception.
+func (c *Comm) pIrecvLayout(buf []byte, l Layout, source, tag int) (*Request, error) {
 	if err := c.checkRecvLayout("IrecvLayout", buf, l); err != nil {
 		return nil, err
 	}
 	if isContiguousPrefix(l) {
-		return c.Irecv(buf[:l.Size()], source, tag)
+		return c.pIrecv(buf[:l.Size()], source, tag)
 	}
 	packed := make([]byte, l.Size())
 	er, st, err := c.irecv(packed, source, tag)

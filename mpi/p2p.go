@@ -79,6 +79,16 @@ func (c *Comm) send(op string, buf []byte, dest, tag int, mode engine.Mode) erro
 // buf may be reused. Small messages are copied out at once; large ones
 // wait for the matching receive.
 func (c *Comm) Send(buf []byte, dest, tag int) error {
+	return sendEntry(c, buf, dest, tag)
+}
+
+// sendTooled is Send through the interceptors.
+func (c *Comm) sendTooled(buf []byte, dest, tag int) error {
+	return peerCall(OpSend, c, buf, dest, tag).run()
+}
+
+// pSend is Send without interception (PMPI_Send).
+func (c *Comm) pSend(buf []byte, dest, tag int) error {
 	if c.usual(dest, tag) { // checked in line
 		var s engine.Sent // a blocking send is never cancelled: its name goes unused
 		er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, engine.Standard, &s)
@@ -88,6 +98,15 @@ func (c *Comm) Send(buf []byte, dest, tag int) error {
 		return c.sendStarted(er, err)
 	}
 	return c.send("Send", buf, dest, tag, engine.Standard)
+}
+
+// sendCall is Ssend, Rsend and Bsend: through the interceptors, if any,
+// to send.
+func (c *Comm) sendCall(op Op, buf []byte, dest, tag int) error {
+	if intercepted() {
+		return peerCall(op, c, buf, dest, tag).run()
+	}
+	return c.send(op.String(), buf, dest, tag, sendMode(op))
 }
 
 // sendStarted is Send's usual case when the message did not go out at
@@ -103,26 +122,36 @@ func (c *Comm) sendStarted(er *engine.Request, err error) error {
 // Ssend is Send that returns only after the matching receive has started
 // (MPI_SSEND).
 func (c *Comm) Ssend(buf []byte, dest, tag int) error {
-	return c.send("Ssend", buf, dest, tag, engine.Synchronous)
+	return c.sendCall(OpSsend, buf, dest, tag)
 }
 
 // Rsend is Send for when the matching receive is known to be posted
 // (MPI_RSEND); it is sent as Send.
 func (c *Comm) Rsend(buf []byte, dest, tag int) error {
-	return c.send("Rsend", buf, dest, tag, engine.Ready)
+	return c.sendCall(OpRsend, buf, dest, tag)
 }
 
 // Bsend copies buf into the attached buffer (BufferAttach) and returns at
 // once (MPI_BSEND). It returns ErrBuffer if no buffer is attached or it
 // lacks room.
 func (c *Comm) Bsend(buf []byte, dest, tag int) error {
-	return c.send("Bsend", buf, dest, tag, engine.Buffered)
+	return c.sendCall(OpBsend, buf, dest, tag)
 }
 
 // Recv receives a message from rank source (or AnySource) with tag (or
 // AnyTag) into buf (MPI_RECV). A message longer than buf fills it and
 // returns ErrTruncate; Status.Count says how much arrived.
 func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
+	return recvEntry(c, buf, source, tag)
+}
+
+// recvTooled is Recv through the interceptors.
+func (c *Comm) recvTooled(buf []byte, source, tag int) (Status, error) {
+	return peerCall(OpRecv, c, buf, source, tag).runStatus()
+}
+
+// pRecv is Recv without interception (PMPI_Recv).
+func (c *Comm) pRecv(buf []byte, source, tag int) (Status, error) {
 	const op = "Recv"
 	if c.usual(source, tag) { // checked in line: neither a wildcard nor ProcNull
 		st, err := c.p.ep.Recv(buf, c.worldOf(source), tag, c.ctx)
@@ -189,6 +218,16 @@ func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, 
 // Isend starts a send (MPI_ISEND); buf must not change until the request
 // completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
+	return isendEntry(c, buf, dest, tag)
+}
+
+// isendTooled is Isend through the interceptors.
+func (c *Comm) isendTooled(buf []byte, dest, tag int) (*Request, error) {
+	return peerCall(OpIsend, c, buf, dest, tag).runRequest()
+}
+
+// pIsend is Isend without interception (PMPI_Isend).
+func (c *Comm) pIsend(buf []byte, dest, tag int) (*Request, error) {
 	if c.usual(dest, tag) { // checked in line
 		if r := c.p.takeFree(); r != nil { // clean but for these (proc.reqFree): set without zeroing
 			r.c, r.op, r.inactive, r.hot = c, opIsend, false, hotSent
@@ -232,25 +271,48 @@ func (c *Comm) isendStarted(er *engine.Request, err error) (*Request, error) {
 // Issend starts a synchronous send (MPI_ISSEND): the request completes
 // once the matching receive has started.
 func (c *Comm) Issend(buf []byte, dest, tag int) (*Request, error) {
-	er, s, st, err := c.isend(opIssend, buf, dest, tag, engine.Synchronous)
-	return c.request(opIssend, er, s, st, err)
+	return c.isendCall(OpIssend, buf, dest, tag)
+}
+
+// isendCall is Issend, Irsend and Ibsend: through the interceptors, if
+// any, to isendMode.
+func (c *Comm) isendCall(op Op, buf []byte, dest, tag int) (*Request, error) {
+	if intercepted() {
+		return peerCall(op, c, buf, dest, tag).runRequest()
+	}
+	return c.isendMode(op, buf, dest, tag)
+}
+
+// isendMode starts the nonblocking send op, without interception.
+func (c *Comm) isendMode(op Op, buf []byte, dest, tag int) (*Request, error) {
+	rop := requestOp(op)
+	er, s, st, err := c.isend(rop, buf, dest, tag, sendMode(op))
+	return c.request(rop, er, s, st, err)
 }
 
 // Irsend starts a ready send (MPI_IRSEND).
 func (c *Comm) Irsend(buf []byte, dest, tag int) (*Request, error) {
-	er, s, st, err := c.isend(opIrsend, buf, dest, tag, engine.Ready)
-	return c.request(opIrsend, er, s, st, err)
+	return c.isendCall(OpIrsend, buf, dest, tag)
 }
 
 // Ibsend starts a buffered send (MPI_IBSEND): buf is copied into the
 // attached buffer at once.
 func (c *Comm) Ibsend(buf []byte, dest, tag int) (*Request, error) {
-	er, s, st, err := c.isend(opIbsend, buf, dest, tag, engine.Buffered)
-	return c.request(opIbsend, er, s, st, err)
+	return c.isendCall(OpIbsend, buf, dest, tag)
 }
 
 // Irecv starts a receive (MPI_IRECV); buf must not be read until the
 // request completes.
+func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
+	return irecvEntry(c, buf, source, tag)
+}
+
+// irecvTooled is Irecv through the interceptors.
+func (c *Comm) irecvTooled(buf []byte, source, tag int) (*Request, error) {
+	return peerCall(OpIrecv, c, buf, source, tag).runRequest()
+}
+
+// pIrecv is Irecv without interception (PMPI_Irecv).
 //
 // Out of line: put in line in a caller, as a profile may have it, its call
 // of the engine's Irecv would be a call inside a call put in line, which
@@ -258,7 +320,7 @@ func (c *Comm) Ibsend(buf []byte, dest, tag int) (*Request, error) {
 // either way, and this way the engine's receive is in line in it.
 //
 //go:noinline
-func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
+func (c *Comm) pIrecv(buf []byte, source, tag int) (*Request, error) {
 	if c.usual(source, tag) { // checked in line: no wildcard, no ProcNull
 		er, err := c.p.ep.Irecv(buf, c.worldOf(source), tag, c.ctx)
 		if err != nil {
@@ -301,6 +363,16 @@ func (c *Comm) irecv(buf []byte, source, tag int) (*engine.Request, Status, erro
 // as if at once, so that two ranks exchanging never deadlock
 // (MPI_SENDRECV).
 func (c *Comm) Sendrecv(sendbuf []byte, dest, sendtag int, recvbuf []byte, source, recvtag int) (Status, error) {
+	if intercepted() {
+		call := peerCall(OpSendrecv, c, sendbuf, dest, sendtag)
+		call.buf2, call.RecvPeer, call.RecvTag = recvbuf, source, recvtag
+		return call.runStatus()
+	}
+	return c.pSendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag)
+}
+
+// pSendrecv is Sendrecv without interception (PMPI_Sendrecv).
+func (c *Comm) pSendrecv(sendbuf []byte, dest, sendtag int, recvbuf []byte, source, recvtag int) (Status, error) {
 	const op = "Sendrecv"
 	if err := c.check(op); err != nil {
 		return Status{}, err
@@ -311,28 +383,47 @@ func (c *Comm) Sendrecv(sendbuf []byte, dest, sendtag int, recvbuf []byte, sourc
 	if err := c.checkSource(op, source, recvtag); err != nil {
 		return Status{}, c.fail(err)
 	}
-	r, err := c.Irecv(recvbuf, source, recvtag)
+	r, err := c.pIrecv(recvbuf, source, recvtag)
 	if err != nil {
 		return Status{}, err
 	}
-	if err := c.Send(sendbuf, dest, sendtag); err != nil {
-		r.Cancel()
-		r.Wait()
+	if err := c.pSend(sendbuf, dest, sendtag); err != nil {
+		r.pCancel()
+		r.pWait()
 		return Status{}, err
 	}
-	return r.Wait()
+	return r.pWait()
 }
 
 // SendrecvReplace is Sendrecv with one buffer: buf is sent, then replaced
 // by the message received (MPI_SENDRECV_REPLACE).
 func (c *Comm) SendrecvReplace(buf []byte, dest, sendtag, source, recvtag int) (Status, error) {
+	if intercepted() {
+		call := peerCall(OpSendrecvReplace, c, buf, dest, sendtag)
+		call.RecvPeer, call.RecvTag = source, recvtag
+		return call.runStatus()
+	}
+	return c.pSendrecvReplace(buf, dest, sendtag, source, recvtag)
+}
+
+// pSendrecvReplace is SendrecvReplace without interception.
+func (c *Comm) pSendrecvReplace(buf []byte, dest, sendtag, source, recvtag int) (Status, error) {
 	out := append([]byte(nil), buf...)
-	return c.Sendrecv(out, dest, sendtag, buf, source, recvtag)
+	return c.pSendrecv(out, dest, sendtag, buf, source, recvtag)
 }
 
 // Iprobe reports whether a message from source with tag can be received
 // now, and its status, without receiving it (MPI_IPROBE).
 func (c *Comm) Iprobe(source, tag int) (Status, bool, error) {
+	if intercepted() {
+		r, err := peerCall(OpIprobe, c, nil, source, tag).runResult()
+		return r.Status, r.Flag, err
+	}
+	return c.pIprobe(source, tag)
+}
+
+// pIprobe is Iprobe without interception.
+func (c *Comm) pIprobe(source, tag int) (Status, bool, error) {
 	const op = "Iprobe"
 	src, null, err := c.recvArgs(op, source, tag)
 	if err != nil {
@@ -354,6 +445,14 @@ func (c *Comm) Iprobe(source, tag int) (Status, bool, error) {
 // Probe waits until a message from source with tag can be received and
 // returns its status (MPI_PROBE).
 func (c *Comm) Probe(source, tag int) (Status, error) {
+	if intercepted() {
+		return peerCall(OpProbe, c, nil, source, tag).runStatus()
+	}
+	return c.pProbe(source, tag)
+}
+
+// pProbe is Probe without interception.
+func (c *Comm) pProbe(source, tag int) (Status, error) {
 	const op = "Probe"
 	src, null, err := c.recvArgs(op, source, tag)
 	if err != nil {

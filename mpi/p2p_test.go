@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"strconv"
 	"testing"
+
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 func pattern(n, seed int) []byte {

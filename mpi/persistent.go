@@ -18,40 +18,58 @@ func (c *Comm) persistentInit(op opcode, p *persistent) (*Request, error) {
 	return &Request{c: c, op: op, inactive: true, x: &requestExtra{persist: p}}, nil
 }
 
-func (c *Comm) sendInit(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*Request, error) {
-	return c.persistentInit(op, &persistent{buf: buf, peer: dest, tag: tag, mode: mode})
+// initCall is the persistent Init op: through the interceptors, if any,
+// to pInit.
+func (c *Comm) initCall(op Op, buf []byte, peer, tag int) (*Request, error) {
+	if intercepted() {
+		return peerCall(op, c, buf, peer, tag).runRequest()
+	}
+	return c.pInit(op, buf, peer, tag)
+}
+
+// pInit makes the persistent request of op, without interception.
+func (c *Comm) pInit(op Op, buf []byte, peer, tag int) (*Request, error) {
+	return c.persistentInit(requestOp(op), &persistent{buf: buf, peer: peer, tag: tag, mode: sendMode(op), recv: op == OpRecvInit})
 }
 
 // SendInit makes a persistent send request (MPI_SEND_INIT): each Start
 // sends buf to dest with tag as Isend would, and Wait completes that send.
 func (c *Comm) SendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.sendInit(opSendInit, buf, dest, tag, engine.Standard)
+	return c.initCall(OpSendInit, buf, dest, tag)
 }
 
 // SsendInit is SendInit in synchronous mode (MPI_SSEND_INIT).
 func (c *Comm) SsendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.sendInit(opSsendInit, buf, dest, tag, engine.Synchronous)
+	return c.initCall(OpSsendInit, buf, dest, tag)
 }
 
 // BsendInit is SendInit in buffered mode (MPI_BSEND_INIT).
 func (c *Comm) BsendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.sendInit(opBsendInit, buf, dest, tag, engine.Buffered)
+	return c.initCall(OpBsendInit, buf, dest, tag)
 }
 
 // RsendInit is SendInit in ready mode (MPI_RSEND_INIT).
 func (c *Comm) RsendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.sendInit(opRsendInit, buf, dest, tag, engine.Ready)
+	return c.initCall(OpRsendInit, buf, dest, tag)
 }
 
 // RecvInit makes a persistent receive request (MPI_RECV_INIT).
 func (c *Comm) RecvInit(buf []byte, source, tag int) (*Request, error) {
-	return c.persistentInit(opRecvInit, &persistent{buf: buf, peer: source, tag: tag, recv: true})
+	return c.initCall(OpRecvInit, buf, source, tag)
 }
 
 // Start starts the operation of an inactive persistent request
 // (MPI_START). Starting one that is active, or one that is not
 // persistent, returns ErrRequest.
 func (r *Request) Start() error {
+	if intercepted() {
+		return requestCall(OpStart, r).run()
+	}
+	return r.pStart()
+}
+
+// pStart is Start without interception.
+func (r *Request) pStart() error {
 	if err := r.usable("Start"); err != nil {
 		return err
 	}
@@ -84,8 +102,16 @@ func (r *Request) Start() error {
 
 // Startall starts every request of reqs (MPI_STARTALL).
 func Startall(reqs []*Request) error {
+	if intercepted() {
+		return requestsCall(OpStartall, reqs).run()
+	}
+	return pStartall(reqs)
+}
+
+// pStartall is Startall without interception.
+func pStartall(reqs []*Request) error {
 	for _, r := range reqs {
-		if err := r.Start(); err != nil {
+		if err := r.pStart(); err != nil {
 			return err
 		}
 	}

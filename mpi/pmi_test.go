@@ -5,14 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tachyon-hpc/tachyon/internal/testrole"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // Jobs under MPICH's Hydra: mpiexec.mpich starts the re-executed test

@@ -210,6 +210,16 @@ func (r *Request) fail(err error) error {
 // Wait waits for r to complete and returns its status (MPI_WAIT). A nil or
 // inactive request returns an empty status at once.
 func (r *Request) Wait() (Status, error) {
+	return waitEntry(r)
+}
+
+// waitTooled is Wait through the interceptors.
+func (r *Request) waitTooled() (Status, error) {
+	return requestCall(OpWait, r).runStatus()
+}
+
+// pWait is Wait without interception (PMPI_Wait).
+func (r *Request) pWait() (Status, error) {
 	if r != nil && r.plain() {
 		r.inactive = true
 		return r.collect(true)
@@ -232,6 +242,15 @@ func (r *Request) Wait() (Status, error) {
 // progress once if not (MPI_TEST). A nil or inactive request reports
 // true with an empty status.
 func (r *Request) Test() (Status, bool, error) {
+	if intercepted() {
+		res, err := requestCall(OpTest, r).runResult()
+		return res.Status, res.Flag, err
+	}
+	return r.pTest()
+}
+
+// pTest is Test without interception.
+func (r *Request) pTest() (Status, bool, error) {
 	if err := r.usable("Test"); err != nil {
 		return Status{}, false, err
 	}
@@ -249,6 +268,14 @@ func (r *Request) Test() (Status, bool, error) {
 // send its receiver has not matched, or a timer. r must still be waited
 // for, and then Status.Cancelled says whether the cancel took effect.
 func (r *Request) Cancel() error {
+	if intercepted() {
+		return requestCall(OpCancel, r).run()
+	}
+	return r.pCancel()
+}
+
+// pCancel is Cancel without interception.
+func (r *Request) pCancel() error {
 	if err := r.usableNonNil("Cancel"); err != nil {
 		return err
 	}
@@ -270,6 +297,14 @@ func (r *Request) Cancel() error {
 // Free releases r (MPI_REQUEST_FREE). An operation still in flight goes
 // on and completes unobserved.
 func (r *Request) Free() error {
+	if intercepted() {
+		return requestCall(OpRequestFree, r).run()
+	}
+	return r.pFree()
+}
+
+// pFree is Free without interception.
+func (r *Request) pFree() error {
 	if err := r.usableNonNil("Free"); err != nil {
 		return err
 	}
@@ -353,6 +388,15 @@ func TimerCreate(dueTime float64) (*Request, error) {
 // requests, which stay and become inactive. The error is the first any
 // request reported; statuses[i] holds each request's status.
 func Waitall(reqs []*Request) ([]Status, error) {
+	if intercepted() {
+		res, err := requestsCall(OpWaitall, reqs).runResult()
+		return res.Statuses, err
+	}
+	return pWaitall(reqs)
+}
+
+// pWaitall is Waitall without interception.
+func pWaitall(reqs []*Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
 	return sts, waitall(reqs, sts, false)
 }
@@ -365,6 +409,16 @@ func Waitall(reqs []*Request) ([]Status, error) {
 // handles to MPI_REQUEST_NULL, other copies of those *Request values must
 // not be used afterwards (with Waitall they stay valid and inactive).
 func WaitallInto(reqs []*Request, statuses []Status) error {
+	if intercepted() {
+		c := requestsCall(OpWaitall, reqs)
+		c.statuses, c.into = statuses, true
+		return c.run()
+	}
+	return pWaitallInto(reqs, statuses)
+}
+
+// pWaitallInto is WaitallInto without interception.
+func pWaitallInto(reqs []*Request, statuses []Status) error {
 	if statuses != nil {
 		return waitall(reqs, statuses, true)
 	}
@@ -485,7 +539,7 @@ func waitall(reqs []*Request, statuses []Status, recycle bool) error {
 			slot = r.er != nil
 			st, err = r.collect(statuses != nil)
 		} else {
-			st, err = r.Wait()
+			st, err = r.pWait()
 		}
 		if statuses != nil {
 			statuses[i] = st
@@ -538,6 +592,15 @@ func (b *recycler) flush() {
 // Testall reports whether every request of reqs has completed
 // (MPI_TESTALL); only then does it collect them, as Waitall.
 func Testall(reqs []*Request) ([]Status, bool, error) {
+	if intercepted() {
+		res, err := requestsCall(OpTestall, reqs).runResult()
+		return res.Statuses, res.Flag, err
+	}
+	return pTestall(reqs)
+}
+
+// pTestall is Testall without interception.
+func pTestall(reqs []*Request) ([]Status, bool, error) {
 	for _, r := range reqs {
 		if err := r.usable("Testall"); err != nil {
 			return nil, false, err
@@ -555,7 +618,7 @@ func Testall(reqs []*Request) ([]Status, bool, error) {
 			}
 		}
 	}
-	sts, err := Waitall(reqs)
+	sts, err := pWaitall(reqs)
 	return sts, true, err
 }
 
@@ -596,6 +659,15 @@ func take(reqs []*Request, i int) (Status, error) {
 // index and status (MPI_WAITANY); the entry is set to nil. With no active
 // request it returns Undefined and an empty status at once.
 func Waitany(reqs []*Request) (int, Status, error) {
+	if intercepted() {
+		res, err := requestsCall(OpWaitany, reqs).runResult()
+		return res.Index, res.Status, err
+	}
+	return pWaitany(reqs)
+}
+
+// pWaitany is Waitany without interception.
+func pWaitany(reqs []*Request) (int, Status, error) {
 	for _, r := range reqs {
 		if err := r.usable("Waitany"); err != nil {
 			return Undefined, Status{}, err
@@ -613,6 +685,15 @@ func Waitany(reqs []*Request) (int, Status, error) {
 // if no active request has completed, and true with index Undefined if no
 // request is active.
 func Testany(reqs []*Request) (int, Status, bool, error) {
+	if intercepted() {
+		res, err := requestsCall(OpTestany, reqs).runResult()
+		return res.Index, res.Status, res.Flag, err
+	}
+	return pTestany(reqs)
+}
+
+// pTestany is Testany without interception.
+func pTestany(reqs []*Request) (int, Status, bool, error) {
 	for _, r := range reqs {
 		if err := r.usable("Testany"); err != nil {
 			return Undefined, Status{}, false, err
@@ -636,6 +717,15 @@ func Testany(reqs []*Request) (int, Status, bool, error) {
 // collects every one that has (MPI_WAITSOME). With no active request it
 // returns nil indices.
 func Waitsome(reqs []*Request) ([]int, []Status, error) {
+	if intercepted() {
+		res, err := requestsCall(OpWaitsome, reqs).runResult()
+		return res.Indices, res.Statuses, err
+	}
+	return pWaitsome(reqs)
+}
+
+// pWaitsome is Waitsome without interception.
+func pWaitsome(reqs []*Request) ([]int, []Status, error) {
 	for _, r := range reqs {
 		if err := r.usable("Waitsome"); err != nil {
 			return nil, nil, err
@@ -650,6 +740,15 @@ func Waitsome(reqs []*Request) ([]int, []Status, error) {
 // Testsome collects every request of reqs that has completed, possibly
 // none (MPI_TESTSOME).
 func Testsome(reqs []*Request) ([]int, []Status, error) {
+	if intercepted() {
+		res, err := requestsCall(OpTestsome, reqs).runResult()
+		return res.Indices, res.Statuses, err
+	}
+	return pTestsome(reqs)
+}
+
+// pTestsome is Testsome without interception.
+func pTestsome(reqs []*Request) ([]int, []Status, error) {
 	for _, r := range reqs {
 		if err := r.usable("Testsome"); err != nil {
 			return nil, nil, err

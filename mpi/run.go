@@ -87,10 +87,10 @@ func (c *Comm) Finalize() error {
 	if err := c.check("Finalize"); err != nil {
 		return err
 	}
-	if env.p == c.p {
-		return Finalize()
+	if intercepted() {
+		return newCall(OpFinalize, c).run()
 	}
-	return c.p.finalize()
+	return pFinalize(c)
 }
 
 // BufferAttach gives MPI buf for buffered sends (MPI_BUFFER_ATTACH). Ranks
@@ -158,11 +158,17 @@ func Launched() bool {
 
 // Main runs fn the way the process was started: as this process's rank of
 // a launched job (Init, fn on World, Finalize), or, started alone, on n
-// goroutine ranks with Run. Programs written against it run unchanged
-// both ways.
+// goroutine ranks with Run, each finalized after fn returns nil unless fn
+// finalized it. Programs written against it, and tools intercepting them,
+// see the same routines both ways.
 func Main(n int, fn func(world *Comm) error) error {
 	if !Launched() {
-		return Run(n, fn)
+		return Run(n, func(world *Comm) error {
+			if err := fn(world); err != nil || world.p.done {
+				return err
+			}
+			return world.Finalize()
+		})
 	}
 	if err := Init(); err != nil {
 		return err

@@ -1,0 +1,514 @@
+package mpi
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/tachyon-hpc/tachyon/engine"
+)
+
+// Interception is the profiling interface (MPI's PMPI) in Go's idiom: a
+// tool registers an Interceptor, and every operation of the facade a
+// program calls goes through it as a Call; the interceptor does what it
+// wants before and after and calls next to go on, as gRPC's interceptors
+// and net/http middleware do. Interceptors stack in the order they were
+// added, the first outermost.
+//
+// The facade's own calls are not seen: a Sendrecv is one Call, not the
+// Irecv, Send and Wait it is built on, and Finalize's barrier is not a
+// Barrier. Each public routine checks for interceptors with one load and
+// one predictable branch, so a program without tools pays nothing else.
+
+// Op names an operation of the facade, as an interceptor sees it.
+type Op uint8
+
+// Operations an interceptor sees. The Layout forms of the sends and
+// receives are operations of their own (OpSendLayout...).
+const (
+	OpInit     Op = iota + 1 // Init, InitThread
+	OpFinalize               // Finalize, Comm.Finalize
+	OpPcontrol               // Pcontrol
+	OpSend
+	OpSsend
+	OpRsend
+	OpBsend
+	OpRecv
+	OpIsend
+	OpIssend
+	OpIrsend
+	OpIbsend
+	OpIrecv
+	OpSendrecv
+	OpSendrecvReplace
+	OpProbe
+	OpIprobe
+	OpSendLayout
+	OpSsendLayout
+	OpRsendLayout
+	OpBsendLayout
+	OpIsendLayout
+	OpIssendLayout
+	OpIrsendLayout
+	OpIbsendLayout
+	OpRecvLayout
+	OpIrecvLayout
+	OpSendInit
+	OpSsendInit
+	OpBsendInit
+	OpRsendInit
+	OpRecvInit
+	OpStart
+	OpStartall
+	OpWait
+	OpTest
+	OpWaitall // Waitall, WaitallInto
+	OpTestall
+	OpWaitany
+	OpTestany
+	OpWaitsome
+	OpTestsome
+	OpCancel
+	OpRequestFree
+	OpBarrier
+	OpDup
+	OpSplit
+	OpCreate
+	OpCommFree
+	opEnd
+)
+
+var opCallNames = [...]string{"", "Init", "Finalize", "Pcontrol",
+	"Send", "Ssend", "Rsend", "Bsend", "Recv", "Isend", "Issend", "Irsend", "Ibsend", "Irecv",
+	"Sendrecv", "SendrecvReplace", "Probe", "Iprobe",
+	"SendLayout", "SsendLayout", "RsendLayout", "BsendLayout",
+	"IsendLayout", "IssendLayout", "IrsendLayout", "IbsendLayout", "RecvLayout", "IrecvLayout",
+	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "Start", "Startall",
+	"Wait", "Test", "Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome",
+	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CommFree"}
+
+// String returns the name of the routine ("Send", "Waitall").
+func (o Op) String() string {
+	if o == 0 || o >= opEnd {
+		return "Op(" + strconv.Itoa(int(o)) + ")"
+	}
+	return opCallNames[o]
+}
+
+// A Call is one operation as interceptors see it: the routine's
+// arguments, and once the routine has run, its results. Fields that do
+// not apply to an operation are zero, but for Peer, Tag, RecvPeer and
+// RecvTag, which are then Undefined. A Call is valid until the operation
+// returns; the facade then reuses it, so a tool keeps what it needs, not
+// the *Call.
+type Call struct {
+	Op   Op    // the routine called; changing it changes nothing
+	Rank int   // the caller's rank in its world; Undefined before Init
+	Comm *Comm // the communicator: of a request for Wait, Test, Start, Cancel, RequestFree; nil for none
+
+	Peer  int // the destination of a send, the source of a receive or probe (AnySource, ProcNull as given)
+	Tag   int // the tag (AnyTag as given)
+	Bytes int // bytes a send sends, or a receive's buffer holds (the layout's size for the Layout forms)
+
+	RecvPeer int // Sendrecv's source
+	RecvTag  int // Sendrecv's receive tag
+
+	Request  *Request   // the request a Wait, Test, Start, Cancel or RequestFree is for
+	Requests []*Request // the requests of Startall, Waitall, Testall, Waitany, Testany, Waitsome, Testsome
+
+	Level int // Pcontrol's level; InitThread's required thread level
+
+	Result Result // what the routine returned besides its error, once next has returned
+
+	// The routine and its other arguments, for the call made when the
+	// last interceptor calls next: op is Op as the routine set it.
+	op        Op
+	buf, buf2 []byte
+	layout    *Layout
+	statuses  []Status // WaitallInto's; into is true when the caller gave them
+	into      bool
+	group     *Group
+	color     int
+	key       int
+}
+
+// Result is what an operation returned besides its error, as
+// interceptors see and may change it.
+type Result struct {
+	Status   Status      // of a receive, probe, Sendrecv, Wait, Test, Waitany, Testany
+	Flag     bool        // Iprobe found a message; Test, Testall, Testany completed
+	Index    int         // Waitany, Testany: the request that completed (Undefined if none)
+	Indices  []int       // Waitsome, Testsome: the requests that completed
+	Statuses []Status    // Waitall, Testall, Waitsome, Testsome: the statuses
+	Request  *Request    // started by a nonblocking send or receive, or made by a persistent Init
+	NewComm  *Comm       // made by Dup, Split, Create
+	Provided ThreadLevel // InitThread's
+}
+
+// A Handler carries out a Call, filling in its Result: the next
+// interceptor, or at the end of the chain the routine itself. It returns
+// the routine's error.
+type Handler func(c *Call) error
+
+// An Interceptor wraps every operation of the facade. It may time, count
+// or log the call, change the Call's Comm, Peer or Tag before passing it
+// on, return without calling next (the operation then does not happen and
+// its caller gets the error returned and the Result as left), or change
+// the Result and the error. It must call next, if at all, before it
+// returns, from the goroutine it was called on; it may call other
+// routines of the facade, which its own and later interceptors then see.
+type Interceptor func(c *Call, next Handler) error
+
+// tools is the chain every intercepted operation enters, nil while no
+// interceptor is registered: the one load each public routine makes.
+// Intercept changes it only while no routine can run (toolsIdle), so
+// routines read it, and the entries below, with plain loads.
+var tools *toolChain
+
+// toolChain is the stacked interceptors. The outermost is called
+// directly, with the rest of the chain as its next.
+type toolChain struct {
+	first Interceptor
+	next  Handler
+}
+
+var toolsMu sync.Mutex // serializes changes to registered
+var registered []*Interceptor
+
+// Intercept adds i to the interceptors every operation of the facade goes
+// through, inside those added before it, and returns a function that
+// removes it. As a PMPI tool is linked into a program before it runs, an
+// interceptor is added before MPI starts (Init, Run, Main) and removed
+// after it ends: both return ErrOther while MPI is initialized in this
+// process or a world of Run runs, and remove does nothing the second
+// time. A tool that wants to pause uses Pcontrol. i must not be nil.
+func Intercept(i Interceptor) (remove func() error, err error) {
+	if i == nil {
+		return nil, errorf(ErrArg, "Intercept", "nil Interceptor")
+	}
+	p := &i
+	toolsMu.Lock()
+	defer toolsMu.Unlock()
+	if err := toolsIdle("Intercept"); err != nil {
+		return nil, err
+	}
+	registered = append(registered, p)
+	rebuildTools()
+	return func() error {
+		toolsMu.Lock()
+		defer toolsMu.Unlock()
+		k := slices.Index(registered, p)
+		if k < 0 {
+			return nil
+		}
+		if err := toolsIdle("Intercept's remove"); err != nil {
+			return err
+		}
+		registered = slices.Delete(registered, k, k+1)
+		rebuildTools()
+		return nil
+	}, nil
+}
+
+// toolsIdle returns nil if no routine of the facade can be running: MPI
+// is not initialized in this process and no world of Run runs.
+func toolsIdle(op string) error {
+	if env.state.Load() == stateInit || runWorlds.Load() > 0 {
+		return errorf(ErrOther, op, "MPI is running in this process: interceptors are added before Init, Run or Main and removed after")
+	}
+	return nil
+}
+
+// rebuildTools builds the chain of the registered interceptors and points
+// the entries at the routines' forms with or without it, under toolsMu.
+func rebuildTools() {
+	if len(registered) == 0 {
+		tools = nil
+		setEntries(false)
+		return
+	}
+	h := Handler(invoke)
+	for k := len(registered) - 1; k >= 1; k-- {
+		i, next := *registered[k], h
+		h = func(c *Call) error { return i(c, next) }
+	}
+	tools = &toolChain{first: *registered[0], next: h}
+	setEntries(true)
+}
+
+// The entries of the routines on the message path (Send, Recv, Isend,
+// Irecv, Wait): each routine is one call through its entry, the routine
+// itself (pSend...) or, while interceptors are registered, it through
+// them (sendTooled...). The call is small enough for the compiler to put
+// in line in the routine's caller, so that without tools a program calls
+// the routine's own code as directly as if there were no interception:
+// the entry costs one load and an indirect call whose target does not
+// change.
+var (
+	sendEntry  = (*Comm).pSend
+	recvEntry  = (*Comm).pRecv
+	isendEntry = (*Comm).pIsend
+	irecvEntry = (*Comm).pIrecv
+	waitEntry  = (*Request).pWait
+)
+
+// setEntries points the entries at the routines' forms through the
+// interceptors, or at the routines themselves.
+func setEntries(tooled bool) {
+	if tooled {
+		sendEntry, recvEntry, isendEntry = (*Comm).sendTooled, (*Comm).recvTooled, (*Comm).isendTooled
+		irecvEntry, waitEntry = (*Comm).irecvTooled, (*Request).waitTooled
+		return
+	}
+	sendEntry, recvEntry, isendEntry = (*Comm).pSend, (*Comm).pRecv, (*Comm).pIsend
+	irecvEntry, waitEntry = (*Comm).pIrecv, (*Request).pWait
+}
+
+// intercepted reports whether any interceptor is registered.
+func intercepted() bool { return tools != nil }
+
+// intercept passes c through the registered interceptors and returns the
+// routine's error. The caller releases c after reading its Result.
+func intercept(c *Call) error {
+	if t := tools; t != nil {
+		return t.first(c, t.next)
+	}
+	return invoke(c)
+}
+
+// callPool recycles Calls: an intercepted operation allocates none.
+var callPool = sync.Pool{New: func() any { return new(Call) }}
+
+// release returns c for reuse, cleared so that it keeps nothing alive.
+func (c *Call) release() {
+	*c = Call{}
+	callPool.Put(c)
+}
+
+// Pcontrol passes level to the profiling tools (MPI_PCONTROL), and is
+// otherwise a no-op. MPI asks tools to read level 0 as "profiling off",
+// 1 as "on at the normal level of detail" (a tool's state from Init) and
+// 2 as "flush what is buffered"; other levels mean what a tool says.
+func Pcontrol(level int) error {
+	if !intercepted() {
+		return nil
+	}
+	c := newCall(OpPcontrol, nil)
+	c.Level = level
+	return c.run()
+}
+
+// newCall returns a Call of op on comm, with no peer or tag, to release
+// after use.
+func newCall(op Op, comm *Comm) *Call {
+	c := callPool.Get().(*Call)
+	c.Op, c.op, c.Rank, c.Comm = op, op, Undefined, comm
+	c.Peer, c.Tag, c.RecvPeer, c.RecvTag = Undefined, Undefined, Undefined, Undefined
+	if comm != nil && comm.p != nil {
+		c.Rank = comm.p.ep.Rank()
+	}
+	return c
+}
+
+// peerCall returns the Call of op on comm to or from peer with tag and
+// buf.
+func peerCall(op Op, comm *Comm, buf []byte, peer, tag int) *Call {
+	c := newCall(op, comm)
+	c.Peer, c.Tag, c.Bytes, c.buf = peer, tag, len(buf), buf
+	return c
+}
+
+// layoutCall is peerCall for the Layout forms.
+func layoutCall(op Op, comm *Comm, buf []byte, l Layout, peer, tag int) *Call {
+	c := peerCall(op, comm, buf, peer, tag)
+	c.Bytes, c.layout = l.Size(), &l
+	return c
+}
+
+// requestCall returns the Call of op on request r.
+func requestCall(op Op, r *Request) *Call {
+	var comm *Comm
+	if r != nil {
+		comm = r.c
+	}
+	c := newCall(op, comm)
+	c.Request = r
+	return c
+}
+
+// requestsCall returns the Call of op on reqs, with the rank of the first
+// request that has one.
+func requestsCall(op Op, reqs []*Request) *Call {
+	c := newCall(op, nil)
+	c.Requests = reqs
+	for _, r := range reqs {
+		if r != nil && r.c != nil && r.c.p != nil {
+			c.Rank = r.c.p.ep.Rank()
+			break
+		}
+	}
+	return c
+}
+
+// run passes c through the interceptors and releases it, for a routine
+// whose only result is its error.
+func (c *Call) run() error {
+	err := intercept(c)
+	c.release()
+	return err
+}
+
+// runStatus is run for a routine whose result is a status.
+func (c *Call) runStatus() (Status, error) {
+	err := intercept(c)
+	st := c.Result.Status
+	c.release()
+	return st, err
+}
+
+// runRequest is run for a routine whose result is a request.
+func (c *Call) runRequest() (*Request, error) {
+	err := intercept(c)
+	r := c.Result.Request
+	c.release()
+	return r, err
+}
+
+// runResult is run for a routine with several results.
+func (c *Call) runResult() (Result, error) {
+	err := intercept(c)
+	r := c.Result
+	c.release()
+	return r, err
+}
+
+// runComm is run for a routine whose result is a communicator.
+func (c *Call) runComm() (*Comm, error) {
+	err := intercept(c)
+	nc := c.Result.NewComm
+	c.release()
+	return nc, err
+}
+
+// invoke carries out c with the routine's own implementation: the end of
+// every chain.
+func invoke(c *Call) (err error) {
+	r := &c.Result
+	m := c.Comm
+	switch c.op {
+	case OpInit:
+		r.Provided, err = pInitThread(ThreadLevel(c.Level))
+	case OpFinalize:
+		err = pFinalize(m)
+	case OpPcontrol:
+	case OpSend:
+		err = m.pSend(c.buf, c.Peer, c.Tag)
+	case OpSsend, OpRsend, OpBsend:
+		err = m.send(c.op.String(), c.buf, c.Peer, c.Tag, sendMode(c.op))
+	case OpRecv:
+		r.Status, err = m.pRecv(c.buf, c.Peer, c.Tag)
+	case OpIsend:
+		r.Request, err = m.pIsend(c.buf, c.Peer, c.Tag)
+	case OpIssend, OpIrsend, OpIbsend:
+		r.Request, err = m.isendMode(c.op, c.buf, c.Peer, c.Tag)
+	case OpIrecv:
+		r.Request, err = m.pIrecv(c.buf, c.Peer, c.Tag)
+	case OpSendrecv:
+		r.Status, err = m.pSendrecv(c.buf, c.Peer, c.Tag, c.buf2, c.RecvPeer, c.RecvTag)
+	case OpSendrecvReplace:
+		r.Status, err = m.pSendrecvReplace(c.buf, c.Peer, c.Tag, c.RecvPeer, c.RecvTag)
+	case OpProbe:
+		r.Status, err = m.pProbe(c.Peer, c.Tag)
+	case OpIprobe:
+		r.Status, r.Flag, err = m.pIprobe(c.Peer, c.Tag)
+	case OpSendLayout, OpSsendLayout, OpRsendLayout, OpBsendLayout:
+		err = m.pSendLayout(c.op, c.buf, *c.layout, c.Peer, c.Tag)
+	case OpIsendLayout, OpIssendLayout, OpIrsendLayout, OpIbsendLayout:
+		r.Request, err = m.pIsendLayout(c.op, c.buf, *c.layout, c.Peer, c.Tag)
+	case OpRecvLayout:
+		r.Status, err = m.pRecvLayout(c.buf, *c.layout, c.Peer, c.Tag)
+	case OpIrecvLayout:
+		r.Request, err = m.pIrecvLayout(c.buf, *c.layout, c.Peer, c.Tag)
+	case OpSendInit, OpSsendInit, OpBsendInit, OpRsendInit, OpRecvInit:
+		r.Request, err = m.pInit(c.op, c.buf, c.Peer, c.Tag)
+	case OpStart:
+		err = c.Request.pStart()
+	case OpStartall:
+		err = pStartall(c.Requests)
+	case OpWait:
+		r.Status, err = c.Request.pWait()
+	case OpTest:
+		r.Status, r.Flag, err = c.Request.pTest()
+	case OpWaitall:
+		if c.into {
+			r.Statuses, err = c.statuses, pWaitallInto(c.Requests, c.statuses)
+		} else {
+			r.Statuses, err = pWaitall(c.Requests)
+		}
+	case OpTestall:
+		r.Statuses, r.Flag, err = pTestall(c.Requests)
+	case OpWaitany:
+		r.Index, r.Status, err = pWaitany(c.Requests)
+	case OpTestany:
+		r.Index, r.Status, r.Flag, err = pTestany(c.Requests)
+	case OpWaitsome:
+		r.Indices, r.Statuses, err = pWaitsome(c.Requests)
+	case OpTestsome:
+		r.Indices, r.Statuses, err = pTestsome(c.Requests)
+	case OpCancel:
+		err = c.Request.pCancel()
+	case OpRequestFree:
+		err = c.Request.pFree()
+	case OpBarrier:
+		err = m.pBarrier()
+	case OpDup:
+		r.NewComm, err = m.pDup()
+	case OpSplit:
+		r.NewComm, err = m.pSplit(c.color, c.key)
+	case OpCreate:
+		r.NewComm, err = m.pCreate(c.group)
+	case OpCommFree:
+		err = m.pFree()
+	default:
+		err = errorf(ErrArg, c.Op.String(), "a Call that was not made by the facade")
+	}
+	return err
+}
+
+// sendMode returns the engine's mode of the send op.
+func sendMode(op Op) engine.Mode {
+	switch op {
+	case OpSsend, OpIssend, OpSsendLayout, OpIssendLayout, OpSsendInit:
+		return engine.Synchronous
+	case OpRsend, OpIrsend, OpRsendLayout, OpIrsendLayout, OpRsendInit:
+		return engine.Ready
+	case OpBsend, OpIbsend, OpBsendLayout, OpIbsendLayout, OpBsendInit:
+		return engine.Buffered
+	}
+	return engine.Standard
+}
+
+// requestOp returns what a request started by op records as its routine.
+func requestOp(op Op) opcode {
+	switch op {
+	case OpIssend, OpIssendLayout:
+		return opIssend
+	case OpIrsend, OpIrsendLayout:
+		return opIrsend
+	case OpIbsend, OpIbsendLayout:
+		return opIbsend
+	case OpIrecv, OpIrecvLayout:
+		return opIrecv
+	case OpSendInit:
+		return opSendInit
+	case OpSsendInit:
+		return opSsendInit
+	case OpBsendInit:
+		return opBsendInit
+	case OpRsendInit:
+		return opRsendInit
+	case OpRecvInit:
+		return opRecvInit
+	}
+	return opIsend
+}

@@ -1,0 +1,331 @@
+package mpi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+)
+
+// interceptEnv, if set, registers passThrough in every process of the
+// tests, so that the whole suite runs through the interception path (the
+// general path of every routine, none of the in-line usual cases): CI
+// runs the package once so.
+const interceptEnv = "MPI_TEST_INTERCEPT"
+
+func init() {
+	if os.Getenv(interceptEnv) != "" {
+		Intercept(passThrough)
+	}
+}
+
+// passThrough is an interceptor that only passes the call on.
+func passThrough(c *Call, next Handler) error { return next(c) }
+
+// withInterceptor runs fn with i registered, and tests that would see
+// another test's interceptor (interceptEnv) skip.
+func withInterceptor(t *testing.T, i Interceptor, fn func()) {
+	t.Helper()
+	if intercepted() {
+		testskip.Skip(t, testskip.Intercepted, "a pass-through interceptor is registered for the whole run ("+interceptEnv+")")
+	}
+	remove, err := Intercept(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	fn()
+}
+
+// callLog records the operations interceptors see, per rank.
+type callLog struct {
+	mu    sync.Mutex
+	calls map[int][]string
+}
+
+func (l *callLog) interceptor(c *Call, next Handler) error {
+	err := next(c)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.calls == nil {
+		l.calls = map[int][]string{}
+	}
+	l.calls[c.Rank] = append(l.calls[c.Rank], c.Op.String())
+	return err
+}
+
+// TestInterceptOncePerCall: every routine a rank calls is seen exactly
+// once, under its own name, and none of the routines the facade builds it
+// on (Sendrecv's Irecv, Send and Wait; Testall's Waitall; Finalize's
+// barrier).
+func TestInterceptOncePerCall(t *testing.T) {
+	var log callLog
+	withInterceptor(t, log.interceptor, func() {
+		err := Main(2, func(c *Comm) error {
+			me, peer := c.Rank(), 1-c.Rank()
+			buf := make([]byte, 8)
+			if me == 0 {
+				if err := c.Send(buf, peer, 1); err != nil {
+					return err
+				}
+				if err := c.Ssend(buf, peer, 2); err != nil {
+					return err
+				}
+				r, err := c.Isend(buf, peer, 3)
+				if err != nil {
+					return err
+				}
+				if _, err := r.Wait(); err != nil {
+					return err
+				}
+				l, err := Strided(2, 2, 4)
+				if err != nil {
+					return err
+				}
+				if err := c.SendLayout(buf, l, peer, 4); err != nil {
+					return err
+				}
+			} else {
+				if _, err := c.Recv(buf, peer, 1); err != nil {
+					return err
+				}
+				if _, err := c.Probe(peer, 2); err != nil {
+					return err
+				}
+				if _, err := c.Recv(buf, peer, 2); err != nil {
+					return err
+				}
+				r, err := c.Irecv(buf, peer, 3)
+				if err != nil {
+					return err
+				}
+				if _, _, err := Testall([]*Request{r}); err != nil {
+					return err
+				}
+				if _, err := Waitall([]*Request{r}); err != nil {
+					return err
+				}
+				if _, err := c.Recv(buf, peer, 4); err != nil {
+					return err
+				}
+			}
+			if _, err := c.Sendrecv(buf, peer, 5, buf, peer, 5); err != nil {
+				return err
+			}
+			d, err := c.Dup()
+			if err != nil {
+				return err
+			}
+			if err := d.Free(); err != nil {
+				return err
+			}
+			return c.Barrier()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	want := map[int][]string{
+		0: {"Send", "Ssend", "Isend", "Wait", "SendLayout", "Sendrecv", "Dup", "CommFree", "Barrier", "Finalize"},
+		1: {"Recv", "Probe", "Recv", "Irecv", "Testall", "Waitall", "Recv", "Sendrecv", "Dup", "CommFree", "Barrier", "Finalize"},
+	}
+	for rank, w := range want {
+		if got := log.calls[rank]; !slices.Equal(got, w) {
+			t.Errorf("rank %d saw %v, want %v", rank, got, w)
+		}
+	}
+}
+
+// TestInterceptStacking: interceptors nest in the order they were added,
+// the first outermost; a removed one is seen no more; neither adding nor
+// removing is allowed while MPI runs.
+func TestInterceptStacking(t *testing.T) {
+	if intercepted() {
+		testskip.Skip(t, testskip.Intercepted, "a pass-through interceptor is registered for the whole run ("+interceptEnv+")")
+	}
+	var mu sync.Mutex
+	var trace []string
+	tool := func(name string) Interceptor {
+		return func(c *Call, next Handler) error {
+			mu.Lock()
+			trace = append(trace, name+">"+c.Op.String())
+			mu.Unlock()
+			err := next(c)
+			mu.Lock()
+			trace = append(trace, "<"+name)
+			mu.Unlock()
+			return err
+		}
+	}
+	removeA, errA := Intercept(tool("A"))
+	removeB, errB := Intercept(tool("B"))
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	barrier := func() {
+		t.Helper()
+		err := Run(1, func(c *Comm) error {
+			if _, err := Intercept(passThrough); !errors.Is(err, ErrOther) {
+				return fmt.Errorf("Intercept while a world runs: %v", err)
+			}
+			if err := removeB(); !errors.Is(err, ErrOther) {
+				return fmt.Errorf("remove while a world runs: %v", err)
+			}
+			return c.Barrier()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	barrier()
+	if err := removeA(); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeA(); err != nil { // a second time does nothing
+		t.Fatal(err)
+	}
+	barrier()
+	if err := removeB(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"A>Barrier", "B>Barrier", "<B", "<A", "B>Barrier", "<B"}
+	if !slices.Equal(trace, want) {
+		t.Fatalf("trace %v, want %v", trace, want)
+	}
+	if intercepted() {
+		t.Fatal("an interceptor is still registered after both were removed")
+	}
+	if _, err := Intercept(nil); !errors.Is(err, ErrArg) {
+		t.Fatalf("Intercept(nil): %v", err)
+	}
+}
+
+// TestInterceptChangesBehaviour: an interceptor sees a call's arguments
+// and result, can refuse a call (its error reaches the caller and the
+// operation does not happen) and can change a call's tag.
+func TestInterceptChangesBehaviour(t *testing.T) {
+	errRefused := errors.New("refused by the tool")
+	tool := func(c *Call, next Handler) error {
+		switch {
+		case c.Op == OpSend && c.Tag == 13:
+			return errRefused
+		case c.Op == OpSend && c.Tag == 7:
+			c.Tag = 8
+		}
+		return next(c)
+	}
+	var seen []string
+	var mu sync.Mutex
+	watch := func(c *Call, next Handler) error {
+		err := next(c)
+		if c.Op == OpRecv {
+			st := c.Result.Status
+			mu.Lock()
+			seen = append(seen, fmt.Sprintf("Recv peer %d tag %d bytes %d got %d from %d tag %d",
+				c.Peer, c.Tag, c.Bytes, st.Count, st.Source, st.Tag))
+			mu.Unlock()
+		}
+		return err
+	}
+	withInterceptor(t, tool, func() {
+		remove, err := Intercept(watch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer remove()
+		err = Run(2, func(c *Comm) error {
+			if c.Rank() == 0 {
+				if err := c.Send([]byte("x"), 1, 13); err != errRefused {
+					return fmt.Errorf("refused Send returned %v", err)
+				}
+				return c.Send([]byte("hello"), 1, 7)
+			}
+			buf := make([]byte, 16)
+			if _, err := c.Recv(buf, 0, 8); err != nil {
+				return err
+			}
+			if _, found, err := c.Iprobe(AnySource, AnyTag); err != nil || found {
+				return fmt.Errorf("a message arrived besides the retagged one (%v, %v)", found, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	want := []string{"Recv peer 0 tag 8 bytes 16 got 5 from 0 tag 8"}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("saw %v, want %v", seen, want)
+	}
+}
+
+// TestPcontrol: Pcontrol reaches the interceptors with its level, and
+// without them does nothing.
+func TestPcontrol(t *testing.T) {
+	var levels []int
+	withInterceptor(t, func(c *Call, next Handler) error {
+		if c.Op == OpPcontrol {
+			levels = append(levels, c.Level)
+		}
+		return next(c)
+	}, func() {
+		for _, lv := range []int{0, 1, 2, 7} {
+			if err := Pcontrol(lv); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if !slices.Equal(levels, []int{0, 1, 2, 7}) {
+		t.Fatalf("levels %v", levels)
+	}
+	if err := Pcontrol(1); err != nil {
+		t.Fatalf("Pcontrol without tools: %v", err)
+	}
+}
+
+// TestInterceptAllocs: a registered interceptor costs the message-rate
+// loop no allocation.
+func TestInterceptAllocs(t *testing.T) {
+	withInterceptor(t, passThrough, func() {
+		err := Run(1, func(c *Comm) error {
+			buf := make([]byte, 8)
+			reqs := make([]*Request, 2)
+			window := func() {
+				reqs[0], _ = c.Irecv(buf, 0, 1)
+				reqs[1], _ = c.Isend(buf, 0, 1)
+				WaitallInto(reqs, nil)
+			}
+			window()
+			if n := testing.AllocsPerRun(200, window); n != 0 {
+				return fmt.Errorf("%.1f allocations per intercepted Irecv, Isend and WaitallInto", n)
+			}
+			return c.Finalize()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestInterceptEveryOpNamed: every operation has a name of its own.
+func TestInterceptEveryOpNamed(t *testing.T) {
+	seen := map[string]Op{}
+	for op := OpInit; op < opEnd; op++ {
+		s := op.String()
+		if s == "" || strings.HasPrefix(s, "Op(") {
+			t.Errorf("operation %d has no name", op)
+		}
+		if o, dup := seen[s]; dup {
+			t.Errorf("operations %d and %d are both %q", o, op, s)
+		}
+		seen[s] = op
+	}
+	if s := opEnd.String(); !strings.HasPrefix(s, "Op(") {
+		t.Errorf("opEnd is named %q", s)
+	}
+}

@@ -1,6 +1,7 @@
 // Package mpi is Tachyon's MPI-style facade: environment management,
 // communicators and groups, point-to-point communication in every mode,
-// requests and timer requests, noncontiguous messages, and error classes.
+// requests and timer requests, noncontiguous messages, error classes,
+// and the profiling interface (Intercept, Pcontrol) for tools.
 //
 // A program is either one rank of a job (Init, then World; started by
 // tachyonrun, or alone as a singleton world of one rank), or runs a whole

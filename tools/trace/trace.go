@@ -36,8 +36,12 @@
 // in-process world share theirs); Pcontrol(2) flushes every rank's
 // buffer to its file.
 //
-// Timestamps are the wall clock's, so the ranks of a job on one host line
-// up; durations are the monotonic clock's. A Tracer traces one job: calls
+// Timestamps are the wall clock's, in microseconds since 2026-01-01 00:00 UTC, so the
+// ranks of a job on one host line up (and, as far as their clocks agree,
+// across hosts); durations are the monotonic clock's. An epoch near the
+// present keeps the float64 a viewer reads a timestamp into exact to a
+// few nanoseconds, where microseconds since 1970 would round to a
+// quarter of one. A Tracer traces one job: calls
 // a rank makes after its Finalize are not recorded. It is safe for
 // concurrent use by the ranks of an in-process world and by the
 // goroutines of one rank.
@@ -62,6 +66,12 @@ import (
 // jobPID is the trace's process id of the job: every rank's events are
 // threads of one process.
 const jobPID = 1
+
+// epoch is the time a trace's timestamps count from.
+var epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// epochNanos is epoch in nanoseconds since 1970.
+var epochNanos = epoch.UnixNano()
 
 // flushBytes is the size of a rank's buffer at which it is written out.
 const flushBytes = 64 << 10
@@ -332,7 +342,7 @@ func appendEvent(b []byte, call mpi.Call, res mpi.Result, start time.Time, d tim
 	b = append(b, ",\n"+`{"name":`...)
 	b = appendString(b, call.Op.String())
 	b = append(b, `,"cat":"mpi","ph":"X","ts":`...)
-	b = appendMicros(b, start.UnixNano())
+	b = appendMicros(b, start.UnixNano()-epochNanos)
 	b = append(b, `,"dur":`...)
 	b = appendMicros(b, int64(d))
 	b = append(b, `,"pid":1,"tid":`...)

@@ -340,7 +340,7 @@ func TestEncoding(t *testing.T) {
 	}
 	call := mpi.Call{Op: mpi.OpSendrecv, Rank: 2, Peer: 1, Tag: 4, Bytes: 8, RecvPeer: mpi.AnySource, RecvTag: mpi.AnyTag}
 	res := mpi.Result{Status: mpi.Status{Source: 3, Tag: 5, Count: 6}, Err: errors.New(`failed "here"`)}
-	b := appendEvent(nil, call, res, time.Unix(1, 0), time.Microsecond, 2)
+	b := appendEvent(nil, call, res, epoch.Add(time.Second), time.Microsecond, 2)
 	b, ok := bytes.CutPrefix(b, []byte(",\n"))
 	if !ok {
 		t.Fatalf("%s: does not start with a comma and a newline", b)

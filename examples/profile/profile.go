@@ -152,8 +152,12 @@ func (p *profiler) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
 		}
 		return next(call)
 	case mpi.OpFinalize:
-		if call.Rank >= 0 {
-			p.finalize(call.Rank)
+		rank := call.Rank
+		if w := mpi.World(); rank < 0 && call.Comm == nil && w != nil {
+			rank = w.Rank() // MPI's own Finalize, of this process's rank
+		}
+		if rank >= 0 {
+			p.finalize(rank)
 		}
 		return next(call)
 	}

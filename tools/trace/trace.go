@@ -27,7 +27,8 @@
 // rank writes what is left and closes its file. Finalize waits for every
 // rank to enter it, so when it returns on rank 0 every rank's file is
 // complete: rank 0 then merges them into path (MergeFiles) and removes
-// them. A job that does not reach Finalize leaves its rank files, which
+// them. It merges as many ranks as the communicator Finalize was called
+// through has: call Finalize, or the world's Comm.Finalize. A job that does not reach Finalize leaves its rank files, which
 // Merge joins into one trace (the files of ranks that stopped early end
 // without their closing bracket; Merge and the viewers accept that).
 //
@@ -245,17 +246,23 @@ func (t *Tracer) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
 // merges every rank's file into the trace once Finalize has returned:
 // Finalize returns on no rank before every rank has entered it, so every
 // file is closed by then.
+//
+// The job's size is that of the communicator Finalize is called through
+// (Comm.Finalize), or of the world (Finalize).
 func (t *Tracer) finalize(call mpi.Call, next mpi.Handler) mpi.Result {
-	if call.Rank < 0 {
-		return next(call)
-	}
-	size := 0
+	rank, size := call.Rank, 0
 	if call.Comm != nil {
 		size = call.Comm.Size()
 	} else if w := mpi.World(); w != nil {
 		size = w.Size()
+		if rank < 0 {
+			rank = w.Rank()
+		}
 	}
-	l := t.rank(call.Rank)
+	if rank < 0 {
+		return next(call)
+	}
+	l := t.rank(rank)
 	l.mu.Lock()
 	if !l.closed {
 		if err := t.close(l); err != nil {
@@ -264,7 +271,7 @@ func (t *Tracer) finalize(call mpi.Call, next mpi.Handler) mpi.Result {
 	}
 	l.mu.Unlock()
 	res := next(call)
-	if call.Rank == 0 && res.Err == nil && size > 0 {
+	if rank == 0 && res.Err == nil && size > 0 {
 		if err := MergeFiles(t.path, size); err != nil {
 			t.fail(err)
 		}

@@ -23,9 +23,10 @@
 //     rank in it.
 //
 // mpi.Pcontrol(0) stops the counting and Pcontrol(1) resumes it, for the
-// whole process (MPI's Pcontrol acts on a process; the ranks of an
-// in-process world share theirs); Pcontrol(2) prints every rank's table
-// so far, without resetting it. At Finalize a rank's table is printed
+// whole process: MPI's Pcontrol acts on a process, and the ranks of an
+// in-process world share theirs. A receive posted or completed in
+// between is not counted. Pcontrol(2) prints every rank's table so far,
+// without resetting it. At Finalize a rank's table is printed
 // before Finalize goes on, and the rank's counts start again from zero.
 //
 // The tool is safe for concurrent use by the ranks of an in-process world
@@ -162,7 +163,13 @@ func (p *profiler) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
 		return next(call)
 	}
 	rs := p.rank(call.Rank)
-	if rs == nil || p.off.Load() {
+	if rs == nil {
+		return next(call)
+	}
+	if p.off.Load() {
+		if call.Request != nil || len(call.Requests) > 0 {
+			rs.forget(call) // it may complete them, uncounted
+		}
 		return next(call)
 	}
 	// The multi-request calls set completed entries to nil: what the
@@ -273,6 +280,23 @@ func (rs *rankStats) record(call mpi.Call, res mpi.Result, d time.Duration, pend
 		if ok {
 			delete(rs.reqs, call.Request)
 		}
+	}
+}
+
+// forget drops the receives of call.Request and call.Requests, which the
+// call may complete while counting is off, so that they are not counted
+// later (persistent requests stay until freed).
+func (rs *rankStats) forget(call mpi.Call) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	drop := func(r *mpi.Request) {
+		if q, ok := rs.reqs[r]; ok && !q.persistent {
+			delete(rs.reqs, r)
+		}
+	}
+	drop(call.Request)
+	for _, r := range call.Requests {
+		drop(r)
 	}
 }
 

@@ -7,6 +7,14 @@
 // or, without a launcher, as goroutines of one process:
 //
 //	go run ./examples/ring -n 4
+//
+// Either way, -profile prints a profile of each rank's calls at the end
+// (package examples/profile), and -trace FILE writes a Chrome/Perfetto
+// trace of the job to FILE (package tools/trace):
+//
+//	tachyonrun -n 4 go run ./examples/ring -profile
+//	tachyonrun -n 4 go run ./examples/ring -trace /tmp/ring.json
+//	go run ./examples/ring -n 4 -profile -trace /tmp/ring.json
 package main
 
 import (
@@ -14,16 +22,37 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
 
+	"github.com/tachyon-hpc/tachyon/examples/profile"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/tools/trace"
 )
 
 func main() {
 	n := flag.Int("n", 4, "ranks to run in-process when not started by a launcher")
 	laps := flag.Int("laps", 3, "times the token goes around")
+	prof := flag.Bool("profile", false, "print a profile of each rank's calls on standard error at the end")
+	traceFile := flag.String("trace", "", "write a Chrome/Perfetto trace of the job to `file`")
 	flag.Parse()
+	if *prof {
+		defer profile.Install(os.Stderr)()
+	}
+	var tr *trace.Tracer
+	if *traceFile != "" {
+		var err error
+		if tr, err = trace.Install(*traceFile); err != nil {
+			log.Fatal(err)
+		}
+		defer tr.Remove()
+	}
 	if err := mpi.Main(*n, func(world *mpi.Comm) error { return ring(world, *laps) }); err != nil {
 		log.Fatal(err)
+	}
+	if tr != nil {
+		if err := tr.Err(); err != nil {
+			log.Fatal(err)
+		}
 	}
 }
 

@@ -11,9 +11,12 @@ import (
 // Profiling a program: each rank's table goes to standard error when it
 // finalizes.
 func ExampleInstall() {
-	remove := profile.Install(os.Stderr)
+	remove, err := profile.Install(os.Stderr)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer remove()
-	err := mpi.Main(2, func(world *mpi.Comm) error {
+	err = mpi.Main(2, func(world *mpi.Comm) error {
 		buf := make([]byte, 1024)
 		if world.Rank() == 0 {
 			return world.Send(buf, 1, 0)

@@ -52,7 +52,7 @@ import (
 // function that stops it (idempotent). Tables are written to w, one
 // Write each; write errors are dropped. A nil w profiles without
 // printing.
-func Install(w io.Writer) (remove func()) {
+func Install(w io.Writer) (remove func() error, err error) {
 	p := &profiler{w: w}
 	return mpi.Intercept(p.intercept)
 }
@@ -140,7 +140,7 @@ type tracked struct {
 	request
 }
 
-func (p *profiler) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
+func (p *profiler) intercept(call *mpi.Call, next mpi.Handler) error {
 	switch call.Op {
 	case mpi.OpPcontrol:
 		switch call.Level {
@@ -187,21 +187,22 @@ func (p *profiler) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
 		rs.mu.Unlock()
 	}
 	start := time.Now()
-	res := next(call)
+	err := next(call)
 	d := time.Since(start)
 	rs.mu.Lock()
-	rs.record(call, res, d, pending)
+	rs.record(call, err, d, pending)
 	rs.mu.Unlock()
-	return res
+	return err
 }
 
 // record counts call, which returned res after d; pending are the known
 // requests among call.Requests. Under rs.mu.
-func (rs *rankStats) record(call mpi.Call, res mpi.Result, d time.Duration, pending []tracked) {
+func (rs *rankStats) record(call *mpi.Call, err error, d time.Duration, pending []tracked) {
+	res := &call.Result
 	op := &rs.ops[call.Op]
 	op.calls++
 	op.time += d
-	ok := res.Err == nil
+	ok := err == nil
 	switch call.Op {
 	case mpi.OpSend, mpi.OpSsend, mpi.OpRsend, mpi.OpBsend,
 		mpi.OpIsend, mpi.OpIssend, mpi.OpIrsend, mpi.OpIbsend,
@@ -239,10 +240,10 @@ func (rs *rankStats) record(call mpi.Call, res mpi.Result, d time.Duration, pend
 			}
 		}
 	case mpi.OpWait:
-		op.bytes += rs.completed(call.Request, res.Status, true, res.Err)
+		op.bytes += rs.completed(call.Request, res.Status, true, err)
 	case mpi.OpTest:
 		if res.Flag || !ok {
-			op.bytes += rs.completed(call.Request, res.Status, true, res.Err)
+			op.bytes += rs.completed(call.Request, res.Status, true, err)
 		}
 	case mpi.OpWaitall, mpi.OpTestall:
 		if call.Op == mpi.OpTestall && ok && !res.Flag {
@@ -256,7 +257,7 @@ func (rs *rankStats) record(call mpi.Call, res mpi.Result, d time.Duration, pend
 				continue
 			}
 			st, have := statusAt(res.Statuses, t.i)
-			op.bytes += rs.completedKnown(t.req, t.request, st, have, res.Err)
+			op.bytes += rs.completedKnown(t.req, t.request, st, have, err)
 		}
 	case mpi.OpWaitany, mpi.OpTestany:
 		if call.Op == mpi.OpTestany && !res.Flag {
@@ -264,7 +265,7 @@ func (rs *rankStats) record(call mpi.Call, res mpi.Result, d time.Duration, pend
 		}
 		for _, t := range pending {
 			if t.i == res.Index {
-				op.bytes += rs.completedKnown(t.req, t.request, res.Status, true, res.Err)
+				op.bytes += rs.completedKnown(t.req, t.request, res.Status, true, err)
 			}
 		}
 	case mpi.OpWaitsome, mpi.OpTestsome:
@@ -272,7 +273,7 @@ func (rs *rankStats) record(call mpi.Call, res mpi.Result, d time.Duration, pend
 			for _, t := range pending {
 				if t.i == i {
 					st, have := statusAt(res.Statuses, k)
-					op.bytes += rs.completedKnown(t.req, t.request, st, have, res.Err)
+					op.bytes += rs.completedKnown(t.req, t.request, st, have, err)
 				}
 			}
 		}
@@ -286,7 +287,7 @@ func (rs *rankStats) record(call mpi.Call, res mpi.Result, d time.Duration, pend
 // forget drops the receives of call.Request and call.Requests, which the
 // call may complete while counting is off, so that they are not counted
 // later (persistent requests stay until freed).
-func (rs *rankStats) forget(call mpi.Call) {
+func (rs *rankStats) forget(call *mpi.Call) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	drop := func(r *mpi.Request) {

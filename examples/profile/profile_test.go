@@ -3,6 +3,7 @@ package profile_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +85,7 @@ func finalized(fn func(c *mpi.Comm) error) func(c *mpi.Comm) error {
 func TestCountsSends(t *testing.T) {
 	const n, b, tag = 25, 100, 7
 	var out lockedBuffer
-	remove := profile.Install(&out)
+	remove := install(t, &out)
 	defer remove()
 	err := mpi.Run(2, finalized(func(c *mpi.Comm) error {
 		buf := make([]byte, b)
@@ -123,7 +124,7 @@ func TestCountsSends(t *testing.T) {
 func TestCountsNonblocking(t *testing.T) {
 	const n, b = 8, 64
 	var out lockedBuffer
-	remove := profile.Install(&out)
+	remove := install(t, &out)
 	defer remove()
 	err := mpi.Run(3, finalized(func(c *mpi.Comm) error {
 		buf := make([]byte, b)
@@ -189,7 +190,7 @@ func TestCountsNonblocking(t *testing.T) {
 func TestPcontrol(t *testing.T) {
 	const off, on, b = 5, 3, 10
 	var out lockedBuffer
-	remove := profile.Install(&out)
+	remove := install(t, &out)
 	defer remove()
 	exchange := func(c *mpi.Comm, k int) error {
 		buf := make([]byte, b)
@@ -254,10 +255,14 @@ func TestPcontrol(t *testing.T) {
 // writer prints nothing.
 func TestRemove(t *testing.T) {
 	var out lockedBuffer
-	remove := profile.Install(&out)
-	remove()
-	remove() // idempotent
-	quiet := profile.Install(nil)
+	remove := install(t, &out)
+	if err := remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := remove(); err != nil { // a second time does nothing
+		t.Fatal(err)
+	}
+	quiet := install(t, nil)
 	defer quiet()
 	err := mpi.Run(2, finalized(func(c *mpi.Comm) error {
 		if c.Rank() == 0 {
@@ -272,4 +277,14 @@ func TestRemove(t *testing.T) {
 	if out.String() != "" {
 		t.Errorf("printed after remove:\n%s", out.String())
 	}
+}
+
+// install is profile.Install that fails t on an error.
+func install(t *testing.T, w io.Writer) (remove func() error) {
+	t.Helper()
+	remove, err := profile.Install(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return remove
 }

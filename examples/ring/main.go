@@ -36,7 +36,11 @@ func main() {
 	traceFile := flag.String("trace", "", "write a Chrome/Perfetto trace of the job to `file`")
 	flag.Parse()
 	if *prof {
-		defer profile.Install(os.Stderr)()
+		remove, err := profile.Install(os.Stderr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer remove()
 	}
 	var tr *trace.Tracer
 	if *traceFile != "" {

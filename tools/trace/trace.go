@@ -81,7 +81,7 @@ const flushBytes = 64 << 10
 // one.
 type Tracer struct {
 	path   string
-	remove func()
+	remove func() error
 	off    atomic.Bool // Pcontrol(0)
 
 	mu    sync.Mutex                 // serializes growing ranks
@@ -119,14 +119,18 @@ func Install(path string) (*Tracer, error) {
 		return nil, fmt.Errorf("trace: %s is not a directory", filepath.Dir(path))
 	}
 	t := &Tracer{path: path}
-	t.remove = mpi.Intercept(t.intercept)
+	var err error
+	if t.remove, err = mpi.Intercept(t.intercept); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
-// Remove stops tracing (idempotent). It writes nothing: files of ranks
-// that have not finalized stay as they are, without their last events;
-// call Flush first to keep those.
-func (t *Tracer) Remove() { t.remove() }
+// Remove stops tracing (a second time does nothing). Like mpi.Intercept's
+// remove, it fails while MPI runs. It writes nothing: files of ranks that
+// have not finalized stay as they are, without their last events; call
+// Flush first to keep those.
+func (t *Tracer) Remove() error { return t.remove() }
 
 // Err returns the first error writing or merging the trace files, nil if
 // none.
@@ -198,7 +202,7 @@ func (t *Tracer) rank(r int) *rankLog {
 	return l
 }
 
-func (t *Tracer) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
+func (t *Tracer) intercept(call *mpi.Call, next mpi.Handler) error {
 	switch call.Op {
 	case mpi.OpPcontrol:
 		switch call.Level {
@@ -219,10 +223,10 @@ func (t *Tracer) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
 		return next(call)
 	}
 	start := time.Now()
-	res := next(call)
+	err := next(call)
 	d := time.Since(start)
 	rank := call.Rank
-	if call.Op == mpi.OpInit && res.Err == nil {
+	if call.Op == mpi.OpInit && err == nil {
 		if w := mpi.World(); w != nil {
 			rank = w.Rank()
 		}
@@ -230,7 +234,7 @@ func (t *Tracer) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
 	if l := t.rank(rank); l != nil {
 		l.mu.Lock()
 		if !l.closed && !l.failed {
-			l.buf = appendEvent(l.buf, call, res, start, d, rank)
+			l.buf = appendEvent(l.buf, call, err, start, d, rank)
 			if len(l.buf) >= flushBytes {
 				if err := t.write(l); err != nil {
 					t.fail(err)
@@ -239,7 +243,7 @@ func (t *Tracer) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
 		}
 		l.mu.Unlock()
 	}
-	return res
+	return err
 }
 
 // finalize closes the rank's file before Finalize goes on and, on rank 0,
@@ -249,7 +253,7 @@ func (t *Tracer) intercept(call mpi.Call, next mpi.Handler) mpi.Result {
 //
 // The job's size is that of the communicator Finalize is called through
 // (Comm.Finalize), or of the world (Finalize).
-func (t *Tracer) finalize(call mpi.Call, next mpi.Handler) mpi.Result {
+func (t *Tracer) finalize(call *mpi.Call, next mpi.Handler) error {
 	rank, size := call.Rank, 0
 	if call.Comm != nil {
 		size = call.Comm.Size()
@@ -270,13 +274,13 @@ func (t *Tracer) finalize(call mpi.Call, next mpi.Handler) mpi.Result {
 		}
 	}
 	l.mu.Unlock()
-	res := next(call)
-	if rank == 0 && res.Err == nil && size > 0 {
+	err := next(call)
+	if rank == 0 && err == nil && size > 0 {
 		if err := MergeFiles(t.path, size); err != nil {
 			t.fail(err)
 		}
 	}
-	return res
+	return err
 }
 
 // write writes l's buffer to its file, opening it first if need be. Under
@@ -345,7 +349,8 @@ func appendMetadata(b []byte, r int) []byte {
 
 // appendEvent appends ",\n" and the complete event of call, which
 // returned res after d from start, on rank's track.
-func appendEvent(b []byte, call mpi.Call, res mpi.Result, start time.Time, d time.Duration, rank int) []byte {
+func appendEvent(b []byte, call *mpi.Call, err error, start time.Time, d time.Duration, rank int) []byte {
+	res := &call.Result
 	b = append(b, ",\n"+`{"name":`...)
 	b = appendString(b, call.Op.String())
 	b = append(b, `,"cat":"mpi","ph":"X","ts":`...)
@@ -365,7 +370,7 @@ func appendEvent(b []byte, call mpi.Call, res mpi.Result, start time.Time, d tim
 		b = append(b, `":`...)
 		b = strconv.AppendInt(b, int64(v), 10)
 	}
-	ok := res.Err == nil
+	ok := err == nil
 	if call.Peer != mpi.Undefined {
 		peer, tag, bytes := call.Peer, call.Tag, call.Bytes
 		switch call.Op {
@@ -412,7 +417,7 @@ func appendEvent(b []byte, call mpi.Call, res mpi.Result, start time.Time, d tim
 			b = append(b, ',')
 		}
 		b = append(b, `"error":`...)
-		b = appendString(b, res.Err.Error())
+		b = appendString(b, err.Error())
 	}
 	return append(b, "}}"...)
 }

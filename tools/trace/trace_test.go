@@ -338,9 +338,9 @@ func TestEncoding(t *testing.T) {
 			t.Errorf("appendMicros(%d) = %s, want %s", ns, got, want)
 		}
 	}
-	call := mpi.Call{Op: mpi.OpSendrecv, Rank: 2, Peer: 1, Tag: 4, Bytes: 8, RecvPeer: mpi.AnySource, RecvTag: mpi.AnyTag}
-	res := mpi.Result{Status: mpi.Status{Source: 3, Tag: 5, Count: 6}, Err: errors.New(`failed "here"`)}
-	b := appendEvent(nil, call, res, epoch.Add(time.Second), time.Microsecond, 2)
+	call := &mpi.Call{Op: mpi.OpSendrecv, Rank: 2, Peer: 1, Tag: 4, Bytes: 8, RecvPeer: mpi.AnySource, RecvTag: mpi.AnyTag,
+		Result: mpi.Result{Status: mpi.Status{Source: 3, Tag: 5, Count: 6}}}
+	b := appendEvent(nil, call, errors.New(`failed "here"`), epoch.Add(time.Second), time.Microsecond, 2)
 	b, ok := bytes.CutPrefix(b, []byte(",\n"))
 	if !ok {
 		t.Fatalf("%s: does not start with a comma and a newline", b)
@@ -365,10 +365,10 @@ func TestAppendEventAllocs(t *testing.T) {
 		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
 	}
 	buf := make([]byte, 0, 1<<16)
-	call := mpi.Call{Op: mpi.OpSend, Rank: 0, Peer: 1, Tag: 0, Bytes: 8, RecvPeer: mpi.Undefined, RecvTag: mpi.Undefined}
+	call := &mpi.Call{Op: mpi.OpSend, Rank: 0, Peer: 1, Tag: 0, Bytes: 8, RecvPeer: mpi.Undefined, RecvTag: mpi.Undefined}
 	start := time.Now()
 	if n := testing.AllocsPerRun(100, func() {
-		buf = appendEvent(buf[:0], call, mpi.Result{}, start, time.Microsecond, 0)
+		buf = appendEvent(buf[:0], call, nil, start, time.Microsecond, 0)
 	}); n != 0 {
 		t.Errorf("appendEvent: %v allocations, want 0", n)
 	}

@@ -132,6 +132,13 @@ func WithUnit(unit string) Option { return func(v *Var) { v.unit = unit } }
 // Without it a window starts from zero.
 func WithLevel(l *Var) Option { return func(v *Var) { v.level = l } }
 
+// WithReadAt makes readAt compute the variable's value for one object
+// (ReadAt with a Key other than the zero Key) in place of the registry's
+// own per-owner value: for a variable whose writers keep a total that a
+// structure of the object's can also tell apart, such as a queue's length
+// per communicator.
+func WithReadAt(readAt func(Key) int64) Option { return func(v *Var) { v.readAt = readAt } }
+
 var vars registry.Registry[*Var]
 
 // register makes and registers the Var of a variable of class c whose

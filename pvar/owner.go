@@ -1,6 +1,9 @@
 package pvar
 
-import "sync"
+import (
+	"strconv"
+	"sync"
+)
 
 // Bind is the type of object a variable's value is kept for: the whole
 // process, or one MPI object of a type (the seed's Table 14.2, in its
@@ -79,3 +82,13 @@ type Key struct {
 
 // HasContext reports whether ctx is one of the key's contexts.
 func (k Key) HasContext(ctx uint32) bool { return ctx-k.Context < k.Contexts }
+
+var bindNames = [...]string{"no_object", "comm", "datatype", "errhandler", "file",
+	"group", "op", "request", "win", "message", "info"}
+
+func (b Bind) String() string {
+	if b < 0 || int(b) >= len(bindNames) {
+		return "Bind(" + strconv.Itoa(int(b)) + ")"
+	}
+	return bindNames[b]
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/mpi"
 	"github.com/tachyon-hpc/tachyon/mpit"
 	"github.com/tachyon-hpc/tachyon/pvar"
@@ -247,3 +248,40 @@ func (wrongObject) MPITKey() (pvar.Key, bool) { return pvar.Key{Owner: pvar.NewO
 // A communicator satisfies mpit.Object without either package importing
 // the other.
 var _ mpit.Object = (*mpi.Comm)(nil)
+
+// TestMPITEveryTunable: every control variable of the registry, those of
+// the packages an MPI program links included, is in MPI_T with its scope
+// and bound to no object; every performance variable too, with its bind.
+func TestMPITEveryTunable(t *testing.T) {
+	if err := mpit.Init(); err != nil {
+		t.Fatal(err)
+	}
+	defer mpit.Finalize()
+	scopes := map[cvar.Scope]mpit.Scope{cvar.ScopeConstant: mpit.ScopeConstant, cvar.ScopeReadonly: mpit.ScopeReadonly,
+		cvar.ScopeLocal: mpit.ScopeLocal, cvar.ScopeGroup: mpit.ScopeGroupEq, cvar.ScopeAll: mpit.ScopeAllEq}
+	all := cvar.All()
+	if len(all) < 30 {
+		t.Fatalf("%d control variables registered: the engine's, rings' and progress's are missing", len(all))
+	}
+	for _, v := range all {
+		i, err := mpit.CvarIndex(v.Name())
+		if err != nil {
+			t.Errorf("%s: %v", v.Name(), err)
+			continue
+		}
+		d, _ := mpit.CvarInfo(i)
+		if want, ok := scopes[v.Scope()]; !ok || d.Scope != want || d.Bind != mpit.BindNoObject {
+			t.Errorf("%s: scope %v, bind %v; want %v, no_object", v.Name(), d.Scope, d.Bind, want)
+		}
+	}
+	for _, v := range pvar.All() {
+		i, err := mpit.PvarIndex(v.Name(), v.Class())
+		if err != nil {
+			t.Errorf("%s: %v", v.Name(), err)
+			continue
+		}
+		if d, _ := mpit.PvarInfo(i); d.Bind != v.Bind() {
+			t.Errorf("%s: bind %v, want %v", v.Name(), d.Bind, v.Bind())
+		}
+	}
+}

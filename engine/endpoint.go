@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -47,6 +48,8 @@ type Endpoint struct {
 
 	// Performance variable shards, owned by owner: this rank's values.
 	owner     *pvar.Owner
+	toolMu    sync.Mutex // tool reads of the queues and rings (vars.go) against Close; never the message path
+	toolEnded bool       // under toolMu: Close has begun, the rings may be gone
 	uqLevel   *pvar.LevelShard
 	uqHWM     *pvar.WatermarkShard
 	posted    *pvar.LevelShard
@@ -244,10 +247,10 @@ func (ep *Endpoint) Close() error {
 	ep.closed, ep.impaired = true, true
 	ep.failAll(func(*Request) bool { return true }, ErrClosed)
 	ep.unlock()
+	ep.endToolReads() // before the rings go
 	for _, f := range ep.onClose {
 		f()
 	}
-	live.Delete(ep.owner)
 	ep.closeVars()
 	return nil
 }

@@ -110,6 +110,10 @@ var (
 		"Peers found dead or gone while operations with them were pending.", pvar.WithUnit("peers"), pvar.WithBind(pvar.BindComm))
 	pvWarmed = pvar.NewCounter("engine_lines_warmed",
 		"Cache lines of the record rings to other ranks that this rank asked to own before writing to them, at empty polls after a stream of sends (engine_warm_lines).", pvar.WithUnit("lines"), pvar.WithBind(pvar.BindComm))
+	pvOccupancy = pvar.NewBoundFunc("engine_ring_occupancy",
+		"Bytes published in this rank's outgoing rings to its peers (one per peer, itself included; records with their headers, or whole cells) and not yet released by their readers, read from the rings' indexes when asked.",
+		pvar.ClassLevel, pvar.BindComm, func() int64 { return ringOccupancy(nil) },
+		func(k pvar.Key) int64 { return ringOccupancy(k.Owner) }, pvar.WithUnit("bytes"))
 	pvLinkFull = pvar.NewCounter("engine_link_full",
 		"Full-ring stalls: times a send or control packet found no room on the link (ring) to its peer, so that packets waited in the endpoint until the peer freed room.", pvar.WithUnit("stalls"), pvar.WithBind(pvar.BindComm))
 	pvRoomWaits = pvar.NewCounter("engine_room_waits",
@@ -137,11 +141,13 @@ func queueLenAt(k pvar.Key, posted bool) int64 {
 		return 0
 	}
 	ep := x.(*Endpoint)
-	ep.lock()
-	defer ep.unlock()
-	if ep.closed {
+	ep.toolMu.Lock()
+	defer ep.toolMu.Unlock()
+	if ep.toolEnded {
 		return 0
 	}
+	ep.lock()
+	defer ep.unlock()
 	var n int64
 	if posted {
 		for key, l := range ep.m.posted {
@@ -162,6 +168,51 @@ func queueLenAt(k pvar.Key, posted bool) int64 {
 		}
 	}
 	return n
+}
+
+// ringOccupancy returns the bytes used in the outgoing rings of the open
+// endpoint o owns, or of every open endpoint for a nil o.
+func ringOccupancy(o *pvar.Owner) int64 {
+	var n int64
+	live.Range(func(k, x any) bool {
+		if o == nil || k == o {
+			n += x.(*Endpoint).ringsUsed()
+		}
+		return true
+	})
+	return n
+}
+
+// ringsUsed returns the bytes used in the endpoint's outgoing rings, 0
+// once Close has begun: its rings may be unmapped then. Any goroutine may
+// call it: the links never change, and a ring's indexes are shared words
+// read with atomic loads.
+func (ep *Endpoint) ringsUsed() int64 {
+	ep.toolMu.Lock()
+	defer ep.toolMu.Unlock()
+	if ep.toolEnded {
+		return 0
+	}
+	var n int64
+	for i := range ep.peers {
+		switch l := ep.peers[i].out.(type) {
+		case *recordLink:
+			n += int64(l.w.Used())
+		case *ringLink:
+			n += int64(l.p.Used())
+		}
+	}
+	return n
+}
+
+// endToolReads makes the endpoint's queues and rings unreadable by tools
+// (queueLenAt, ringsUsed), once any read under way has finished, and
+// forgets the endpoint's owner in live.
+func (ep *Endpoint) endToolReads() {
+	ep.toolMu.Lock()
+	defer ep.toolMu.Unlock()
+	ep.toolEnded = true
+	live.Delete(ep.owner)
 }
 
 // PvarOwner returns the owner of the endpoint's performance variable

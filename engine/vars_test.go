@@ -104,6 +104,7 @@ func TestVarsPerRankAndContext(t *testing.T) {
 // TestLinkFullCounted: a sender that fills its ring to a peer that does
 // not read counts a full-ring stall; the peer counts none.
 func TestLinkFullCounted(t *testing.T) {
+	skipOnNetwork(t, "a shared-memory ring's room")
 	w, err := NewWorld(2)
 	if err != nil {
 		t.Fatal(err)
@@ -144,5 +145,57 @@ func TestLinkFullCounted(t *testing.T) {
 	}
 	if got := pvLinkFull.ValueOf(e1.PvarOwner()); got != 0 {
 		t.Errorf("receiver's full-ring stalls = %d, want 0", got)
+	}
+}
+
+// TestRingOccupancy: what a rank sent and its peer has not read is in the
+// rank's outgoing rings, and gone from them once read and released; for
+// both ring kinds.
+func TestRingOccupancy(t *testing.T) {
+	skipOnNetwork(t, "the rings' indexes")
+	for _, kind := range []string{ringsRecords, ringsCells} {
+		t.Run(kind, func(t *testing.T) {
+			setVar(t, "engine_rings", kind)
+			testRingOccupancy(t)
+		})
+	}
+}
+
+func testRingOccupancy(t *testing.T) {
+	w, err := NewWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e0, e1 := w.Endpoint(0), w.Endpoint(1)
+	defer e0.Close()
+	defer e1.Close()
+	k0, k1 := pvar.Key{Owner: e0.PvarOwner()}, pvar.Key{Owner: e1.PvarOwner()}
+	if got := pvOccupancy.ReadAt(k0); got != 0 {
+		t.Fatalf("rank 0's rings hold %d bytes before any send", got)
+	}
+	const size = 4 << 10
+	for i := range 4 {
+		if err := e0.Send(msg(size, i), 1, i, 0, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := pvOccupancy.ReadAt(k0); got < 4*size {
+		t.Errorf("rank 0's rings hold %d bytes after 4 unread %d-byte messages, want at least %d", got, size, 4*size)
+	}
+	if got := pvOccupancy.ReadAt(k1); got != 0 {
+		t.Errorf("rank 1's rings hold %d bytes, want 0", got)
+	}
+	if got := pvOccupancy.Read(); got < 4*size {
+		t.Errorf("the process's rings hold %d bytes, want at least %d", got, 4*size)
+	}
+	buf := make([]byte, size)
+	for i := range 4 {
+		if _, err := e1.Recv(buf, 0, i, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e1.Progress().Progress() // the reader releases what it read at its next poll
+	if got := pvOccupancy.ReadAt(k0); got != 0 {
+		t.Errorf("rank 0's rings hold %d bytes once all is read and released, want 0", got)
 	}
 }

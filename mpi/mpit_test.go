@@ -136,6 +136,16 @@ func TestMPITPerRank(t *testing.T) {
 				return err
 			}
 		}
+		// A watermark started now starts from the rank's level, every
+		// communicator's messages, though bound to world, whose queue is
+		// empty: the watermark is the rank's.
+		late, err := th.alloc("engine_unexpected_queue_hwm", pvar.ClassHighWatermark, world)
+		if err != nil {
+			return err
+		}
+		if err := th.read(late, int64(k), fmt.Sprintf("rank %d: a watermark started with %d queued", me, k)); err != nil {
+			return err
+		}
 		for range k {
 			if _, err := dup.Recv(make([]byte, 1), me, 7); err != nil {
 				return err

@@ -76,9 +76,10 @@ type Var struct {
 	class                     Class
 	bind                      Bind
 	read                      func() int64
-	readAt                    func(Key) int64 // nil: ReadAt is Read
-	level                     *Var            // a watermark's level (WithLevel), nil if none
-	hwm                       *HighWatermark  // the watermark this Var describes, nil if it is none
+	readAt                    func(Key) int64    // nil: ReadAt is Read
+	ofOwner                   func(*Owner) int64 // a sharded variable's value for one owner (nil: all), even where WithReadAt replaced readAt
+	level                     *Var               // a watermark's level (WithLevel), nil if none
+	hwm                       *HighWatermark     // the watermark this Var describes, nil if it is none
 }
 
 // Name returns the variable's name, lowercase with underscores.
@@ -127,9 +128,12 @@ type Option func(*Var)
 func WithUnit(unit string) Option { return func(v *Var) { v.unit = unit } }
 
 // WithLevel names the level a high watermark marks: a window opened or
-// reset on the watermark starts from the level's value then (read for the
-// window's Key), as MPI_T requires of a watermark's starting value.
-// Without it a window starts from zero.
+// reset on the watermark starts from the level's value then, as MPI_T
+// requires of a watermark's starting value: for a Level, the value of the
+// window's owner (the process's for none), as the watermark's shards are
+// kept, whatever WithReadAt gives the level for one object; for any other
+// Var, its ReadAt of the window's Key. Without it a window starts from
+// zero.
 func WithLevel(l *Var) Option { return func(v *Var) { v.level = l } }
 
 // WithReadAt makes readAt compute the variable's value for one object
@@ -342,6 +346,7 @@ type Level struct {
 func NewLevel(name, doc string, opts ...Option) *Level {
 	l := &Level{}
 	l.Var = register(name, doc, ClassLevel, l.Value, func(k Key) int64 { return l.ValueOf(k.Owner) }, opts)
+	l.Var.ofOwner = l.ValueOf
 	return l
 }
 

@@ -181,8 +181,11 @@ func (h *HighWatermark) OpenWindow(k Key) (*Window, bool) {
 // startOf returns a window's starting value for k: the level's value, or
 // zero without one.
 func (h *HighWatermark) startOf(k Key) int64 {
-	if h.level == nil {
+	switch {
+	case h.level == nil:
 		return 0
+	case h.level.ofOwner != nil:
+		return max(h.level.ofOwner(k.Owner), 0)
 	}
 	return max(h.level.ReadAt(k), 0)
 }

@@ -106,10 +106,11 @@ func (v *Var) Bind() Bind { return v.bind }
 func (v *Var) Read() int64 { return v.read() }
 
 // ReadAt returns the variable's value for the object k names: for a
-// counter, level or watermark with k.Owner set, that owner's shards alone
-// (what its closed shards counted included); for a variable registered with
-// NewBoundFunc, what its function computes for k. The zero Key, or a
-// variable kept for the process only, reads what Read does.
+// variable registered with NewBoundFunc or WithReadAt, what its function
+// computes for k; otherwise, for a counter, level or watermark, the
+// shards of k.Owner alone (for a counter or watermark, what its closed
+// shards counted included). The zero Key, or a variable kept for the
+// process only (NewFunc), reads what Read does.
 func (v *Var) ReadAt(k Key) int64 {
 	if v.readAt == nil || k == (Key{}) {
 		return v.read()

@@ -43,10 +43,10 @@
 // aggregate and timer variables are measured per session: a handle reads
 // the change of the value while the handle was started, from zero at
 // allocation or reset; they are not continuous, not read-only and atomic.
-// High watermarks are measured per session too: a handle reads the largest
-// value observed while it was started since allocation or reset, from the
-// level at its start or reset (a pvar.Window of its own); they are not
-// continuous, not read-only and not atomic. State, level, size,
+// High and low watermarks are measured per session too: a handle reads the
+// largest (smallest) value observed while it was started since allocation
+// or reset, from the level at its start or reset (a pvar.Window of its
+// own); they are not continuous, not read-only and not atomic. State, level, size,
 // percentage and generic variables report the current value, which no
 // session can stop or reset: they are continuous and read-only. Every read
 // carries an int64; a percentage's is in millionths of the resource (1e6

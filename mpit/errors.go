@@ -42,7 +42,7 @@ const (
 	// or was allocated before the interface was last finalized.
 	ErrInvalidHandle
 	// ErrOutOfHandles (MPI_T_ERR_OUT_OF_HANDLES): no more handles:
-	// Session.HandleAlloc on a high watermark that has pvar.Windows live
+	// Session.HandleAlloc on a high or low watermark that has pvar.Windows live
 	// handles already, in all sessions together (each holds one of the
 	// watermark's window slots).
 	ErrOutOfHandles

@@ -46,7 +46,7 @@ func sessional(c Class) bool {
 }
 
 // windowed reports whether v is a watermark measured per session: a high
-// watermark of pvar's, whose handles keep a pvar.Window each.
+// or low watermark of pvar's, whose handles keep a pvar.Window each.
 func windowed(v *pvar.Var) bool { return v.Watermark() != nil }
 
 // newPvarEntry describes v.

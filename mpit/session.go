@@ -236,17 +236,27 @@ func (s *Session) Stop(h *PvarHandle) error {
 }
 
 // read returns the variable's value now for the handle's object: for a
-// watermark, its window's mark; else the bound object's value, or the
-// process's for an unbound variable.
+// watermark, its window's mark (pvar.HighWatermark.ToMark: a low
+// watermark's marks grow as its values fall); else the bound object's
+// value, or the process's for an unbound variable.
 func (h *PvarHandle) read() int64 {
 	if h.win != nil {
-		return h.win.Value()
+		return h.win.Mark()
 	}
 	return h.e.v.ReadAt(h.key)
 }
 
+// reading returns the handle's reading given read's value now: value, as
+// a value rather than a watermark's mark.
+func (h *PvarHandle) reading(now int64) int64 {
+	if h.win != nil {
+		return h.win.Watermark().FromMark(h.value(now))
+	}
+	return h.value(now)
+}
+
 // value returns the handle's reading, given the variable's value now
-// (read).
+// (read), for a watermark as a mark.
 func (h *PvarHandle) value(now int64) int64 {
 	switch {
 	case h.e.desc.Continuous:
@@ -264,7 +274,9 @@ func (h *PvarHandle) value(now int64) int64 {
 // since its allocation or last reset (plus what Write set); for a high
 // watermark the largest value observed while the handle was started since
 // then, no less than the level at its last start or reset (nor than what
-// Write set); for a continuous variable its current value. The value is
+// Write set), and for a low watermark the smallest, no more than those
+// (math.MaxInt64 before its first start); for a continuous variable its
+// current value. The value is
 // the bound object's (its rank's, or its communicator's), or the
 // process's for a variable bound to no object.
 func (s *Session) Read(h *PvarHandle) (int64, error) {
@@ -275,7 +287,7 @@ func (s *Session) Read(h *PvarHandle) (int64, error) {
 	if err := s.handle("Session.Read", h, false); err != nil {
 		return 0, err
 	}
-	return h.value(h.read()), nil
+	return h.reading(h.read()), nil
 }
 
 // Write sets the handle's reading to x (MPI_T_PVAR_WRITE); a started
@@ -294,6 +306,7 @@ func (s *Session) Write(h *PvarHandle, x int64) error {
 	}
 	if h.win != nil {
 		h.win.Reset()
+		x = h.win.Watermark().ToMark(x)
 	}
 	h.acc, h.mark = x, h.read()
 	return nil
@@ -301,7 +314,7 @@ func (s *Session) Write(h *PvarHandle, x int64) error {
 
 // Reset sets a handle's reading, or, for AllHandles, that of every handle
 // of the session that is not read-only, to its starting value
-// (MPI_T_PVAR_RESET): zero for a counter, aggregate or timer; for a high
+// (MPI_T_PVAR_RESET): zero for a counter, aggregate or timer; for a
 // watermark the level now, from which a started handle marks again. It
 // returns ErrPvarNoWrite for a read-only variable's handle.
 func (s *Session) Reset(h *PvarHandle) error {
@@ -339,7 +352,7 @@ func (s *Session) ReadReset(h *PvarHandle) (int64, error) {
 		return 0, errorf(ErrPvarNoAtomic, h.e.desc.Name+" cannot be read and reset atomically")
 	}
 	now := h.read()
-	x := h.value(now)
+	x := h.reading(now)
 	h.acc, h.mark = 0, now
 	return x, nil
 }

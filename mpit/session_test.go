@@ -2,6 +2,7 @@ package mpit
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"testing"
 
@@ -476,4 +477,55 @@ func mustIndex(t *testing.T, name string, c Class) int {
 		t.Fatal(err)
 	}
 	return i
+}
+
+func TestLowWatermarkSessions(t *testing.T) {
+	initT(t)
+	l := pvar.NewLevel("mpit_test_low_level", "a level")
+	lw := pvar.NewLowWatermark("mpit_test_low", "its low mark", pvar.WithLevel(l.Var))
+	ls, ws := l.Shard(), lw.Shard()
+	defer ls.Close()
+	defer ws.Close()
+	i := mustIndex(t, lw.Name(), pvar.ClassLowWatermark)
+	if d, _ := PvarInfo(i); d.Continuous || d.ReadOnly || d.Atomic {
+		t.Errorf("a low watermark: continuous %v, readonly %v, atomic %v", d.Continuous, d.ReadOnly, d.Atomic)
+	}
+	ls.Set(10)
+	s, s2 := session(t), session(t)
+	h := pvarHandle(t, s, lw.Name(), pvar.ClassLowWatermark)
+	if v := read(t, s, h); v != math.MaxInt64 {
+		t.Errorf("a never started low watermark reads %d, want MaxInt64", v)
+	}
+	if err := s.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	ws.Observe(4)
+	h2 := pvarHandle(t, s2, lw.Name(), pvar.ClassLowWatermark)
+	if err := s2.Start(h2); err != nil {
+		t.Fatal(err)
+	}
+	ws.Observe(7)
+	if v, v2 := read(t, s, h), read(t, s2, h2); v != 4 || v2 != 7 {
+		t.Fatalf("sessions read %d, %d; want 4 and 7 (s2 started at the level 10, then 7)", v, v2)
+	}
+	if err := s.Stop(h); err != nil {
+		t.Fatal(err)
+	}
+	ws.Observe(2)
+	if v, v2 := read(t, s, h), read(t, s2, h2); v != 4 || v2 != 2 {
+		t.Fatalf("s stopped: sessions read %d, %d; want 4, 2", v, v2)
+	}
+	if err := s.Write(h, 3); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(t, s, h); v != 3 {
+		t.Fatalf("after Write(3): %d", v)
+	}
+	ls.Set(6)
+	if err := s2.Reset(h2); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(t, s2, h2); v != 6 {
+		t.Fatalf("after Reset: %d, want the level 6", v)
+	}
 }

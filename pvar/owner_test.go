@@ -1,6 +1,7 @@
 package pvar
 
 import (
+	"math"
 	"testing"
 )
 
@@ -149,5 +150,59 @@ func BenchmarkWatermarkObserve(b *testing.B) {
 	for b.Loop() {
 		n++
 		s.Observe(n & 63)
+	}
+}
+
+func TestLowWatermark(t *testing.T) {
+	l := NewLevel("test_low_level", "x")
+	lw := NewLowWatermark("test_low", "x", WithLevel(l.Var))
+	if lw.Class() != ClassLowWatermark || lw.Watermark() == nil {
+		t.Fatalf("class %v, windows %v", lw.Class(), lw.Watermark())
+	}
+	if v := lw.Value(); v != math.MaxInt64 {
+		t.Fatalf("nothing observed: %d, want MaxInt64", v)
+	}
+	o1, o2 := NewOwner(), NewOwner()
+	s1, s2 := lw.ShardOf(o1), lw.ShardOf(o2)
+	ls := l.ShardOf(o1)
+	s1.Observe(9)
+	s2.Observe(6)
+	lw.Observe(20)
+	if v, v1, v2 := lw.Value(), lw.ValueOf(o1), lw.ReadAt(Key{Owner: o2}); v != 6 || v1 != 9 || v2 != 6 {
+		t.Fatalf("low marks %d, %d, %d; want 6, 9, 6", v, v1, v2)
+	}
+	ls.Set(8)
+	w, ok := lw.OpenWindow(Key{Owner: o1})
+	if !ok {
+		t.Fatal("OpenWindow failed")
+	}
+	if v := w.Value(); v != 8 {
+		t.Fatalf("new window = %d, want the level 8", v)
+	}
+	s1.Observe(12)
+	s2.Observe(1) // another owner's
+	if v := w.Value(); v != 8 {
+		t.Fatalf("window after 12 and another's 1 = %d, want 8", v)
+	}
+	s1.Observe(3)
+	if v := w.Value(); v != 3 {
+		t.Fatalf("window after 3 = %d, want 3", v)
+	}
+	s1.Observe(-5) // taken as zero
+	if v := w.Value(); v != 0 {
+		t.Fatalf("window after -5 = %d, want 0", v)
+	}
+	ls.Set(4)
+	w.Reset()
+	if v := w.Value(); v != 4 {
+		t.Fatalf("reset window = %d, want the level 4", v)
+	}
+	s1.Close()
+	if v := lw.ValueOf(o1); v != 0 {
+		t.Fatalf("o1's low mark after Close = %d, want 0", v)
+	}
+	w.Close()
+	if a := testing.AllocsPerRun(1000, func() { s2.Observe(5) }); a != 0 {
+		t.Fatalf("Observe allocates %v times", a)
 	}
 }

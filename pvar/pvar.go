@@ -79,7 +79,7 @@ type Var struct {
 	readAt                    func(Key) int64    // nil: ReadAt is Read
 	ofOwner                   func(*Owner) int64 // a sharded variable's value for one owner (nil: all), even where WithReadAt replaced readAt
 	level                     *Var               // a watermark's level (WithLevel), nil if none
-	hwm                       *HighWatermark     // the watermark this Var describes, nil if it is none
+	windows                   *HighWatermark     // the marks of the watermark this Var describes, nil if it is none
 }
 
 // Name returns the variable's name, lowercase with underscores.
@@ -118,9 +118,11 @@ func (v *Var) ReadAt(k Key) int64 {
 	return v.readAt(k)
 }
 
-// Watermark returns the high watermark v describes, or nil if v is not a
-// HighWatermark's: a tool opens windows on it (HighWatermark.OpenWindow).
-func (v *Var) Watermark() *HighWatermark { return v.hwm }
+// Watermark returns the marks of the watermark v describes, on which a
+// tool opens windows (HighWatermark.OpenWindow): a HighWatermark itself,
+// or a LowWatermark's marks (whose windows read low values); nil if v is
+// neither.
+func (v *Var) Watermark() *HighWatermark { return v.windows }
 
 // An Option adjusts a variable's metadata at registration.
 type Option func(*Var)

@@ -1,6 +1,7 @@
 package pvar
 
 import (
+	"math"
 	"math/bits"
 	"sync/atomic"
 
@@ -22,13 +23,14 @@ type HighWatermark struct {
 	active    uint64           // slots of open windows, under set.mu
 	sharedWin [Windows]atomic.Int64
 	sharedAct atomic.Uint64 // active, for Observe
+	low       bool          // a LowWatermark's: it marks lowBase less each value
 }
 
 // NewHighWatermark registers a high-watermark.
 func NewHighWatermark(name, doc string, opts ...Option) *HighWatermark {
 	h := &HighWatermark{}
 	h.Var = register(name, doc, ClassHighWatermark, h.Value, func(k Key) int64 { return h.ValueOf(k.Owner) }, opts)
-	h.Var.hwm = h
+	h.Var.windows = h
 	return h
 }
 
@@ -85,7 +87,11 @@ func (h *HighWatermark) Shard() *WatermarkShard { return h.ShardOf(nil) }
 // counted in o's value too (nil: no owner). It takes part in the windows
 // open now.
 func (h *HighWatermark) ShardOf(o *Owner) *WatermarkShard {
-	s := &WatermarkShard{of: h, owner: o}
+	return h.addShard(&WatermarkShard{of: h, owner: o})
+}
+
+// addShard adds s, which it joins to the windows open now.
+func (h *HighWatermark) addShard(s *WatermarkShard) *WatermarkShard {
 	h.set.mu.Lock()
 	defer h.set.mu.Unlock()
 	s.active = h.active
@@ -181,13 +187,37 @@ func (h *HighWatermark) OpenWindow(k Key) (*Window, bool) {
 // startOf returns a window's starting value for k: the level's value, or
 // zero without one.
 func (h *HighWatermark) startOf(k Key) int64 {
+	var l int64
 	switch {
 	case h.level == nil:
 		return 0
 	case h.level.ofOwner != nil:
-		return max(h.level.ofOwner(k.Owner), 0)
+		l = h.level.ofOwner(k.Owner)
+	default:
+		l = h.level.ReadAt(k)
 	}
-	return max(h.level.ReadAt(k), 0)
+	return h.ToMark(max(l, 0))
+}
+
+// ToMark returns how the watermark marks the value v: v itself for a high
+// watermark; for a low one, which keeps the largest of lowBase less each
+// value, lowBase less v. A tool that keeps a mark of its own next to a
+// Window's (a stopped handle's) combines the two with max and reads the
+// result through FromMark.
+func (h *HighWatermark) ToMark(v int64) int64 {
+	if h.low {
+		return lowBase - max(v, 0)
+	}
+	return v
+}
+
+// FromMark returns the value a mark stands for (ToMark's inverse); for a
+// low watermark, math.MaxInt64 for the mark 0, which nothing observed.
+func (h *HighWatermark) FromMark(m int64) int64 {
+	if h.low {
+		return lowBase - m
+	}
+	return m
 }
 
 // clearSlot zeroes slot i of every shard; h.set.mu is held. A writer that
@@ -219,15 +249,35 @@ func (w *Window) Reset() {
 	h.clearSlot(w.slot)
 }
 
-// Value returns the window's mark: the largest value observed by its
-// Key's shards since its start, and no less than its starting level; 0 for
-// a closed window.
+// Value returns the window's value: the largest value observed by its
+// Key's shards since its start, and no less than its starting level (for a
+// low watermark's window the smallest, and no more); 0 for a closed
+// window.
 func (w *Window) Value() int64 {
+	if m, ok := w.mark(); ok {
+		return w.h.FromMark(m)
+	}
+	return 0
+}
+
+// Mark returns the window's mark (HighWatermark.ToMark: the value itself
+// for a high watermark), 0 for a closed window.
+func (w *Window) Mark() int64 {
+	m, _ := w.mark()
+	return m
+}
+
+// Watermark returns the watermark the window is on: the HighWatermark, or
+// a LowWatermark's marks.
+func (w *Window) Watermark() *HighWatermark { return w.h }
+
+// mark returns the window's mark, and false for a closed window.
+func (w *Window) mark() (int64, bool) {
 	h := w.h
 	h.set.mu.Lock()
 	defer h.set.mu.Unlock()
 	if w.closed {
-		return 0
+		return 0, false
 	}
 	v := max(w.start, w.retired)
 	if w.key.Owner == nil {
@@ -238,7 +288,7 @@ func (w *Window) Value() int64 {
 			v = max(v, int64(asm.LoadAcquire64(&s.win[w.slot])))
 		}
 	})
-	return v
+	return v, true
 }
 
 // Close closes the window and frees its slot; closing a closed window does
@@ -255,3 +305,61 @@ func (w *Window) Close() {
 	h.active &^= 1 << w.slot
 	h.publishActive()
 }
+
+// lowBase is what a LowWatermark's inner high watermark marks less each
+// value: the largest mark is the smallest value.
+const lowBase = math.MaxInt64
+
+// LowWatermark is the smallest value a level has reached: since the start
+// of the process (Value, ValueOf), and since the start of each open Window
+// (OpenWindow). It keeps a HighWatermark of math.MaxInt64 less each value,
+// so its writers cost what a HighWatermark's do. A value below zero is
+// taken as zero.
+type LowWatermark struct {
+	*Var
+	h *HighWatermark // marks lowBase-v; not registered
+}
+
+// NewLowWatermark registers a low-watermark. Its value is math.MaxInt64
+// until a value is observed (WithLevel: a window starts from the level).
+func NewLowWatermark(name, doc string, opts ...Option) *LowWatermark {
+	l := &LowWatermark{h: &HighWatermark{low: true}}
+	l.Var = register(name, doc, ClassLowWatermark, l.Value, func(k Key) int64 { return l.ValueOf(k.Owner) }, opts)
+	l.h.Var = &Var{name: name, class: ClassHighWatermark, level: l.Var.level}
+	l.Var.windows = l.h
+	return l
+}
+
+// Observe records v from any goroutine.
+func (l *LowWatermark) Observe(v int64) { l.h.Observe(l.h.ToMark(v)) }
+
+// Value returns the smallest value observed, math.MaxInt64 if none.
+func (l *LowWatermark) Value() int64 { return l.h.FromMark(l.h.Value()) }
+
+// ValueOf returns the smallest value o's shards observed, the closed ones
+// included (math.MaxInt64 if none); for a nil o, Value.
+func (l *LowWatermark) ValueOf(o *Owner) int64 { return l.h.FromMark(l.h.ValueOf(o)) }
+
+// Shard returns a new part of the watermark for one writer at a time, with
+// no owner.
+func (l *LowWatermark) Shard() *LowWatermarkShard { return l.ShardOf(nil) }
+
+// ShardOf returns a new part of the watermark for one writer at a time,
+// counted in o's value too (nil: no owner).
+func (l *LowWatermark) ShardOf(o *Owner) *LowWatermarkShard {
+	s := &LowWatermarkShard{WatermarkShard{of: l.h, owner: o}}
+	l.h.addShard(&s.WatermarkShard)
+	return s
+}
+
+// OpenWindow opens a window on the low watermark for the shards k names,
+// starting now (HighWatermark.OpenWindow); its Value is the smallest value
+// observed since.
+func (l *LowWatermark) OpenWindow(k Key) (*Window, bool) { return l.h.OpenWindow(k) }
+
+// LowWatermarkShard is a part of a LowWatermark that one goroutine at a
+// time updates without locked instructions. Its minimum stays after Close.
+type LowWatermarkShard struct{ WatermarkShard }
+
+// Observe records v.
+func (s *LowWatermarkShard) Observe(v int64) { s.WatermarkShard.Observe(lowBase - max(v, 0)) }

@@ -336,7 +336,7 @@ func (s *Session) Reset(h *PvarHandle) error {
 }
 
 // ReadReset returns the handle's reading and resets it, atomically
-// (MPI_T_PVAR_READRESET): every change of the process-wide value is in
+// (MPI_T_PVAR_READRESET): every change of the value is in
 // exactly one of the readings of a sequence of ReadResets, however many
 // goroutines call them. It returns ErrPvarNoAtomic for a variable that is
 // not Atomic.

@@ -29,14 +29,14 @@ func (ep *Endpoint) onCancel(src int, pkt []byte) {
 func (ep *Endpoint) onCancelled(src int, pkt []byte) {
 	s := ep.reqs.lookup(u64(pkt, 8))
 	if s == nil || s.kind != kindSend || s.peer != src || !s.cancelling {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		return
 	}
 	s.cancelling = false
 	switch {
 	case pkt[1] == 1 && s.state != stDone:
 		s.status.Cancelled = true
-		pvCancelled.Add(1)
+		ep.cancelled.Inc()
 		ep.complete(s, nil)
 	case s.state == stDone:
 		if s.freed {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -45,11 +46,24 @@ type Endpoint struct {
 	notify   bool           // requests completed: ring this engine's doorbell at unlock
 	woken    []int32        // peers whose links got packets: wake them at unlock
 
-	uqLevel *pvar.LevelShard
-	uqHWM   *pvar.WatermarkShard
-	posted  *pvar.LevelShard
-	warmed  *pvar.CounterShard
-	_       cachePad
+	// Performance variable shards, owned by owner: this rank's values.
+	owner     *pvar.Owner
+	toolMu    sync.Mutex // tool reads of the queues and rings (vars.go) against Close; never the message path
+	toolEnded bool       // under toolMu: Close has begun, the rings may be gone
+	uqLevel   *pvar.LevelShard
+	uqHWM     *pvar.WatermarkShard
+	posted    *pvar.LevelShard
+	postedHWM *pvar.WatermarkShard
+	warmed    *pvar.CounterShard
+	rndv      *pvar.CounterShard
+	pipelined *pvar.CounterShard
+	split     *pvar.CounterShard
+	cancelled *pvar.CounterShard
+	deaths    *pvar.CounterShard
+	roomWaits *pvar.CounterShard
+	malformed *pvar.CounterShard
+	linkFull  *pvar.CounterShard
+	_         cachePad
 }
 
 // cachePad keeps the state one goroutine writes on the message path off the
@@ -109,9 +123,14 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 			return nil, fmt.Errorf("%w: links carry %d-byte packets, at least %d needed", ErrConfig, l.MaxPacket(), minPacket)
 		}
 	}
-	ep := &Endpoint{rank: rank, size: size, prog: prog, m: newMatcher(), reader: reader,
-		uqLevel: pvUnexpected.Shard(), uqHWM: pvUnexpectedHWM.Shard(), posted: pvPosted.Shard(),
-		warmed: pvWarmed.Shard()}
+	o := prog.PvarOwner()
+	ep := &Endpoint{rank: rank, size: size, prog: prog, m: newMatcher(), reader: reader, owner: o,
+		uqLevel: pvUnexpected.ShardOf(o), uqHWM: pvUnexpectedHWM.ShardOf(o),
+		posted: pvPosted.ShardOf(o), postedHWM: pvPostedHWM.ShardOf(o),
+		warmed: pvWarmed.ShardOf(o), rndv: pvRndv.ShardOf(o), pipelined: pvPipelined.ShardOf(o),
+		split: pvSplit.ShardOf(o), cancelled: pvCancelled.ShardOf(o), deaths: pvPeerDeaths.ShardOf(o),
+		roomWaits: pvRoomWaits.ShardOf(o), malformed: pvMalformed.ShardOf(o), linkFull: pvLinkFull.ShardOf(o)}
+	ep.m.depth, ep.m.searches, ep.m.depthHWM = pvMatchDepth.ShardOf(o), pvMatches.ShardOf(o), pvMatchDepthHWM.ShardOf(o)
 	ep.node, _ = os.Hostname()
 	// One spare peer on each side: a peer is more than a line, so the
 	// ones in use share no line with another rank's memory.
@@ -121,7 +140,7 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 	for i := range ep.peers {
 		s, ok := shards[counts[i]]
 		if !ok {
-			s = transportShards{msgs: counts[i].msgs.Shard(), bytes: counts[i].bytes.Shard()}
+			s = transportShards{msgs: counts[i].msgs.ShardOf(o), bytes: counts[i].bytes.ShardOf(o)}
 			shards[counts[i]] = s
 		}
 		ep.peers[i] = peer{out: links[i], in: inboxes[i], count: s}
@@ -137,6 +156,7 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 		}
 	}
 	ep.onClose = append(ep.onClose, prog.Register(ep))
+	live.Store(o, ep)
 	return ep, nil
 }
 
@@ -227,13 +247,11 @@ func (ep *Endpoint) Close() error {
 	ep.closed, ep.impaired = true, true
 	ep.failAll(func(*Request) bool { return true }, ErrClosed)
 	ep.unlock()
+	ep.endToolReads() // before the rings go
 	for _, f := range ep.onClose {
 		f()
 	}
-	ep.uqLevel.Close()
-	ep.posted.Close()
-	ep.uqHWM.Close()
-	ep.warmed.Close()
+	ep.closeVars()
 	return nil
 }
 
@@ -268,7 +286,7 @@ func (ep *Endpoint) peerGone(i int, cause error) {
 	p := &ep.peers[i]
 	p.dead = fmt.Errorf("%w: rank %d: %v", ErrPeerDead, i, cause)
 	ep.impaired = true
-	pvPeerDeaths.Add(1)
+	ep.deaths.Inc()
 	if ep.probing > 0 && !ep.serial {
 		ep.notify = true // a Probe may be waiting on this rank
 	}

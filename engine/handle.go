@@ -24,7 +24,7 @@ func (ep *Endpoint) handle(src int, pkt []byte) {
 // one's switch spills every argument first).
 func (ep *Endpoint) handleAny(src int, pkt []byte) {
 	if err := checkPacket(pkt); err != nil {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		return
 	}
 	p := &ep.peers[src]
@@ -80,7 +80,7 @@ func (ep *Endpoint) handleAny(src int, pkt []byte) {
 func (ep *Endpoint) sendRequest(src int, id uint64, want reqState) *Request {
 	s := ep.reqs.lookup(id)
 	if s == nil || s.kind != kindSend || s.peer != src || s.state != want {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		return nil
 	}
 	return s
@@ -98,13 +98,13 @@ func (ep *Endpoint) onEager(src int, p *peer, pkt []byte) {
 	if p.rx.req != nil || p.rx.uq != nil {
 		// The previous message's fragments never came: the peer broke
 		// the protocol. Drop the partial message.
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		ep.abandonRx(p)
 	}
 	ctx, tag, length := u32(pkt, 4), int32(u32(pkt, 8)), int(u32(pkt, 12))
 	payload := pkt[eagerHeader:]
 	if len(payload) > length || length > maxEagerAccepted() {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		return
 	}
 	ep.eager(src, p, ctx, tag, length, pkt[1]&flagSync != 0, u64(pkt, 16), false, payload)
@@ -113,12 +113,12 @@ func (ep *Endpoint) onEager(src int, p *peer, pkt []byte) {
 // onShort takes a whole eager message in a short packet.
 func (ep *Endpoint) onShort(src int, p *peer, pkt []byte) {
 	if p.rx.req != nil || p.rx.uq != nil {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		ep.abandonRx(p)
 	}
 	payload := pkt[shortHeader:]
 	if len(payload) > maxEagerAccepted() {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		return
 	}
 	ep.eager(src, p, u32(pkt, 4), int32(u32(pkt, 8)), len(payload), false, uint64(u32(pkt, 12)), true, payload)
@@ -270,7 +270,7 @@ func (ep *Endpoint) finishRecv(r *Request, length int) {
 func (ep *Endpoint) onFrag(p *peer, payload []byte) {
 	rx := &p.rx
 	if (rx.req == nil && rx.uq == nil) || rx.off+len(payload) > rx.total {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		ep.abandonRx(p)
 		return
 	}

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/tachyon-hpc/tachyon/pvar"
+
 // Matching keeps its cost flat however long the queues grow. A message is
 // identified by (context, source, tag); a receive may leave the source or
 // the tag open (AnySource, AnyTag).
@@ -9,6 +11,10 @@ package engine
 // of four lists: exact, any tag, any source, any both. The earliest posted
 // of those heads is the receive MPI's order requires; lists with wildcards
 // are looked up only while wildcard receives are posted.
+//
+// A search's cost is the number of list heads it compares
+// (engine_match_depth): at most four for an arriving message, one for a
+// receive, whatever the queues' lengths.
 //
 // Unexpected messages sit in four FIFO lists at once: exact, same source
 // (for AnyTag receives), same tag (for AnySource receives) and the whole
@@ -177,6 +183,18 @@ type matcher struct {
 	spare    []*reqList
 	uqSpare  []*uqList
 	maxLists int
+
+	// List heads compared per match (engine_match_depth,
+	// engine_match_depth_hwm) and matches searched (engine_matches).
+	depth, searches *pvar.CounterShard
+	depthHWM        *pvar.WatermarkShard
+}
+
+// searched records a search that compared n list heads.
+func (m *matcher) searched(n int) {
+	m.searches.Inc()
+	m.depth.Add(uint64(n))
+	m.depthHWM.Observe(int64(n))
 }
 
 func newMatcher() matcher {
@@ -235,16 +253,21 @@ func (m *matcher) matchPosted(ctx uint32, src, tag int32) *Request {
 		return nil
 	}
 	var best *Request
-	if l := m.pcache.get(m.posted, key{ctx, src, tag}); l != nil {
-		best = l.head
+	n := 0
+	if l := m.pcache.get(m.posted, key{ctx, src, tag}); l != nil && l.head != nil {
+		best, n = l.head, 1
 	}
 	if m.nwild > 0 {
 		for _, k := range [3]key{{ctx, src, AnyTag}, {ctx, AnySource, tag}, {ctx, AnySource, AnyTag}} {
-			if l := m.pcache.get(m.posted, k); l != nil && l.head != nil && (best == nil || l.head.seq < best.seq) {
-				best = l.head
+			if l := m.pcache.get(m.posted, k); l != nil && l.head != nil {
+				n++
+				if best == nil || l.head.seq < best.seq {
+					best = l.head
+				}
 			}
 		}
 	}
+	m.searched(n)
 	if best != nil {
 		m.unpost(best)
 	}
@@ -259,9 +282,11 @@ func (m *matcher) findUnexpected(ctx uint32, src, tag int) *unexpected {
 	}
 	// A receive's key, wildcards included, names exactly one of the four
 	// lists every message is in.
-	if l := m.ucache.get(m.uq, recvKey(ctx, src, tag)); l != nil {
+	if l := m.ucache.get(m.uq, recvKey(ctx, src, tag)); l != nil && l.head != nil {
+		m.searched(1)
 		return l.head
 	}
+	m.searched(0)
 	return nil
 }
 

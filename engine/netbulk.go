@@ -296,7 +296,7 @@ func (ep *Endpoint) readBulk(c *netConn) int {
 			length := u64(in.hdr[:], 8)
 			if r == nil || r.kind != kindRecv || r.state != stReceiving || r.status.Source != int(c.rank) ||
 				!r.bulk || r.got != 0 || uint64(r.total) != length {
-				pvMalformed.Add(1)
+				ep.malformed.Inc()
 				ep.bulkReadFailed(c, errors.New("a header that names no transfer this rank asked for"))
 				return n
 			}

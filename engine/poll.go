@@ -93,7 +93,7 @@ func (ep *Endpoint) pollLocked() int {
 			}
 		}
 		if err != nil {
-			pvMalformed.Add(1)
+			ep.malformed.Inc()
 		}
 	}
 	if n == 0 {
@@ -310,7 +310,7 @@ func (ep *Endpoint) BeforePark() {
 		for i := range ep.peers {
 			if p := &ep.peers[i]; p.queued && p.dead == nil {
 				p.out.WantRoom()
-				pvRoomWaits.Add(1)
+				ep.roomWaits.Inc()
 			}
 		}
 	}

@@ -53,6 +53,7 @@ func (ep *Endpoint) Irecv(buf []byte, src, tag int, ctx uint32) (*Request, error
 			r.seq = m.postSeq
 			m.nposted++
 			ep.posted.Add(1)
+			ep.postedHWM.Observe(int64(m.nposted))
 			at := &l.head // where the list links r: its head, or its tail's next
 			if t := l.tail; t != nil {
 				at = &t.qnext
@@ -142,7 +143,7 @@ func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bo
 		if pkt == nil {
 			if err != nil {
 				if !errors.Is(err, rings.ErrClosed) {
-					pvMalformed.Add(1)
+					ep.malformed.Inc()
 				}
 				return Status{}, false, nil
 			}
@@ -188,6 +189,7 @@ func (ep *Endpoint) startRecv(buf []byte, src, tag int, ctx uint32) (*Request, e
 	r.state = stPosted
 	ep.m.post(r)
 	ep.posted.Add(1)
+	ep.postedHWM.Observe(int64(ep.m.nposted))
 	return r, nil
 }
 

@@ -18,7 +18,7 @@ func (ep *Endpoint) onRTS(src int, pkt []byte) {
 	ctx, tag := u32(pkt, 4), int32(u32(pkt, 8))
 	length, sreq, addr := u64(pkt, 16), u64(pkt, 24), u64(pkt, 32)
 	if length > 1<<62 {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		return
 	}
 	sync := pkt[1]&flagSync != 0
@@ -58,7 +58,7 @@ func (ep *Endpoint) startRendezvous(r *Request, src, length int, sreq, addr uint
 			return
 		}
 	}
-	pvPipelined.Add(1)
+	ep.pipelined.Inc()
 	r.sent = 0
 	var flags byte
 	if ep.net != nil && ep.net.bulkRecv(src, r, length) {
@@ -99,7 +99,7 @@ func (ep *Endpoint) startSplit(r *Request, src, n, at int) {
 func (ep *Endpoint) onWritten(src int, pkt []byte) {
 	r := ep.reqs.lookup(u64(pkt, 8))
 	if r == nil || r.kind != kindRecv || r.state != stReceiving || r.status.Source != src || r.split == splitNone {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		return
 	}
 	if r.split == splitDropped {
@@ -114,7 +114,7 @@ func (ep *Endpoint) onWritten(src int, pkt []byte) {
 			return
 		}
 	}
-	pvSplit.Add(1)
+	ep.split.Inc()
 	r.sent = n
 	ep.queueCtl(src, ctlPacket{typ: pktFin, a: r.rreq})
 	ep.finishRecv(r, r.total)
@@ -124,7 +124,7 @@ func (ep *Endpoint) onWritten(src int, pkt []byte) {
 // for fin, to stream the whole message through the rings. What either
 // side copied already is overwritten with the same bytes.
 func (ep *Endpoint) streamRest(r *Request, src int) {
-	pvPipelined.Add(1)
+	ep.pipelined.Inc()
 	r.got, r.sent = 0, 0
 	ep.queueCtl(src, ctlPacket{typ: pktCTS, a: r.rreq, b: r.id})
 }
@@ -140,7 +140,7 @@ func (ep *Endpoint) onCTW(src int, pkt []byte) {
 	var ok byte
 	switch {
 	case off > uint64(len(s.buf)) || n > uint64(len(s.buf))-off:
-		pvMalformed.Add(1) // answered all the same: the receiver reads it
+		ep.malformed.Inc() // answered all the same: the receiver reads it
 	case ep.reader != nil && ep.reader.writeRemote(src, addr, s.buf[off:off+n]) == nil:
 		ok = 1
 	}
@@ -156,7 +156,7 @@ func (ep *Endpoint) onData(src int, pkt []byte) {
 	payload := pkt[dataHeader:]
 	if r == nil || r.kind != kindRecv || r.state != stReceiving || r.status.Source != src || r.uq != nil ||
 		off > uint64(r.total) || uint64(len(payload)) > uint64(r.total)-off {
-		pvMalformed.Add(1)
+		ep.malformed.Inc()
 		return
 	}
 	length := r.total

@@ -322,8 +322,18 @@ func (ep *Endpoint) enqueueSend(r *Request) {
 		ep.flush(r.peer)
 	}
 	if p.sendq.head != nil {
-		ep.markQueued(p)
+		ep.stalled(p)
 	}
+}
+
+// stalled marks p queued after a flush left packets for want of room on
+// its link: a full-ring stall (engine_link_full) unless it was queued
+// already.
+func (ep *Endpoint) stalled(p *peer) {
+	if !p.queued {
+		ep.linkFull.Inc()
+	}
+	ep.markQueued(p)
 }
 
 func (ep *Endpoint) markQueued(p *peer) {
@@ -438,7 +448,7 @@ func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
 			p.out.Commit(rtsHeader)
 			p.count.msgs.Inc()
 			p.count.bytes.Add(uint64(total))
-			pvRndv.Add(1)
+			ep.rndv.Inc()
 			return n, true
 		}
 		putEager(pkt, flags, r.ctx, int32(r.tag), uint32(total), r.id)
@@ -499,7 +509,7 @@ func (ep *Endpoint) queueCtl(i int, c ctlPacket) {
 	p.ctl = append(p.ctl, c)
 	ep.flush(i)
 	if len(p.ctl) > 0 {
-		ep.markQueued(p)
+		ep.stalled(p)
 	}
 }
 
@@ -521,13 +531,13 @@ func (r *Request) Cancel() error {
 		ep.m.unpost(r)
 		ep.posted.Sub(1)
 		r.status.Cancelled = true
-		pvCancelled.Add(1)
+		ep.cancelled.Inc()
 		ep.complete(r, nil)
 	case r.kind == kindSend && r.state == stQueued:
 		p := &ep.peers[r.peer]
 		p.sendq.remove(r)
 		r.status.Cancelled = true
-		pvCancelled.Add(1)
+		ep.cancelled.Inc()
 		ep.complete(r, nil)
 	case r.kind == kindSend && r.state == stAwaitFin && !r.cancelling:
 		r.cancelling = true

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
@@ -65,36 +66,182 @@ var (
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("bytes"))
 )
 
-// Performance variables. Per-transport counters are registered by
-// transportCounters.
+// Performance variables. Every one an endpoint writes is kept per rank:
+// the endpoint's shards are owned by its progress engine's pvar.Owner, so
+// a variable is read for the whole process (the sum of the ranks a process
+// holds) or for one rank. Those bound to communicators (pvar.BindComm) are
+// what a tool reads through a communicator: the rank's value for most, the
+// communicator's own for the queue lengths (read by scanning the rank's
+// queues for the communicator's contexts). Per-transport counters are
+// registered by transportCounters.
 var (
 	pvUnexpected = pvar.NewLevel("engine_unexpected_queue",
-		"Messages that arrived before a matching receive was posted and wait in the unexpected queues.", pvar.WithUnit("messages"))
+		"Messages that arrived before a matching receive was posted and wait in the unexpected queues; bound to a communicator, those of that communicator (its point-to-point and collective contexts) at the calling rank.",
+		pvar.WithUnit("messages"), pvar.WithBind(pvar.BindComm), pvar.WithReadAt(func(k pvar.Key) int64 { return queueLenAt(k, false) }))
 	pvUnexpectedHWM = pvar.NewHighWatermark("engine_unexpected_queue_hwm",
-		"Longest the unexpected queue of one endpoint has been.", pvar.WithUnit("messages"))
+		"Longest the unexpected queue of one endpoint has been (all its communicators together); bound to a communicator, the calling rank's.",
+		pvar.WithUnit("messages"), pvar.WithBind(pvar.BindComm), pvar.WithLevel(pvUnexpected.Var))
 	pvPosted = pvar.NewLevel("engine_posted_queue",
-		"Receives posted and not yet matched.", pvar.WithUnit("requests"))
+		"Receives posted and not yet matched; bound to a communicator, those of that communicator at the calling rank.",
+		pvar.WithUnit("requests"), pvar.WithBind(pvar.BindComm), pvar.WithReadAt(func(k pvar.Key) int64 { return queueLenAt(k, true) }))
+	pvPostedHWM = pvar.NewHighWatermark("engine_posted_queue_hwm",
+		"Longest the posted-receive queue of one endpoint has been (all its communicators together); bound to a communicator, the calling rank's.",
+		pvar.WithUnit("requests"), pvar.WithBind(pvar.BindComm), pvar.WithLevel(pvPosted.Var))
+	pvMatches = pvar.NewCounter("engine_matches",
+		"Searches of a non-empty queue for a match: an arriving message against the posted receives, a receive or probe against the unexpected messages.",
+		pvar.WithUnit("searches"), pvar.WithBind(pvar.BindComm))
+	pvMatchDepth = pvar.NewCounter("engine_match_depth",
+		"Queue entries compared by those searches (engine_matches), summed: the heads of the one to four lists a search may look at, whatever the queues' lengths, so depth/matches is the mean cost of a match.",
+		pvar.WithUnit("entries"), pvar.WithBind(pvar.BindComm))
+	pvMatchDepthHWM = pvar.NewHighWatermark("engine_match_depth_hwm",
+		"Most queue entries one search compared (engine_match_depth): at most 4.",
+		pvar.WithUnit("entries"), pvar.WithBind(pvar.BindComm))
 	pvRndv = pvar.NewCounter("engine_rendezvous",
-		"Messages sent with the rendezvous protocol.", pvar.WithUnit("messages"))
+		"Messages sent with the rendezvous protocol.", pvar.WithUnit("messages"), pvar.WithBind(pvar.BindComm))
 	pvCMA = pvar.NewCounter("engine_rendezvous_cma",
 		"Rendezvous messages read in one copy with process_vm_readv.", pvar.WithUnit("messages"))
 	pvSplit = pvar.NewCounter("engine_rendezvous_split",
-		"Rendezvous messages whose copy the two ranks split: the receiver read one part, the sender wrote the other.", pvar.WithUnit("messages"))
+		"Rendezvous messages whose copy the two ranks split: the receiver read one part, the sender wrote the other.", pvar.WithUnit("messages"), pvar.WithBind(pvar.BindComm))
 	pvPipelined = pvar.NewCounter("engine_rendezvous_pipelined",
-		"Rendezvous messages streamed through the rings in data packets.", pvar.WithUnit("messages"))
+		"Rendezvous messages streamed through the rings in data packets.", pvar.WithUnit("messages"), pvar.WithBind(pvar.BindComm))
 	pvMalformed = pvar.NewCounter("engine_malformed_packets",
-		"Packets from peers dropped because their type, length or request id was invalid.", pvar.WithUnit("packets"))
+		"Packets from peers dropped because their type, length or request id was invalid.", pvar.WithUnit("packets"), pvar.WithBind(pvar.BindComm))
 	pvPeerDeaths = pvar.NewCounter("engine_peer_deaths",
-		"Peers found dead or gone while operations with them were pending.", pvar.WithUnit("peers"))
+		"Peers found dead or gone while operations with them were pending.", pvar.WithUnit("peers"), pvar.WithBind(pvar.BindComm))
 	pvWarmed = pvar.NewCounter("engine_lines_warmed",
-		"Cache lines of the record rings to other ranks that this rank asked to own before writing to them, at empty polls after a stream of sends (engine_warm_lines).", pvar.WithUnit("lines"))
+		"Cache lines of the record rings to other ranks that this rank asked to own before writing to them, at empty polls after a stream of sends (engine_warm_lines).", pvar.WithUnit("lines"), pvar.WithBind(pvar.BindComm))
+	pvOccupancy = pvar.NewBoundFunc("engine_ring_occupancy",
+		"Bytes published in this rank's outgoing rings to its peers (one per peer, itself included; records with their headers, or whole cells) and not yet released by their readers, read from the rings' indexes when asked.",
+		pvar.ClassLevel, pvar.BindComm, func() int64 { return ringOccupancy(nil) },
+		func(k pvar.Key) int64 { return ringOccupancy(k.Owner) }, pvar.WithUnit("bytes"))
+	pvLinkFull = pvar.NewCounter("engine_link_full",
+		"Full-ring stalls: times a send or control packet found no room on the link (ring) to its peer, so that packets waited in the endpoint until the peer freed room.", pvar.WithUnit("stalls"), pvar.WithBind(pvar.BindComm))
 	pvRoomWaits = pvar.NewCounter("engine_room_waits",
-		"Links full with packets waiting, for which this rank, about to park, asked the peer to wake it once it freed room (Link.WantRoom).", pvar.WithUnit("requests"))
+		"Of the full-ring stalls (engine_link_full), those this rank, about to park with packets still waiting, asked the peer to wake it for once it freed room (Link.WantRoom): one per link per park.", pvar.WithUnit("requests"), pvar.WithBind(pvar.BindComm))
 	pvRoomWakes = pvar.NewCounter("engine_room_wakes",
 		"Times this rank, having freed room in a peer's ring, found that the peer had asked for it and woke it.", pvar.WithUnit("wake-ups"))
 	pvCancelled = pvar.NewCounter("engine_cancelled",
-		"Requests cancelled successfully.", pvar.WithUnit("requests"))
+		"Requests cancelled successfully.", pvar.WithUnit("requests"), pvar.WithBind(pvar.BindComm))
 )
+
+// live maps the pvar.Owner of each open endpoint to the endpoint, for the
+// reads of variables bound to a communicator that look at the rank's
+// queues.
+var live sync.Map // *pvar.Owner -> *Endpoint
+
+// queueLenAt returns the number of posted receives (posted) or unexpected
+// messages of the contexts k names at the endpoint k.Owner owns, 0 if no
+// open endpoint has that owner. It scans the queues under the endpoint's
+// lock: the cost is the reader's. A serial endpoint (SetSerial) has no
+// lock, so there the read must come from the goroutine that drives it, as
+// every call into a serial endpoint must.
+func queueLenAt(k pvar.Key, posted bool) int64 {
+	x, ok := live.Load(k.Owner)
+	if !ok {
+		return 0
+	}
+	ep := x.(*Endpoint)
+	ep.toolMu.Lock()
+	defer ep.toolMu.Unlock()
+	if ep.toolEnded {
+		return 0
+	}
+	ep.lock()
+	defer ep.unlock()
+	var n int64
+	if posted {
+		for key, l := range ep.m.posted {
+			if k.HasContext(key.ctx) {
+				for r := l.head; r != nil; r = r.qnext {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for key, l := range ep.m.uq {
+		// Every message is in its context's list (any source, any tag).
+		if key.src == AnySource && key.tag == AnyTag && k.HasContext(key.ctx) {
+			for u := l.head; u != nil; u = u.links[byContext].next {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// ringOccupancy returns the bytes used in the outgoing rings of the open
+// endpoint o owns, or of every open endpoint for a nil o.
+func ringOccupancy(o *pvar.Owner) int64 {
+	var n int64
+	live.Range(func(k, x any) bool {
+		if o == nil || k == o {
+			n += x.(*Endpoint).ringsUsed()
+		}
+		return true
+	})
+	return n
+}
+
+// ringsUsed returns the bytes used in the endpoint's outgoing rings, 0
+// once Close has begun: its rings may be unmapped then. Any goroutine may
+// call it: the links never change, and a ring's indexes are shared words
+// read with atomic loads.
+func (ep *Endpoint) ringsUsed() int64 {
+	ep.toolMu.Lock()
+	defer ep.toolMu.Unlock()
+	if ep.toolEnded {
+		return 0
+	}
+	var n int64
+	for i := range ep.peers {
+		switch l := ep.peers[i].out.(type) {
+		case *recordLink:
+			n += int64(l.w.Used())
+		case *ringLink:
+			n += int64(l.p.Used())
+		}
+	}
+	return n
+}
+
+// endToolReads makes the endpoint's queues and rings unreadable by tools
+// (queueLenAt, ringsUsed), once any read under way has finished, and
+// forgets the endpoint's owner in live.
+func (ep *Endpoint) endToolReads() {
+	ep.toolMu.Lock()
+	defer ep.toolMu.Unlock()
+	ep.toolEnded = true
+	live.Delete(ep.owner)
+}
+
+// PvarOwner returns the owner of the endpoint's performance variable
+// shards (its progress engine's): the Key a tool reads this rank's values
+// with.
+func (ep *Endpoint) PvarOwner() *pvar.Owner { return ep.owner }
+
+// closeVars closes the endpoint's shards at Close: their counts stay in
+// the process's totals and the owner's.
+func (ep *Endpoint) closeVars() {
+	for _, s := range []*pvar.CounterShard{ep.warmed, ep.rndv, ep.pipelined, ep.split, ep.cancelled,
+		ep.deaths, ep.roomWaits, ep.malformed, ep.linkFull, ep.m.depth, ep.m.searches} {
+		s.Close()
+	}
+	ep.uqLevel.Close()
+	ep.posted.Close()
+	ep.uqHWM.Close()
+	ep.postedHWM.Close()
+	ep.m.depthHWM.Close()
+	seen := map[*pvar.CounterShard]bool{}
+	for i := range ep.peers {
+		for _, s := range []*pvar.CounterShard{ep.peers[i].count.msgs, ep.peers[i].count.bytes} {
+			if s != nil && !seen[s] {
+				seen[s] = true
+				s.Close()
+			}
+		}
+	}
+}
 
 // transportCounters are the message and byte counts of one transport kind.
 type transportCounters struct {
@@ -104,9 +251,9 @@ type transportCounters struct {
 func newTransportCounters(kind string) transportCounters {
 	return transportCounters{
 		msgs: pvar.NewCounter("engine_"+kind+"_messages",
-			"Messages sent over the "+kind+" transport.", pvar.WithUnit("messages")),
+			"Messages sent over the "+kind+" transport.", pvar.WithUnit("messages"), pvar.WithBind(pvar.BindComm)),
 		bytes: pvar.NewCounter("engine_"+kind+"_bytes",
-			"Payload bytes sent over the "+kind+" transport.", pvar.WithUnit("bytes")),
+			"Payload bytes sent over the "+kind+" transport.", pvar.WithUnit("bytes"), pvar.WithBind(pvar.BindComm)),
 	}
 }
 

@@ -112,11 +112,16 @@ type CvarHandle struct {
 // its Datatype a read returns, which is 1 for every variable of the
 // registry (a TypeChar value is one Go string). obj is the object the
 // variable is bound to; it is ignored for a variable whose Bind is
-// BindNoObject, which every variable's is. It returns ErrInvalidIndex for
-// an index outside [0, CvarNum()).
+// BindNoObject, which every control variable's is: each tunable is one
+// setting for the whole process, none per communicator. It returns
+// ErrInvalidIndex for an index outside [0, CvarNum()), and ErrInvalid for
+// a bound variable's nil, wrongly typed or unusable object.
 func CvarHandleAlloc(i int, obj Object) (*CvarHandle, int, error) {
 	e, err := cvarAt("CvarHandleAlloc", i)
 	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := bindKey("CvarHandleAlloc", e.desc.Name, e.desc.Bind, obj); err != nil {
 		return nil, 0, err
 	}
 	g, err := current("CvarHandleAlloc")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // Control variables of every type and scope, filed under "mpit_test".
@@ -193,6 +194,10 @@ func TestCvarTypes(t *testing.T) {
 type comm struct{}
 
 func (comm) MPITBind() Bind { return BindComm }
+
+func (comm) MPITKey() (pvar.Key, bool) { return pvar.Key{Owner: testOwner}, true }
+
+var testOwner = pvar.NewOwner()
 
 func TestCvarHandles(t *testing.T) {
 	initT(t)

@@ -41,18 +41,29 @@
 //
 // Performance variables map from pvar with the same classes. Counter,
 // aggregate and timer variables are measured per session: a handle reads
-// the change of the process-wide value while the handle was started, from
-// zero at allocation or reset; they are not continuous, not read-only and
-// atomic. State, level, size, percentage, watermark and generic variables
-// report the process's current value, which no session can stop or reset:
-// they are continuous and read-only. Watermarks are among them because
-// pvar keeps one process-wide mark from the start of the process, which
-// grows (or falls) monotonically from initialization as the seed requires
-// of a watermark that is never reset. Every read carries an int64; a
-// percentage's is in millionths of the resource (1e6 is all of it).
+// the change of the value while the handle was started, from zero at
+// allocation or reset; they are not continuous, not read-only and atomic.
+// High and low watermarks are measured per session too: a handle reads the
+// largest (smallest) value observed while it was started since allocation
+// or reset, from the level at its start or reset (a pvar.Window of its
+// own); they are not continuous, not read-only and not atomic. State, level, size,
+// percentage and generic variables report the current value, which no
+// session can stop or reset: they are continuous and read-only. Every read
+// carries an int64; a percentage's is in millionths of the resource (1e6
+// is all of it).
 //
-// No variable of the registries is bound to an MPI object: each reports
-// BindNoObject and a count of one. Object is how a binding will be passed.
+// # Binding
+//
+// A performance variable that an endpoint or its progress engine writes
+// is bound to communicators (BindComm): HandleAlloc takes a communicator
+// (*mpi.Comm, an Object) and the handle reads the value of the
+// communicator's calling rank, which in a world of goroutine ranks is that
+// rank's own rather than the process's sum; the queue lengths
+// (engine_unexpected_queue, engine_posted_queue) read that communicator's
+// entries alone. Every other variable, control variables included, is
+// BindNoObject: the object is ignored and the value is the process's.
+// Every handle has a count of one. A nil object, one of another type, or
+// a freed communicator or one whose rank finalized is ErrInvalid.
 //
 // # Categories
 //

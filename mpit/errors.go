@@ -41,8 +41,10 @@ const (
 	// belongs to another session, is AllHandles where that is not allowed,
 	// or was allocated before the interface was last finalized.
 	ErrInvalidHandle
-	// ErrOutOfHandles (MPI_T_ERR_OUT_OF_HANDLES): no more handles. Never
-	// returned: handles are heap objects without a fixed supply.
+	// ErrOutOfHandles (MPI_T_ERR_OUT_OF_HANDLES): no more handles:
+	// Session.HandleAlloc on a high or low watermark that has pvar.Windows live
+	// handles already, in all sessions together (each holds one of the
+	// watermark's window slots).
 	ErrOutOfHandles
 	// ErrOutOfSessions (MPI_T_ERR_OUT_OF_SESSIONS): no more sessions. Never
 	// returned, for the same reason.

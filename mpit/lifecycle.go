@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // The interface's reference count and generation. Every Init that finds the
@@ -15,6 +17,26 @@ var life struct {
 	count int
 	gen   uint64        // last generation started
 	live  atomic.Uint64 // gen while count > 0, else 0: read without mu
+	// The watermark windows of handles not yet freed, closed when the
+	// generation ends: a window holds one of a watermark's few slots.
+	windows map[*pvar.Window]struct{}
+}
+
+// trackWindow records an open window of a handle of this generation.
+func trackWindow(w *pvar.Window) {
+	life.mu.Lock()
+	defer life.mu.Unlock()
+	if life.windows == nil {
+		life.windows = make(map[*pvar.Window]struct{})
+	}
+	life.windows[w] = struct{}{}
+}
+
+// untrackWindow forgets a window its handle closes.
+func untrackWindow(w *pvar.Window) {
+	life.mu.Lock()
+	defer life.mu.Unlock()
+	delete(life.windows, w)
 }
 
 // Init initializes the interface (MPI_T_INIT_THREAD) or, if it is
@@ -48,6 +70,10 @@ func Finalize() error {
 	life.count--
 	if life.count == 0 {
 		life.live.Store(0)
+		for w := range life.windows {
+			w.Close()
+		}
+		clear(life.windows)
 	}
 	return nil
 }

@@ -45,11 +45,15 @@ func sessional(c Class) bool {
 	return c == pvar.ClassCounter || c == pvar.ClassAggregate || c == pvar.ClassTimer
 }
 
+// windowed reports whether v is a watermark measured per session: a high
+// or low watermark of pvar's, whose handles keep a pvar.Window each.
+func windowed(v *pvar.Var) bool { return v.Watermark() != nil }
+
 // newPvarEntry describes v.
 func newPvarEntry(v *pvar.Var) *pvarEntry {
 	c := v.Class()
 	d := PvarDesc{Name: v.Name(), Desc: v.Doc(), Verbosity: pvarVerbosity, Class: c,
-		Datatype: TypeUnsignedLongLong, Bind: BindNoObject}
+		Datatype: TypeUnsignedLongLong, Bind: v.Bind()}
 	if u := v.Unit(); u != "" {
 		d.Desc += " (" + u + ")"
 	}
@@ -64,6 +68,11 @@ func newPvarEntry(v *pvar.Var) *pvarEntry {
 	}
 	s := sessional(c)
 	d.ReadOnly, d.Continuous, d.Atomic = !s, !s, s
+	if windowed(v) {
+		// Started, stopped and reset per session; a reset forgets what was
+		// observed, so a read and a reset are not one atomic step.
+		d.ReadOnly, d.Continuous, d.Atomic = false, false, false
+	}
 	return &pvarEntry{v, d}
 }
 

@@ -1,8 +1,12 @@
 package mpit
 
 import (
+	"runtime"
 	"slices"
+	"strconv"
 	"sync"
+
+	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // Session is a performance experiment session (MPI_T_pvar_session): a
@@ -26,11 +30,15 @@ type Session struct {
 type PvarHandle struct {
 	s     *Session
 	e     *pvarEntry
+	key   pvar.Key // the bound object's; the zero Key for BindNoObject
 	freed bool
-	// A per-session variable's reading (see PvarDesc): acc, plus, while
-	// started, the change of the process-wide value since mark.
+	// A per-session variable's reading (see PvarDesc): for a counter,
+	// aggregate or timer, acc plus, while started, the change of the
+	// value since mark; for a watermark, the larger of acc and, while
+	// started, win's mark.
 	started   bool
 	acc, mark int64
+	win       *pvar.Window // a watermark's, open from allocation to free
 }
 
 // AllHandles stands for every handle of a session (MPI_T_PVAR_ALL_HANDLES)
@@ -72,7 +80,7 @@ func (s *Session) Free() error {
 	}
 	defer s.mu.Unlock()
 	for _, h := range s.handles {
-		h.freed = true
+		h.release()
 	}
 	s.handles, s.freed = nil, true
 	return nil
@@ -80,24 +88,57 @@ func (s *Session) Free() error {
 
 // HandleAlloc allocates a handle on the performance variable of index i in
 // the session (MPI_T_PVAR_HANDLE_ALLOC) and returns it with the number of
-// values a read returns, 1 for every variable of the registry. A
-// continuous variable's handle is active at once; any other starts
-// stopped, reading zero until started. obj is the object the variable is
-// bound to, ignored for a variable whose Bind is BindNoObject, which every
-// variable's is. It returns ErrInvalidIndex for an index outside
-// [0, PvarNum()).
+// values a read returns, 1 for every variable of the registry, bound or
+// not. A continuous variable's handle is active at once; any other starts
+// stopped, reading zero until started.
+//
+// obj is the object the variable is bound to. For a variable whose Bind
+// is BindNoObject it is ignored and the handle reads the process-wide
+// value. For a BindComm variable it must be a communicator (*mpi.Comm) of
+// a rank that has not finalized, and the handle reads that rank's value
+// (in a world of goroutine ranks, the rank's own, not the process's sum),
+// or for a queue length that communicator's. It returns ErrInvalidIndex
+// for an index outside [0, PvarNum()), ErrInvalid for a bound variable's
+// nil, wrongly typed or unusable object, and ErrOutOfHandles for a
+// watermark that has pvar.Windows handles in all sessions already.
 func (s *Session) HandleAlloc(i int, obj Object) (*PvarHandle, int, error) {
-	e, err := pvarAt("Session.HandleAlloc", i)
+	const op = "Session.HandleAlloc"
+	e, err := pvarAt(op, i)
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := s.lock("Session.HandleAlloc"); err != nil {
+	k, err := bindKey(op, e.desc.Name, e.desc.Bind, obj)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.lock(op); err != nil {
 		return nil, 0, err
 	}
 	defer s.mu.Unlock()
-	h := &PvarHandle{s: s, e: e}
+	h := &PvarHandle{s: s, e: e, key: k}
+	if hw := e.v.Watermark(); hw != nil {
+		w, ok := hw.OpenWindow(k)
+		if !ok {
+			return nil, 0, errorf(ErrOutOfHandles, op+": "+e.desc.Name+" has its "+
+				strconv.Itoa(pvar.Windows)+" handles already, in this session and others")
+		}
+		h.win = w
+		trackWindow(w)
+		// A handle dropped without FreeHandle gives its window back once
+		// it is collected.
+		runtime.AddCleanup(h, func(w *pvar.Window) { untrackWindow(w); w.Close() }, w)
+	}
 	s.handles = append(s.handles, h)
 	return h, 1, nil
+}
+
+// release frees h's resources; s is locked.
+func (h *PvarHandle) release() {
+	h.freed = true
+	if h.win != nil {
+		untrackWindow(h.win)
+		h.win.Close()
+	}
 }
 
 // handle checks, for op with s locked, that h is one of the session's
@@ -128,7 +169,7 @@ func (s *Session) FreeHandle(h *PvarHandle) error {
 	if err := s.handle("Session.FreeHandle", h, false); err != nil {
 		return err
 	}
-	h.freed = true
+	h.release()
 	s.handles = slices.DeleteFunc(s.handles, func(x *PvarHandle) bool { return x == h })
 	return nil
 }
@@ -167,7 +208,10 @@ func (s *Session) Start(h *PvarHandle) error {
 				return errorf(ErrPvarNoStartStop, x.e.desc.Name+" is continuous")
 			}
 			if !x.started {
-				x.mark, x.started = x.e.v.Read(), true
+				if x.win != nil {
+					x.win.Reset() // marks from now, from the level now
+				}
+				x.mark, x.started = x.read(), true
 			}
 			return nil
 		})
@@ -185,28 +229,56 @@ func (s *Session) Stop(h *PvarHandle) error {
 				return errorf(ErrPvarNoStartStop, x.e.desc.Name+" is continuous")
 			}
 			if x.started {
-				x.acc, x.started = x.value(x.e.v.Read()), false
+				x.acc, x.started = x.value(x.read()), false
 			}
 			return nil
 		})
 }
 
-// value returns the handle's reading, given the variable's process-wide
-// value now.
+// read returns the variable's value now for the handle's object: for a
+// watermark, its window's mark (pvar.HighWatermark.ToMark: a low
+// watermark's marks grow as its values fall); else the bound object's
+// value, or the process's for an unbound variable.
+func (h *PvarHandle) read() int64 {
+	if h.win != nil {
+		return h.win.Mark()
+	}
+	return h.e.v.ReadAt(h.key)
+}
+
+// reading returns the handle's reading given read's value now: value, as
+// a value rather than a watermark's mark.
+func (h *PvarHandle) reading(now int64) int64 {
+	if h.win != nil {
+		return h.win.Watermark().FromMark(h.value(now))
+	}
+	return h.value(now)
+}
+
+// value returns the handle's reading, given the variable's value now
+// (read), for a watermark as a mark.
 func (h *PvarHandle) value(now int64) int64 {
-	if h.e.desc.Continuous {
+	switch {
+	case h.e.desc.Continuous:
 		return now
+	case !h.started:
+		return h.acc
+	case h.win != nil:
+		return max(h.acc, now)
 	}
-	if h.started {
-		return h.acc + (now - h.mark)
-	}
-	return h.acc
+	return h.acc + (now - h.mark)
 }
 
 // Read returns the handle's reading (MPI_T_PVAR_READ): for a counter,
-// aggregate or timer the change of the process-wide value while the handle
-// was started since its allocation or last reset (plus what Write set); for
-// a continuous variable its current value.
+// aggregate or timer the change of the value while the handle was started
+// since its allocation or last reset (plus what Write set); for a high
+// watermark the largest value observed while the handle was started since
+// then, no less than the level at its last start or reset (nor than what
+// Write set), and for a low watermark the smallest, no more than those
+// (math.MaxInt64 before its first start); for a continuous variable its
+// current value. The value is
+// the bound object's (its rank's, or its communicator's), or the
+// process's for a variable bound to no object.
 func (s *Session) Read(h *PvarHandle) (int64, error) {
 	if err := s.lock("Session.Read"); err != nil {
 		return 0, err
@@ -215,12 +287,12 @@ func (s *Session) Read(h *PvarHandle) (int64, error) {
 	if err := s.handle("Session.Read", h, false); err != nil {
 		return 0, err
 	}
-	return h.value(h.e.v.Read()), nil
+	return h.reading(h.read()), nil
 }
 
 // Write sets the handle's reading to x (MPI_T_PVAR_WRITE); a started
-// handle goes on counting from x. It returns ErrPvarNoWrite for a
-// read-only variable's handle.
+// handle goes on counting from x, a watermark's marking from x. It
+// returns ErrPvarNoWrite for a read-only variable's handle.
 func (s *Session) Write(h *PvarHandle, x int64) error {
 	if err := s.lock("Session.Write"); err != nil {
 		return err
@@ -232,27 +304,39 @@ func (s *Session) Write(h *PvarHandle, x int64) error {
 	if h.e.desc.ReadOnly {
 		return errorf(ErrPvarNoWrite, h.e.desc.Name+" is read-only")
 	}
-	h.acc, h.mark = x, h.e.v.Read()
+	if h.win != nil {
+		h.win.Reset()
+		x = h.win.Watermark().ToMark(x)
+	}
+	h.acc, h.mark = x, h.read()
 	return nil
 }
 
 // Reset sets a handle's reading, or, for AllHandles, that of every handle
-// of the session that is not read-only, to its starting value, zero
-// (MPI_T_PVAR_RESET). It returns ErrPvarNoWrite for a read-only
-// variable's handle.
+// of the session that is not read-only, to its starting value
+// (MPI_T_PVAR_RESET): zero for a counter, aggregate or timer; for a
+// watermark the level now, from which a started handle marks again. It
+// returns ErrPvarNoWrite for a read-only variable's handle.
 func (s *Session) Reset(h *PvarHandle) error {
 	return s.each("Session.Reset", h, func(x *PvarHandle) bool { return x.e.desc.ReadOnly },
 		func(x *PvarHandle) error {
 			if x.e.desc.ReadOnly {
 				return errorf(ErrPvarNoWrite, x.e.desc.Name+" is read-only")
 			}
-			x.acc, x.mark = 0, x.e.v.Read()
+			x.acc = 0
+			if x.win != nil {
+				x.win.Reset()
+				if !x.started {
+					x.acc = x.read() // the level now, the watermark's starting value
+				}
+			}
+			x.mark = x.read()
 			return nil
 		})
 }
 
 // ReadReset returns the handle's reading and resets it, atomically
-// (MPI_T_PVAR_READRESET): every change of the process-wide value is in
+// (MPI_T_PVAR_READRESET): every change of the value is in
 // exactly one of the readings of a sequence of ReadResets, however many
 // goroutines call them. It returns ErrPvarNoAtomic for a variable that is
 // not Atomic.
@@ -267,8 +351,8 @@ func (s *Session) ReadReset(h *PvarHandle) (int64, error) {
 	if !h.e.desc.Atomic {
 		return 0, errorf(ErrPvarNoAtomic, h.e.desc.Name+" cannot be read and reset atomically")
 	}
-	now := h.e.v.Read()
-	x := h.value(now)
+	now := h.read()
+	x := h.reading(now)
 	h.acc, h.mark = 0, now
 	return x, nil
 }

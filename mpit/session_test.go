@@ -2,6 +2,7 @@ package mpit
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"testing"
 
@@ -340,24 +341,132 @@ func TestWatermark(t *testing.T) {
 	s := session(t)
 	h := pvarHandle(t, s, testHWM.Name(), pvar.ClassHighWatermark)
 	d, _ := PvarInfo(mustIndex(t, testHWM.Name(), pvar.ClassHighWatermark))
-	if !d.Continuous || !d.ReadOnly || d.Atomic {
-		t.Errorf("a watermark: continuous %v, readonly %v, atomic %v", d.Continuous, d.ReadOnly, d.Atomic)
+	if d.Continuous || d.ReadOnly || d.Atomic {
+		t.Errorf("a watermark: continuous %v, readonly %v, atomic %v; want a per-session variable that is not atomic", d.Continuous, d.ReadOnly, d.Atomic)
 	}
-	testHWM.Observe(5)
+	w := testHWM.Shard()
+	defer w.Close()
+	w.Observe(50) // before the handle starts: not its mark
+	if v := read(t, s, h); v != 0 {
+		t.Fatalf("a stopped watermark reads %d, want 0", v)
+	}
+	if err := s.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	w.Observe(5)
 	testHWM.Observe(3)
 	if v := read(t, s, h); v != 5 {
 		t.Fatalf("watermark reads %d after 5 and 3, want 5", v)
 	}
-	testHWM.Observe(9)
-	if v := read(t, s, h); v != 9 {
-		t.Fatalf("watermark reads %d after 9, want 9", v)
+	// A second session's handle marks from its own start: the two are
+	// isolated, and a reset in one leaves the other alone.
+	s2 := session(t)
+	h2 := pvarHandle(t, s2, testHWM.Name(), pvar.ClassHighWatermark)
+	if err := s2.Start(h2); err != nil {
+		t.Fatal(err)
 	}
-	if err := s.Reset(h); !errors.Is(err, ErrPvarNoWrite) {
-		t.Errorf("Reset of a watermark = %v, want ErrPvarNoWrite", err)
+	w.Observe(4)
+	if v, v2 := read(t, s, h), read(t, s2, h2); v != 5 || v2 != 4 {
+		t.Fatalf("sessions read %d, %d; want 5, 4", v, v2)
+	}
+	if err := s2.Reset(h2); err != nil {
+		t.Fatal(err)
+	}
+	w.Observe(2)
+	if v, v2 := read(t, s, h), read(t, s2, h2); v != 5 || v2 != 2 {
+		t.Fatalf("after s2's reset, sessions read %d, %d; want 5, 2", v, v2)
+	}
+	// Stopped, a handle keeps its mark; started again, it goes on from it.
+	if err := s.Stop(h); err != nil {
+		t.Fatal(err)
+	}
+	w.Observe(7)
+	if v, v2 := read(t, s, h), read(t, s2, h2); v != 5 || v2 != 7 {
+		t.Fatalf("s stopped: sessions read %d, %d; want 5, 7", v, v2)
+	}
+	if err := s.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	w.Observe(6)
+	if v := read(t, s, h); v != 6 {
+		t.Fatalf("restarted watermark reads %d, want 6", v)
+	}
+	if err := s.Write(h, 40); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(t, s, h); v != 40 {
+		t.Fatalf("watermark after Write(40) reads %d", v)
+	}
+	if _, err := s.ReadReset(h); !errors.Is(err, ErrPvarNoAtomic) {
+		t.Errorf("ReadReset of a watermark = %v, want ErrPvarNoAtomic", err)
+	}
+	if testHWM.Value() != 50 {
+		t.Errorf("the process's mark = %d, want 50: sessions change none", testHWM.Value())
+	}
+}
+
+func TestWatermarkStartsAtLevel(t *testing.T) {
+	initT(t)
+	l := pvar.NewLevel("mpit_test_wlevel", "a level")
+	hw := pvar.NewHighWatermark("mpit_test_wlevel_hwm", "its mark", pvar.WithLevel(l.Var))
+	ls, hs := l.Shard(), hw.Shard()
+	defer ls.Close()
+	defer hs.Close()
+	ls.Set(3)
+	s := session(t)
+	h := pvarHandle(t, s, hw.Name(), pvar.ClassHighWatermark)
+	if err := s.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(t, s, h); v != 3 {
+		t.Fatalf("a started watermark reads %d, want the level 3", v)
+	}
+	ls.Set(1)
+	if err := s.Stop(h); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reset(h); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(t, s, h); v != 1 {
+		t.Fatalf("a stopped watermark after Reset reads %d, want the level 1", v)
+	}
+}
+
+func TestWatermarkHandles(t *testing.T) {
+	initT(t)
+	hw := pvar.NewHighWatermark("mpit_test_many_hwm", "x")
+	i := mustIndex(t, hw.Name(), pvar.ClassHighWatermark)
+	s := session(t)
+	var hs []*PvarHandle
+	for range pvar.Windows {
+		h, _, err := s.HandleAlloc(i, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	if _, _, err := s.HandleAlloc(i, nil); !errors.Is(err, ErrOutOfHandles) {
+		t.Fatalf("handle %d on one watermark = %v, want ErrOutOfHandles", pvar.Windows+1, err)
+	}
+	if err := s.FreeHandle(hs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.HandleAlloc(i, nil); err != nil {
+		t.Fatalf("HandleAlloc after a free = %v", err)
+	}
+	// The final Finalize gives every window back.
+	if err := Finalize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Init(); err != nil {
+		t.Fatal(err)
 	}
 	s2 := session(t)
-	if v := read(t, s2, pvarHandle(t, s2, testHWM.Name(), pvar.ClassHighWatermark)); v != 9 {
-		t.Errorf("a later session's watermark reads %d, want the process's 9", v)
+	for range pvar.Windows {
+		if _, _, err := s2.HandleAlloc(i, nil); err != nil {
+			t.Fatalf("HandleAlloc after Finalize = %v", err)
+		}
 	}
 }
 
@@ -368,4 +477,55 @@ func mustIndex(t *testing.T, name string, c Class) int {
 		t.Fatal(err)
 	}
 	return i
+}
+
+func TestLowWatermarkSessions(t *testing.T) {
+	initT(t)
+	l := pvar.NewLevel("mpit_test_low_level", "a level")
+	lw := pvar.NewLowWatermark("mpit_test_low", "its low mark", pvar.WithLevel(l.Var))
+	ls, ws := l.Shard(), lw.Shard()
+	defer ls.Close()
+	defer ws.Close()
+	i := mustIndex(t, lw.Name(), pvar.ClassLowWatermark)
+	if d, _ := PvarInfo(i); d.Continuous || d.ReadOnly || d.Atomic {
+		t.Errorf("a low watermark: continuous %v, readonly %v, atomic %v", d.Continuous, d.ReadOnly, d.Atomic)
+	}
+	ls.Set(10)
+	s, s2 := session(t), session(t)
+	h := pvarHandle(t, s, lw.Name(), pvar.ClassLowWatermark)
+	if v := read(t, s, h); v != math.MaxInt64 {
+		t.Errorf("a never started low watermark reads %d, want MaxInt64", v)
+	}
+	if err := s.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	ws.Observe(4)
+	h2 := pvarHandle(t, s2, lw.Name(), pvar.ClassLowWatermark)
+	if err := s2.Start(h2); err != nil {
+		t.Fatal(err)
+	}
+	ws.Observe(7)
+	if v, v2 := read(t, s, h), read(t, s2, h2); v != 4 || v2 != 7 {
+		t.Fatalf("sessions read %d, %d; want 4 and 7 (s2 started at the level 10, then 7)", v, v2)
+	}
+	if err := s.Stop(h); err != nil {
+		t.Fatal(err)
+	}
+	ws.Observe(2)
+	if v, v2 := read(t, s, h), read(t, s2, h2); v != 4 || v2 != 2 {
+		t.Fatalf("s stopped: sessions read %d, %d; want 4, 2", v, v2)
+	}
+	if err := s.Write(h, 3); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(t, s, h); v != 3 {
+		t.Fatalf("after Write(3): %d", v)
+	}
+	ls.Set(6)
+	if err := s2.Reset(h2); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(t, s2, h2); v != 6 {
+		t.Fatalf("after Reset: %d, want the level 6", v)
+	}
 }

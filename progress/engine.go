@@ -54,16 +54,31 @@ var (
 )
 
 var (
+	// Kept per engine, owned by its pvar.Owner: one rank's progress
+	// loop, read for the rank through a communicator (BindComm).
 	pvPolls = pvar.NewCounter("progress_polls",
-		"Calls to Progress that took the polling flag.")
+		"Iterations of the progress loop: calls to Progress that took the polling flag, each polling every registered poller once.",
+		pvar.WithUnit("polls"), pvar.WithBind(pvar.BindComm))
+	pvEmpty = pvar.NewCounter("progress_empty_polls",
+		"Iterations of the progress loop (progress_polls) that found no event to handle.",
+		pvar.WithUnit("polls"), pvar.WithBind(pvar.BindComm))
 	pvWork = pvar.NewCounter("progress_events",
-		"Events handled by pollers and timers across all calls to Progress.")
+		"Events handled by pollers and timers across all calls to Progress.",
+		pvar.WithUnit("events"), pvar.WithBind(pvar.BindComm))
 	pvFired = pvar.NewCounter("progress_timers_fired",
-		"Timers fired by the timer wheel.")
-	pvParks = pvar.NewCounter("progress_parks",
-		"Times a waiting goroutine parked on a doorbell.")
+		"Timers fired by the timer wheel.", pvar.WithUnit("timers"), pvar.WithBind(pvar.BindComm))
 	pvTimers = pvar.NewLevel("progress_timers_pending",
-		"Timers armed on the wheel and not yet fired or cancelled.")
+		"Depth of the timer wheel: timers armed on it and not yet fired or cancelled.",
+		pvar.WithUnit("timers"), pvar.WithBind(pvar.BindComm))
+	pvLate = pvar.NewCounter("progress_timer_lateness",
+		"Nanoseconds by which fired timers were late, summed: the time of the poll that fired each, less its due time (progress_timers_fired counts them). A timer never fires early.",
+		pvar.WithUnit("nanoseconds"), pvar.WithBind(pvar.BindComm))
+	pvLateHWM = pvar.NewHighWatermark("progress_timer_lateness_hwm",
+		"Most nanoseconds one fired timer was late (progress_timer_lateness).",
+		pvar.WithUnit("nanoseconds"), pvar.WithBind(pvar.BindComm))
+	// Process-wide: any goroutine waiting on an engine parks.
+	pvParks = pvar.NewCounter("progress_parks",
+		"Times a waiting goroutine parked on a doorbell.", pvar.WithUnit("parks"))
 )
 
 // Poller is a source of work for the engine: a transport's receive queue, a
@@ -122,8 +137,10 @@ type Engine struct {
 	spin, pause, parkMax, margin time.Duration
 	spinC, pauseC, marginC       uint64 // the same in clock counts
 
-	polls, work, fired *pvar.CounterShard // written under the polling flag
-	pending            *pvar.LevelShard
+	owner                           *pvar.Owner
+	polls, empty, work, fired, late *pvar.CounterShard // written under the polling flag
+	pending                         *pvar.LevelShard
+	lateHWM                         *pvar.WatermarkShard
 
 	mu       sync.Mutex // registration, Start/Stop, Close: never the message path
 	running  atomic.Bool
@@ -184,10 +201,18 @@ func New(opts ...Option) (*Engine, error) {
 	e.spinC = durationToCounts(e.spin, c)
 	e.pauseC = durationToCounts(e.pause, c)
 	e.marginC = durationToCounts(e.margin, c)
-	e.polls, e.work, e.fired = pvPolls.Shard(), pvWork.Shard(), pvFired.Shard()
-	e.pending = pvTimers.Shard()
+	o := pvar.NewOwner()
+	e.owner = o
+	e.polls, e.empty, e.work, e.fired = pvPolls.ShardOf(o), pvEmpty.ShardOf(o), pvWork.ShardOf(o), pvFired.ShardOf(o)
+	e.late, e.lateHWM = pvLate.ShardOf(o), pvLateHWM.ShardOf(o)
+	e.pending = pvTimers.ShardOf(o)
 	return e, nil
 }
+
+// PvarOwner returns the owner of the engine's performance variable shards:
+// the rank it drives, whose endpoint shares it (engine.Endpoint's
+// PvarOwner).
+func (e *Engine) PvarOwner() *pvar.Owner { return e.owner }
 
 // tickShift returns the largest shift whose 2^shift clock counts do not
 // exceed the granularity g.
@@ -314,6 +339,8 @@ func (e *Engine) poll() int {
 	e.polls.Inc()
 	if n > 0 {
 		e.work.Add(uint64(n))
+	} else {
+		e.empty.Inc()
 	}
 	return n
 }
@@ -322,6 +349,11 @@ func (e *Engine) poll() int {
 func (e *Engine) fire(now uint64) int {
 	n := e.wheel.Advance(now)
 	e.fired.Add(uint64(n))
+	if sum, most := e.wheel.TakeLate(); n > 0 {
+		spc := theClock.Load().secPerCount * 1e9
+		e.late.Add(uint64(float64(sum) * spc))
+		e.lateHWM.Observe(int64(float64(most) * spc))
+	}
 	e.timersChanged()
 	return n
 }
@@ -450,13 +482,15 @@ func (e *Engine) Close() error {
 	// its request cancelled, so that nothing waits forever on a timer that
 	// can no longer fire.
 	e.wheel.Advance(^uint64(0))
+	e.wheel.TakeLate() // fired by Close, not by their time
 	asm.StoreRelease64(&e.nextDue, ^uint64(0))
 	e.pending.Set(0)
 	e.unlock()
-	e.polls.Close()
-	e.work.Close()
-	e.fired.Close()
+	for _, s := range []*pvar.CounterShard{e.polls, e.empty, e.work, e.fired, e.late} {
+		s.Close()
+	}
 	e.pending.Close()
+	e.lateHWM.Close()
 	return nil
 }
 

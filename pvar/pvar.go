@@ -9,6 +9,15 @@
 // and an untorn plain store (asm.StoreRelaxed64): no locked instruction, no
 // fence, no shared cache line. Readers sum (or, for watermarks, take the
 // maximum of) the shards.
+//
+// A shard may name its Owner, the rank whose endpoint writes it (ShardOf):
+// Read is the process-wide value, ReadAt(Key{Owner: o}) the value of o's
+// shards alone, which is how the ranks of a world of goroutine ranks are
+// told apart. A variable records the type of object it is bound to
+// (WithBind): a tool reads a bound variable for one object at a time.
+// High watermarks also keep windows (Window): marks since a start or reset
+// of a tool's own, which writers keep up with one more load of their own
+// cache line while no window is open.
 package pvar
 
 import (
@@ -65,7 +74,12 @@ func (c Class) String() string {
 type Var struct {
 	name, doc, unit, category string
 	class                     Class
+	bind                      Bind
 	read                      func() int64
+	readAt                    func(Key) int64    // nil: ReadAt is Read
+	ofOwner                   func(*Owner) int64 // a sharded variable's value for one owner (nil: all), even where WithReadAt replaced readAt
+	level                     *Var               // a watermark's level (WithLevel), nil if none
+	windows                   *HighWatermark     // the marks of the watermark this Var describes, nil if it is none
 }
 
 // Name returns the variable's name, lowercase with underscores.
@@ -84,8 +98,31 @@ func (v *Var) Unit() string { return v.unit }
 // its name before the first underscore.
 func (v *Var) Category() string { return v.category }
 
-// Read returns the variable's current value.
+// Bind returns the type of object the variable is bound to (WithBind),
+// BindNoObject if it applies to the process as a whole.
+func (v *Var) Bind() Bind { return v.bind }
+
+// Read returns the variable's current value for the whole process.
 func (v *Var) Read() int64 { return v.read() }
+
+// ReadAt returns the variable's value for the object k names: for a
+// variable registered with NewBoundFunc or WithReadAt, what its function
+// computes for k; otherwise, for a counter, level or watermark, the
+// shards of k.Owner alone (for a counter or watermark, what its closed
+// shards counted included). The zero Key, or a variable kept for the
+// process only (NewFunc), reads what Read does.
+func (v *Var) ReadAt(k Key) int64 {
+	if v.readAt == nil || k == (Key{}) {
+		return v.read()
+	}
+	return v.readAt(k)
+}
+
+// Watermark returns the marks of the watermark v describes, on which a
+// tool opens windows (HighWatermark.OpenWindow): a HighWatermark itself,
+// or a LowWatermark's marks (whose windows read low values); nil if v is
+// neither.
+func (v *Var) Watermark() *HighWatermark { return v.windows }
 
 // An Option adjusts a variable's metadata at registration.
 type Option func(*Var)
@@ -93,17 +130,36 @@ type Option func(*Var)
 // WithUnit names the unit of the value.
 func WithUnit(unit string) Option { return func(v *Var) { v.unit = unit } }
 
+// WithLevel names the level a high watermark marks: a window opened or
+// reset on the watermark starts from the level's value then, as MPI_T
+// requires of a watermark's starting value: for a Level, the value of the
+// window's owner (the process's for none), as the watermark's shards are
+// kept, whatever WithReadAt gives the level for one object; for any other
+// Var, its ReadAt of the window's Key. Without it a window starts from
+// zero.
+func WithLevel(l *Var) Option { return func(v *Var) { v.level = l } }
+
+// WithReadAt makes readAt compute the variable's value for one object
+// (ReadAt with a Key other than the zero Key) in place of the registry's
+// own per-owner value: for a variable whose writers keep a total that a
+// structure of the object's can also tell apart, such as a queue's length
+// per communicator.
+func WithReadAt(readAt func(Key) int64) Option { return func(v *Var) { v.readAt = readAt } }
+
 var vars registry.Registry[*Var]
 
 // register makes and registers the Var of a variable of class c whose
-// value read returns.
-func register(name, doc string, c Class, read func() int64, opts []Option) *Var {
-	v := &Var{name: name, doc: doc, class: c, read: read}
+// value read returns, and readAt for one object.
+func register(name, doc string, c Class, read func() int64, readAt func(Key) int64, opts []Option) *Var {
+	v := &Var{name: name, doc: doc, class: c, read: read, readAt: readAt}
 	for _, o := range opts {
 		o(v)
 	}
 	if !registry.ValidName(v.name) {
 		panic("pvar: invalid performance variable name " + strconv.Quote(v.name))
+	}
+	if v.bind < BindNoObject || v.bind > BindInfo {
+		panic("pvar: performance variable " + v.name + " bound to no known object type")
 	}
 	v.category, _, _ = strings.Cut(v.name, "_")
 	if !vars.Add(v.name, v) {
@@ -149,13 +205,18 @@ type shardSet[S any] struct {
 func (s *shardSet[S]) add(x *S) *S {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.addLocked(x)
+	return x
+}
+
+// addLocked is add with s.mu held.
+func (s *shardSet[S]) addLocked(x *S) {
 	var next []*S
 	if p := s.shards.Load(); p != nil {
 		next = slices.Clone(*p)
 	}
 	next = append(next, x)
 	s.shards.Store(&next)
-	return x
 }
 
 // remove drops x and, under the set's lock, calls retire so that a value
@@ -186,12 +247,13 @@ func (s *shardSet[S]) each(f func(*S)) {
 }
 
 // shard is one writer's part of a variable of type V: its value, on a
-// cache line of its own, and the variable.
+// cache line of its own, the variable and the shard's owner.
 type shard[V any] struct {
-	_  pad
-	v  uint64
-	of *V
-	_  pad
+	_     pad
+	v     uint64
+	of    *V
+	owner *Owner // nil: counted in the process-wide value only
+	_     pad
 }
 
 // pad keeps a shard's value on a cache line of its own.
@@ -208,7 +270,8 @@ type Counter struct {
 // NewCounter registers a counter.
 func NewCounter(name, doc string, opts ...Option) *Counter {
 	c := &Counter{}
-	c.Var = register(name, doc, ClassCounter, func() int64 { return int64(c.Value()) }, opts)
+	c.Var = register(name, doc, ClassCounter, func() int64 { return int64(c.Value()) },
+		func(k Key) int64 { return int64(c.ValueOf(k.Owner)) }, opts)
 	return c
 }
 
@@ -225,8 +288,32 @@ func (c *Counter) Value() uint64 {
 	return v
 }
 
-// Shard returns a new part of the counter for one writer at a time.
-func (c *Counter) Shard() *CounterShard { return c.set.add(&CounterShard{shard[Counter]{of: c}}) }
+// ValueOf returns what o's shards counted, the closed ones included; for a
+// nil o, Value.
+func (c *Counter) ValueOf(o *Owner) uint64 {
+	if o == nil {
+		return c.Value()
+	}
+	c.set.mu.Lock()
+	defer c.set.mu.Unlock()
+	v := uint64(o.retiredOf(c.Var))
+	c.set.each(func(s *CounterShard) {
+		if s.owner == o {
+			v += asm.LoadAcquire64(&s.v)
+		}
+	})
+	return v
+}
+
+// Shard returns a new part of the counter for one writer at a time, with
+// no owner.
+func (c *Counter) Shard() *CounterShard { return c.ShardOf(nil) }
+
+// ShardOf returns a new part of the counter for one writer at a time,
+// counted in o's value too (nil: no owner).
+func (c *Counter) ShardOf(o *Owner) *CounterShard {
+	return c.set.add(&CounterShard{shard[Counter]{of: c, owner: o}})
+}
 
 // CounterShard is a part of a Counter that one goroutine at a time updates
 // without locked instructions. Its count stays in the Counter after Close.
@@ -241,10 +328,14 @@ func (s *CounterShard) Inc() { asm.StoreRelaxed64(&s.v, s.v+1) }
 // Load returns the shard's own count.
 func (s *CounterShard) Load() uint64 { return asm.LoadAcquire64(&s.v) }
 
-// Close detaches the shard, keeping its count in the counter's total.
-// Updates after Close are not counted.
+// Close detaches the shard, keeping its count in the counter's total and
+// its owner's. Updates after Close are not counted.
 func (s *CounterShard) Close() {
-	s.of.set.remove(s, func() { s.of.retired.Add(asm.LoadAcquire64(&s.v)) })
+	s.of.set.remove(s, func() {
+		v := asm.LoadAcquire64(&s.v)
+		s.of.retired.Add(v)
+		s.owner.retire(s.of.Var, int64(v), false)
+	})
 }
 
 // Level is the current use of a resource, which rises and falls.
@@ -257,7 +348,8 @@ type Level struct {
 // NewLevel registers a level.
 func NewLevel(name, doc string, opts ...Option) *Level {
 	l := &Level{}
-	l.Var = register(name, doc, ClassLevel, l.Value, opts)
+	l.Var = register(name, doc, ClassLevel, l.Value, func(k Key) int64 { return l.ValueOf(k.Owner) }, opts)
+	l.Var.ofOwner = l.ValueOf
 	return l
 }
 
@@ -271,8 +363,29 @@ func (l *Level) Value() int64 {
 	return v
 }
 
-// Shard returns a new part of the level for one writer at a time.
-func (l *Level) Shard() *LevelShard { return l.set.add(&LevelShard{shard[Level]{of: l}}) }
+// ValueOf returns the sum of o's live shards; for a nil o, Value.
+func (l *Level) ValueOf(o *Owner) int64 {
+	if o == nil {
+		return l.Value()
+	}
+	var v int64
+	l.set.each(func(s *LevelShard) {
+		if s.owner == o {
+			v += int64(asm.LoadAcquire64(&s.v))
+		}
+	})
+	return v
+}
+
+// Shard returns a new part of the level for one writer at a time, with no
+// owner.
+func (l *Level) Shard() *LevelShard { return l.ShardOf(nil) }
+
+// ShardOf returns a new part of the level for one writer at a time,
+// counted in o's value too (nil: no owner).
+func (l *Level) ShardOf(o *Owner) *LevelShard {
+	return l.set.add(&LevelShard{shard[Level]{of: l, owner: o}})
+}
 
 // LevelShard is a part of a Level that one goroutine at a time updates
 // without locked instructions. Close removes its contribution: the resource
@@ -294,65 +407,17 @@ func (s *LevelShard) Load() int64 { return int64(asm.LoadAcquire64(&s.v)) }
 // Close removes the shard and its contribution from the level.
 func (s *LevelShard) Close() { s.of.set.remove(s, func() {}) }
 
-// HighWatermark is the largest value a level has reached.
-type HighWatermark struct {
-	*Var
-	shared  atomic.Int64
-	retired atomic.Int64
-	set     shardSet[WatermarkShard]
-}
-
-// NewHighWatermark registers a high-watermark.
-func NewHighWatermark(name, doc string, opts ...Option) *HighWatermark {
-	h := &HighWatermark{}
-	h.Var = register(name, doc, ClassHighWatermark, h.Value, opts)
-	return h
-}
-
-// Observe records v from any goroutine.
-func (h *HighWatermark) Observe(v int64) { storeMax(&h.shared, v) }
-
-func storeMax(a *atomic.Int64, v int64) {
-	for {
-		old := a.Load()
-		if v <= old || a.CompareAndSwap(old, v) {
-			return
-		}
-	}
-}
-
-// Value returns the highest value observed.
-func (h *HighWatermark) Value() int64 {
-	h.set.mu.Lock()
-	defer h.set.mu.Unlock()
-	v := max(h.shared.Load(), h.retired.Load())
-	h.set.each(func(s *WatermarkShard) { v = max(v, int64(asm.LoadAcquire64(&s.v))) })
-	return v
-}
-
-// Shard returns a new part of the watermark for one writer at a time.
-func (h *HighWatermark) Shard() *WatermarkShard {
-	return h.set.add(&WatermarkShard{shard[HighWatermark]{of: h}})
-}
-
-// WatermarkShard is a part of a HighWatermark that one goroutine at a time
-// updates without locked instructions. Its maximum stays after Close.
-type WatermarkShard struct{ shard[HighWatermark] }
-
-// Observe records v.
-func (s *WatermarkShard) Observe(v int64) {
-	if v > int64(s.v) {
-		asm.StoreRelaxed64(&s.v, uint64(v))
-	}
-}
-
-// Close detaches the shard, keeping its maximum.
-func (s *WatermarkShard) Close() {
-	s.of.set.remove(s, func() { storeMax(&s.of.retired, int64(asm.LoadAcquire64(&s.v))) })
-}
-
 // NewFunc registers a variable whose value read computes on demand, for
 // values another structure already keeps (a queue's length).
 func NewFunc(name, doc string, class Class, read func() int64, opts ...Option) *Var {
-	return register(name, doc, class, read, opts)
+	return register(name, doc, class, read, nil, opts)
+}
+
+// NewBoundFunc registers a variable bound to objects of type bind whose
+// value for the process read computes, and for one object readAt (given
+// the object's Key, never the zero Key), both on demand: for values that
+// a structure of the object's already keeps, such as the messages queued
+// for one communicator.
+func NewBoundFunc(name, doc string, class Class, bind Bind, read func() int64, readAt func(Key) int64, opts ...Option) *Var {
+	return register(name, doc, class, read, readAt, append(opts, WithBind(bind)))
 }

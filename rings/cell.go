@@ -479,3 +479,17 @@ func (c *CellConsumer) Close() error {
 	c.r.h.setFlag(flagConsumerClosed)
 	return nil
 }
+
+// Used returns the bytes of the cells published and not yet released by
+// the consumer (whole cells), as seen at the moment of the call: the
+// ring's occupancy. It loads only the ring's shared indexes, so any
+// goroutine may call it while the producer writes, as long as the ring
+// stays mapped.
+func (p *CellProducer) Used() int {
+	t := asm.LoadAcquire64(p.tailp)
+	h := asm.LoadAcquire64(p.headp)
+	if t < h || t-h > p.size {
+		return 0
+	}
+	return int(t-h) << p.shift
+}

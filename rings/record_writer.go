@@ -542,3 +542,17 @@ func (w *RecordWriter) Close() error {
 	}
 	return nil
 }
+
+// Used returns the bytes of the ring published (committed and flushed) and
+// not yet released by the reader, headers and padding included, as seen
+// at the moment of the call: the ring's occupancy. It loads only the
+// ring's shared indexes, so any goroutine may call it while the writer
+// writes, as long as the ring stays mapped.
+func (w *RecordWriter) Used() int {
+	t := asm.LoadAcquire64(w.tailp)
+	h := asm.LoadAcquire64(w.headp)
+	if t < h || t-h > w.capacity {
+		return 0
+	}
+	return int(t - h)
+}

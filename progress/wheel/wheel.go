@@ -86,6 +86,8 @@ type Wheel struct {
 	head  [lists]*Timer
 	low   [lists]uint64 // for a nonempty list, at most its earliest due
 	tail  *Timer        // the last timer of the firing list
+
+	late, lateMax uint64 // lateness of the timers fired since TakeLate, in counts
 }
 
 // New returns an empty wheel whose tick is 1<<shift counts and whose time is
@@ -152,18 +154,31 @@ func (w *Wheel) Cancel(t *Timer) bool {
 // included; a timer cancelled before its turn does not fire, and one
 // scheduled at or before now fires at the next Advance, not this one.
 func (w *Wheel) Advance(now uint64) int {
-	w.collect(max(now, w.now))
+	now = max(now, w.now)
+	w.collect(now)
 	n := 0
 	for t := w.head[firing]; t != nil; t = w.head[firing] {
 		w.unlink(t)
 		t.w = nil
 		w.n--
 		if f := t.fire; f != nil {
+			late := now - min(t.due, now)
+			w.late += late
+			w.lateMax = max(w.lateMax, late)
 			f(t)
 			n++
 		}
 	}
 	return n
+}
+
+// TakeLate returns how late the timers fired since the last TakeLate were,
+// in counts: summed, and the most any one was (its Advance's time less its
+// due count), and starts both again from zero.
+func (w *Wheel) TakeLate() (sum, most uint64) {
+	sum, most = w.late, w.lateMax
+	w.late, w.lateMax = 0, 0
+	return sum, most
 }
 
 // collect moves the wheel's time to now (not earlier than its time) and

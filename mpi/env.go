@@ -138,6 +138,7 @@ func InitThread(required ThreadLevel) (provided ThreadLevel, err error) {
 	p.thread = required
 	env.p = p
 	env.state.Store(stateInit)
+	startStat(p)
 	return required, nil
 }
 
@@ -453,6 +454,7 @@ func Finalize() error {
 	if env.state.Load() != stateInit {
 		return notInitialized("Finalize", "Finalize (c.Finalize)")
 	}
+	stopStat()
 	err := env.p.finalize()
 	if c := env.pmi; c != nil {
 		if e := c.Finalize(); e != nil && err == nil {

@@ -1,0 +1,48 @@
+package mpi
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/tachyon-hpc/tachyon/metrics/statshm"
+)
+
+// statPub publishes this process's performance variables for tachyonstat
+// (package metrics/statshm) from Init to Finalize; nil when metrics_stat
+// is off or the file could not be made. Guarded by env.mu.
+var statPub *statshm.Publisher
+
+// startStat starts publishing this process's performance variables, as
+// rank p of its job, unless metrics_stat is off. A failure costs Init
+// nothing: it says so on standard error and the job runs unseen. Rank 0
+// first removes the files of processes that died without Finalize.
+func startStat(p *proc) {
+	if !statshm.Enabled() {
+		return
+	}
+	job := os.Getenv(EnvSegment)
+	if env.pmi != nil {
+		job = env.pmi.KVSName()
+	}
+	rank := p.ep.Rank()
+	if rank == 0 {
+		statshm.RemoveStale(statshm.Dir()) // best effort: a leftover only costs a line of tachyonstat
+	}
+	pub, err := statshm.Start(statshm.Config{Job: job, Rank: rank, Size: p.ep.Size()})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tachyon: rank %d: tachyonstat will not see this process (TACHYON_METRICS_STAT=0 turns publishing off): %v\n", rank, err)
+		return
+	}
+	statPub = pub
+}
+
+// stopStat stops publishing and removes the file.
+func stopStat() {
+	if statPub == nil {
+		return
+	}
+	if err := statPub.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "tachyon: %v\n", err)
+	}
+	statPub = nil
+}

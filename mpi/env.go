@@ -478,6 +478,7 @@ func Abort(c *Comm, code int) { abort(c, code, fmt.Sprintf("Abort(%d) called", c
 
 // abort is Abort with msg saying why.
 func abort(c *Comm, code int, msg string) {
+	stopStat()
 	if p := current(); p != nil {
 		if c := env.pmi; c != nil {
 			// Under a PMI launcher, say so first: the launcher kills the

@@ -3,14 +3,16 @@ package mpi
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/tachyon-hpc/tachyon/metrics/statshm"
 )
 
 // statPub publishes this process's performance variables for tachyonstat
-// (package metrics/statshm) from Init to Finalize; nil when metrics_stat
-// is off or the file could not be made. Guarded by env.mu.
-var statPub *statshm.Publisher
+// (package metrics/statshm) from Init to Finalize or Abort; nil when
+// metrics_stat is off or the file could not be made. Atomic: Abort, which
+// takes no lock, stops it too.
+var statPub atomic.Pointer[statshm.Publisher]
 
 // startStat starts publishing this process's performance variables, as
 // rank p of its job, unless metrics_stat is off. A failure costs Init
@@ -33,16 +35,16 @@ func startStat(p *proc) {
 		fmt.Fprintf(os.Stderr, "tachyon: rank %d: tachyonstat will not see this process (TACHYON_METRICS_STAT=0 turns publishing off): %v\n", rank, err)
 		return
 	}
-	statPub = pub
+	statPub.Store(pub)
 }
 
-// stopStat stops publishing and removes the file.
+// stopStat stops publishing and removes the file, once, from Finalize or
+// Abort (a process that exits without either leaves a stale file, which
+// tachyonstat reports and the next job's rank 0 removes).
 func stopStat() {
-	if statPub == nil {
-		return
+	if pub := statPub.Swap(nil); pub != nil {
+		if err := pub.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "tachyon: %v\n", err)
+		}
 	}
-	if err := statPub.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "tachyon: %v\n", err)
-	}
-	statPub = nil
 }

@@ -162,7 +162,7 @@ func Launched() bool {
 // both ways.
 func Main(n int, fn func(world *Comm) error) error {
 	if !Launched() {
-		return Run(n, fn)
+		return runStat(n, fn)
 	}
 	if err := Init(); err != nil {
 		return err

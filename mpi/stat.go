@@ -48,3 +48,19 @@ func stopStat() {
 		}
 	}
 }
+
+// runStat is Run(n, fn) for Main, published for tachyonstat as one
+// process of n ranks (rank unknown: the process is every rank), unless
+// metrics_stat is off. Run alone publishes nothing, so that the many
+// short worlds of tests and libraries make no files.
+func runStat(n int, fn func(world *Comm) error) error {
+	if statshm.Enabled() && n >= 1 {
+		pub, err := statshm.Start(statshm.Config{Rank: -1, Size: n})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "tachyon: tachyonstat will not see this process (TACHYON_METRICS_STAT=0 turns publishing off): %v\n", err)
+		} else {
+			defer pub.Stop()
+		}
+	}
+	return Run(n, fn)
+}

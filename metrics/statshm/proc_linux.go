@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -33,15 +34,16 @@ func processStart(pid int) (uint64, byte, error) {
 }
 
 // selfIdentity returns this process's start time and the inode of its pid
-// namespace, 0 for what /proc does not say.
-func selfIdentity() (start, pidNS uint64) {
+// namespace, 0 for what /proc does not say. Neither changes while the
+// process lives: it looks once.
+var selfIdentity = sync.OnceValues(func() (start, pidNS uint64) {
 	start, _, _ = processStart(os.Getpid())
 	var st syscall.Stat_t
 	if syscall.Stat("/proc/self/ns/pid", &st) == nil {
 		pidNS = st.Ino
 	}
 	return start, pidNS
-}
+})
 
 // gone reports whether the process that wrote a file is certainly gone:
 // no process pid exists, or it is a zombie, or pid now names a process

@@ -462,3 +462,38 @@ func FuzzOpen(f *testing.F) {
 		r.Read()
 	})
 }
+
+// BenchmarkPublish: the cost of one publication, the publisher's work
+// every interval.
+func BenchmarkPublish(b *testing.B) {
+	p, err := Start(Config{Dir: b.TempDir(), Interval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop()
+	b.ReportAllocs()
+	for b.Loop() {
+		p.publish()
+	}
+	b.ReportMetric(float64(len(p.vars)), "vars")
+}
+
+// BenchmarkRead: the cost of one reading of a file, tachyonstat's work.
+func BenchmarkRead(b *testing.B) {
+	p, err := Start(Config{Dir: b.TempDir(), Interval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop()
+	r, err := Open(p.Path())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Read(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -331,8 +331,12 @@ func showList(stats []*statshm.Stat, w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "PID\tRANK\tSIZE\tJOB\tHOST\tCOMMAND\tVARS\tAGE")
 	for _, st := range stats {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", st.PID, rankString(st.Rank), sizeString(st.Size),
-			orDash(st.Job), orDash(st.Host), orDash(st.Command), len(st.Vars), age(st))
+		stale := ""
+		if st.Stale {
+			stale = "\tSTALE (process gone)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s%s\n", st.PID, rankString(st.Rank), sizeString(st.Size),
+			orDash(st.Job), orDash(st.Host), orDash(st.Command), len(st.Vars), age(st), stale)
 	}
 	tw.Flush()
 }

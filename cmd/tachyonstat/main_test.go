@@ -271,6 +271,10 @@ func TestStaleAndForeign(t *testing.T) {
 	if code != 1 || out != "" || !strings.Contains(errs, "1 stale files") {
 		t.Fatalf("killed: exit %d\n%s\n%s", code, out, errs)
 	}
+	code, out, errs = tachyonstat("-dir", dir, "-stale")
+	if code != 0 || !strings.Contains(out, fmt.Sprint(cmd.Process.Pid)) || !strings.Contains(out, "STALE") {
+		t.Fatalf("-stale: exit %d\n%s\n%s", code, out, errs)
+	}
 	code, out, errs = tachyonstat("-dir", dir, "-json", "-stale")
 	doc := decode(t, out)
 	if code != 0 || len(doc.Processes) != 1 || !doc.Processes[0].Stale || doc.Processes[0].Path != path || doc.Processes[0].Rank != 3 ||

@@ -11,8 +11,9 @@
 // unit) and one 8-byte value slot per variable. Every metrics_stat_interval
 // a goroutine of the publisher reads every variable and stores the values
 // into the slots; variables registered since the last time join the
-// table. Stop removes the file. The facade's Init starts a publisher
-// unless metrics_stat is off, and Finalize stops it.
+// table. Stop removes the file. The facade's Init (and Main's in-process
+// world) starts a publisher unless metrics_stat is off; Finalize and Abort
+// stop it.
 //
 // A Reader (Open) maps the file read-only and reads it with atomic loads
 // alone: every value is read whole, and a sequence number that is odd

@@ -19,7 +19,7 @@ import (
 // made; the second line what the publisher rewrites at every interval, on
 // a cache line of its own.
 const (
-	magic   = "TACHSTAT" // offHeader: the first 8 bytes of every file
+	magic   = "TACHSTAT" // the first 8 bytes of every file (offMagic)
 	version = 1          // the layout described here
 
 	offMagic       = 0   // [8]byte magic

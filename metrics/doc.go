@@ -2,5 +2,7 @@
 // (package pvar) to the metrics systems of Go services: expvars publishes
 // them on expvar (/debug/vars), prom collects them for Prometheus. Each is
 // a package of its own, so that a program imports only the system it uses
-// and the core packages depend on neither.
+// and the core packages depend on neither. A third, statshm, publishes them
+// in a file of shared memory that cmd/tachyonstat reads from outside the
+// process; the facade's Init starts it.
 package metrics

@@ -149,6 +149,7 @@ func pInitThread(required ThreadLevel) (provided ThreadLevel, err error) {
 	p.thread = required
 	env.p = p
 	env.state.Store(stateInit)
+	startStat(p)
 	return required, nil
 }
 
@@ -479,6 +480,7 @@ func pFinalize(c *Comm) error {
 	if env.state.Load() != stateInit {
 		return notInitialized("Finalize", "Finalize (c.Finalize)")
 	}
+	stopStat()
 	err := env.p.finalize()
 	if c := env.pmi; c != nil {
 		if e := c.Finalize(); e != nil && err == nil {
@@ -502,6 +504,7 @@ func Abort(c *Comm, code int) { abort(c, code, fmt.Sprintf("Abort(%d) called", c
 
 // abort is Abort with msg saying why.
 func abort(c *Comm, code int, msg string) {
+	stopStat()
 	if p := current(); p != nil {
 		if c := env.pmi; c != nil {
 			// Under a PMI launcher, say so first: the launcher kills the

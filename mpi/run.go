@@ -163,7 +163,7 @@ func Launched() bool {
 // see the same routines both ways.
 func Main(n int, fn func(world *Comm) error) error {
 	if !Launched() {
-		return Run(n, func(world *Comm) error {
+		return runStat(n, func(world *Comm) error {
 			if err := fn(world); err != nil || world.p.done {
 				return err
 			}

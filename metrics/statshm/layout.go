@@ -1,0 +1,128 @@
+package statshm
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// The file's layout, every offset in bytes from the start of the file.
+// Integers are in the host's byte order (a writer and its readers share a
+// host); every integer field is 8 bytes wide and 8-byte aligned, so that
+// each is read and written whole with one atomic operation. Strings are
+// UTF-8, padded with NUL bytes, and hold no NUL.
+//
+//	header   [0, headerSize)
+//	descs    [headerSize, headerSize + capacity*descSize)   one per variable, append-only
+//	values   [valuesOff, valuesOff + capacity*8)            one int64 per variable
+//
+// The header's first line holds what never changes after the file is
+// made; the second line what the publisher rewrites at every interval, on
+// a cache line of its own.
+const (
+	magic   = "TACHSTAT" // the first 8 bytes of every file (offMagic)
+	version = 1          // the layout described here
+
+	offMagic       = 0   // [8]byte magic
+	offVersion     = 8   // uint64 version
+	offHeaderSize  = 16  // uint64 headerSize
+	offDescSize    = 24  // uint64 descSize
+	offCapacity    = 32  // uint64 variables the table holds
+	offPID         = 40  // uint64 the publishing process's id
+	offProcStart   = 48  // uint64 its start time, clock ticks since boot (/proc/PID/stat field 22); 0 unknown
+	offPIDNS       = 56  // uint64 inode of its pid namespace (/proc/self/ns/pid); 0 unknown
+	offRank        = 64  // int64 world rank, -1 unknown
+	offSize        = 72  // int64 ranks in the job, 0 unknown
+	offStarted     = 80  // int64 when the file was made, Unix nanoseconds
+	offInterval    = 88  // int64 the publishing interval, nanoseconds
+	offSecPerCount = 96  // float64 bits: seconds per clock count, for timer variables
+	offSeq         = 128 // uint64 sequence: odd while the publisher writes, even between
+	offCount       = 136 // uint64 descriptors published, at most capacity
+	offUpdated     = 144 // int64 the last publication, Unix nanoseconds
+	offDropped     = 152 // uint64 variables that did not fit (table full, name too long)
+	offJob         = 192 // [jobLen]byte the job's name: its segment, or its PMI name space
+	offHost        = 320 // [hostLen]byte the host's name
+	offCommand     = 384 // [commandLen]byte the program's name
+	headerSize     = 512
+
+	jobLen     = 128
+	hostLen    = 64
+	commandLen = 128
+
+	// A descriptor: the variable's name, unit and class.
+	descName  = 0   // [nameLen]byte
+	descUnit  = 88  // [unitLen]byte
+	descClass = 120 // int64 pvar.Class
+	descSize  = 128
+	nameLen   = 88
+	unitLen   = 32
+
+	// maxCapacity bounds the table a reader accepts, so that a corrupt
+	// header cannot make it map or allocate without bound.
+	maxCapacity = 1 << 20
+)
+
+// fileSize returns the size of a file whose table holds capacity variables.
+func fileSize(capacity int) int { return valuesOff(capacity) + capacity*8 }
+
+// valuesOff returns the offset of the first value of a file whose table
+// holds capacity variables.
+func valuesOff(capacity int) int { return headerSize + capacity*descSize }
+
+// word returns the 8-byte field at off of mem, for atomic access. off is a
+// multiple of 8 and mem is page-aligned (a mapping), so the field is
+// aligned.
+func word(mem []byte, off int) *uint64 {
+	_ = mem[off+7] // bounds check
+	return (*uint64)(unsafe.Pointer(&mem[off]))
+}
+
+func load(mem []byte, off int) uint64     { return atomic.LoadUint64(word(mem, off)) }
+func store(mem []byte, off int, v uint64) { atomic.StoreUint64(word(mem, off), v) }
+
+// putString writes s into the n-byte field at off, NUL-padded, and
+// reports whether it fit whole (it is cut at a rune boundary if not).
+func putString(mem []byte, off, n int, s string) bool {
+	fits := len(s) <= n
+	if !fits {
+		s = s[:n]
+		for len(s) > 0 && !validEnd(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	clear(mem[off : off+n])
+	copy(mem[off:off+n], s)
+	return fits
+}
+
+// validEnd reports whether s does not end inside a multi-byte rune.
+func validEnd(s string) bool {
+	for i := len(s) - 1; i >= 0 && i >= len(s)-4; i-- {
+		c := s[i]
+		if c < 0x80 {
+			return true
+		}
+		if c >= 0xC0 { // a leading byte: its rune needs this many bytes
+			need := 2
+			if c >= 0xE0 {
+				need = 3
+			}
+			if c >= 0xF0 {
+				need = 4
+			}
+			return len(s)-i == need
+		}
+	}
+	return true
+}
+
+// getString reads the n-byte string field at off: up to its first NUL.
+func getString(mem []byte, off, n int) string {
+	b := mem[off : off+n]
+	for i, c := range b {
+		if c == 0 {
+			b = b[:i]
+			break
+		}
+	}
+	return string(b)
+}

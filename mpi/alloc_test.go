@@ -292,7 +292,7 @@ func BenchmarkSelfWindow(b *testing.B) {
 	b.Run("serialized", func(b *testing.B) { selfWindow(b, true) })
 	b.Run("intercepted", func(b *testing.B) {
 		if intercepted() {
-			b.Skip("an interceptor is registered for the whole run")
+			testskip.Skip(b, testskip.Intercepted, "an interceptor is registered for the whole run")
 		}
 		remove, err := Intercept(passThrough)
 		if err != nil {

@@ -237,7 +237,7 @@ func rebuildTools() {
 }
 
 // The entries of the routines on the message path (Send, Recv, Isend,
-// Irecv, Wait): each routine is one call through its entry, the routine
+// Irecv, Wait, WaitallInto): each routine is one call through its entry, the routine
 // itself (pSend...) or, while interceptors are registered, it through
 // them (sendTooled...). The call is small enough for the compiler to put
 // in line in the routine's caller, so that without tools a program calls
@@ -250,6 +250,8 @@ var (
 	isendEntry = (*Comm).pIsend
 	irecvEntry = (*Comm).pIrecv
 	waitEntry  = (*Request).pWait
+
+	waitallIntoEntry = pWaitallInto
 )
 
 // setEntries points the entries at the routines' forms through the
@@ -257,11 +259,11 @@ var (
 func setEntries(tooled bool) {
 	if tooled {
 		sendEntry, recvEntry, isendEntry = (*Comm).sendTooled, (*Comm).recvTooled, (*Comm).isendTooled
-		irecvEntry, waitEntry = (*Comm).irecvTooled, (*Request).waitTooled
+		irecvEntry, waitEntry, waitallIntoEntry = (*Comm).irecvTooled, (*Request).waitTooled, waitallIntoTooled
 		return
 	}
 	sendEntry, recvEntry, isendEntry = (*Comm).pSend, (*Comm).pRecv, (*Comm).pIsend
-	irecvEntry, waitEntry = (*Comm).pIrecv, (*Request).pWait
+	irecvEntry, waitEntry, waitallIntoEntry = (*Comm).pIrecv, (*Request).pWait, pWaitallInto
 }
 
 // intercepted reports whether any interceptor is registered.

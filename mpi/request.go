@@ -409,12 +409,14 @@ func pWaitall(reqs []*Request) ([]Status, error) {
 // handles to MPI_REQUEST_NULL, other copies of those *Request values must
 // not be used afterwards (with Waitall they stay valid and inactive).
 func WaitallInto(reqs []*Request, statuses []Status) error {
-	if intercepted() {
-		c := requestsCall(OpWaitall, reqs)
-		c.statuses, c.into = statuses, true
-		return c.run()
-	}
-	return pWaitallInto(reqs, statuses)
+	return waitallIntoEntry(reqs, statuses)
+}
+
+// waitallIntoTooled is WaitallInto through the interceptors.
+func waitallIntoTooled(reqs []*Request, statuses []Status) error {
+	c := requestsCall(OpWaitall, reqs)
+	c.statuses, c.into = statuses, true
+	return c.run()
 }
 
 // pWaitallInto is WaitallInto without interception.

@@ -31,7 +31,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,11 +41,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/cli"
+
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/launch"
 )
 
-const usageLine = "usage: tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [-netns] [--] prog [args...]"
+// usage is the command line's one-line summary, printed by -h and with every misuse.
+var usage = cli.Usage{Name: "tachyonrun", Line: "usage: tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [-netns] [--] prog [args...]"}
 
 func main() {
 	nethost.EnterMain() // with -netns, tachyonrun is also the shim that puts each rank in its host
@@ -57,40 +59,33 @@ func main() {
 // status.
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tachyonrun", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	n := fs.Int("n", 0, "number of ranks (required)")
 	bind := fs.Bool("bind", false, "bind rank i to the i-th CPU this process may run on")
 	cpuList := fs.String("cpus", "", "bind rank i to the i-th CPU of this list, e.g. 0,2,4-7")
 	prefix := fs.Bool("prefix", false, "prefix each output line with \"[rank] \"")
 	netns := fs.Bool("netns", false, "make each rank a host of its own: network namespace, host name, /dev/shm (root)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, usageLine)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return usageError(stderr, err.Error())
+	if status, done := usage.Parse(fs, args, stdout, stderr); done {
+		return status
 	}
 	nSet := false
 	fs.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
 	switch {
 	case !nSet:
-		return usageError(stderr, "-n N is required")
+		return usage.Error(stderr, "-n N is required")
 	case *n < 1:
-		return usageError(stderr, fmt.Sprintf("-n must be at least 1 (got %d)", *n))
+		return usage.Error(stderr, fmt.Sprintf("-n must be at least 1 (got %d)", *n))
 	case *n > launch.MaxRanks:
-		return usageError(stderr, fmt.Sprintf("-n %d: at most %d ranks", *n, launch.MaxRanks))
+		return usage.Error(stderr, fmt.Sprintf("-n %d: at most %d ranks", *n, launch.MaxRanks))
 	case fs.NArg() == 0:
-		return usageError(stderr, "no program to run")
+		return usage.Error(stderr, "no program to run")
 	case *bind && *cpuList != "":
-		return usageError(stderr, "use -bind or -cpus, not both")
+		return usage.Error(stderr, "use -bind or -cpus, not both")
 	}
 	cfg := launch.Config{N: *n, Program: fs.Arg(0), Args: fs.Args()[1:], Prefix: *prefix, NetNS: *netns, Stdout: stdout, Stderr: stderr}
 	if *cpuList != "" {
 		cpus, err := parseCPUs(*cpuList)
 		if err != nil {
-			return usageError(stderr, err.Error())
+			return usage.Error(stderr, err.Error())
 		}
 		cfg.CPUs = cpus
 	}
@@ -123,11 +118,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tachyonrun: %v\n", err)
 	}
 	return code
-}
-
-func usageError(stderr io.Writer, msg string) int {
-	fmt.Fprintf(stderr, "tachyonrun: %s (%s)\n", msg, usageLine)
-	return 2
 }
 
 // parseCPUs reads a list such as "0,2,4-7".

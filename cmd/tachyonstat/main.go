@@ -55,10 +55,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/cli"
+
 	"github.com/tachyon-hpc/tachyon/metrics/statshm"
 )
 
-const usageLine = "usage: tachyonstat [-dir D] [-job J] [-rank R] [-pid P] [-stale] [-json] [-watch T [-count N]] [-remove-stale] [prefix...]"
+// usage is the command line's one-line summary, printed by -h and with every misuse.
+var usage = cli.Usage{Name: "tachyonstat", Line: "usage: tachyonstat [-dir D] [-job J] [-rank R] [-pid P] [-stale] [-json] [-watch T [-count N]] [-remove-stale] [prefix...]"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -85,7 +88,6 @@ type options struct {
 // status. Cancelling ctx ends -watch.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tachyonstat", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	var o options
 	fs.StringVar(&o.dir, "dir", statshm.Dir(), "directory of the files (metrics_stat_dir)")
 	fs.StringVar(&o.job, "job", "", "processes whose job name starts with `J`")
@@ -96,31 +98,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.watch, "watch", 0, "refresh every `T`")
 	fs.IntVar(&o.count, "count", 0, "with -watch: stop after `N` refreshes")
 	fs.BoolVar(&o.removeStale, "remove-stale", false, "remove the stale files")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, usageLine)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return usageError(stderr, err.Error())
+	if status, done := usage.Parse(fs, args, stdout, stderr); done {
+		return status
 	}
 	o.prefixes = fs.Args()
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
 	case set["rank"] && o.rank < 0:
-		return usageError(stderr, fmt.Sprintf("-rank %d: a rank is at least 0", o.rank))
+		return usage.Error(stderr, fmt.Sprintf("-rank %d: a rank is at least 0", o.rank))
 	case set["pid"] && o.pid <= 0:
-		return usageError(stderr, fmt.Sprintf("-pid %d: a pid is positive", o.pid))
+		return usage.Error(stderr, fmt.Sprintf("-pid %d: a pid is positive", o.pid))
 	case set["watch"] && o.watch <= 0:
-		return usageError(stderr, fmt.Sprintf("-watch %v: the interval must be positive", o.watch))
+		return usage.Error(stderr, fmt.Sprintf("-watch %v: the interval must be positive", o.watch))
 	case set["count"] && !set["watch"]:
-		return usageError(stderr, "-count goes with -watch")
+		return usage.Error(stderr, "-count goes with -watch")
 	case o.count < 0:
-		return usageError(stderr, fmt.Sprintf("-count %d: must be positive", o.count))
+		return usage.Error(stderr, fmt.Sprintf("-count %d: must be positive", o.count))
 	case o.removeStale && len(set) > 1+btoi(set["dir"]) || o.removeStale && len(o.prefixes) > 0:
-		return usageError(stderr, "-remove-stale takes no other flag than -dir")
+		return usage.Error(stderr, "-remove-stale takes no other flag than -dir")
 	}
 	o.selected = set["job"] || set["rank"] || set["pid"] || len(o.prefixes) > 0
 	if f, ok := stdout.(*os.File); ok {
@@ -195,11 +191,6 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-func usageError(stderr io.Writer, msg string) int {
-	fmt.Fprintf(stderr, "tachyonstat: %s (%s)\n", msg, usageLine)
-	return 2
 }
 
 // oneLine joins the lines of err's message.

@@ -59,6 +59,8 @@ func TestProfileInlining(t *testing.T) {
 		{"engine.(*Endpoint).IsendNow", "engine.(*recordLink).setStream",
 			"the stream's check (within Go's budget of 80 without a profile)"},
 		{"mpi.(*Comm).pIrecv", "engine.(*Endpoint).Irecv", "the engine's receive in the facade's"},
+		{"mpi.(*Comm).pRecv", "engine.(*Endpoint).Recv",
+			"the latency loop's blocking receive in the facade's (a profile without it gave the 8 B latency of no profile)"},
 		{"engine.(*Endpoint).pollShort", "rings.(*RecordReader).NextReady", "the ring reads in the poll's loop"},
 	} {
 		if !ix.has(c.fn) {

@@ -31,7 +31,6 @@ type Endpoint struct {
 	net      *netDev      // the network device, nil if no peer is on the network
 	polls    uint64       // calls of pollLocked: a record link prefetches within a stream of sends only; the network keeper reads it unlocked
 	warmAt   int          // the peer whose link warmNext looks at first
-	node     string
 	closed   bool
 	impaired bool          // closed, or a peer gone: what the usual cases of Irecv and IsendNow check
 	inflight int           // requests started and not yet complete
@@ -131,7 +130,6 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 		split: pvSplit.ShardOf(o), cancelled: pvCancelled.ShardOf(o), deaths: pvPeerDeaths.ShardOf(o),
 		roomWaits: pvRoomWaits.ShardOf(o), malformed: pvMalformed.ShardOf(o), linkFull: pvLinkFull.ShardOf(o)}
 	ep.m.depth, ep.m.searches, ep.m.depthHWM = pvMatchDepth.ShardOf(o), pvMatches.ShardOf(o), pvMatchDepthHWM.ShardOf(o)
-	ep.node, _ = os.Hostname()
 	// One spare peer on each side: a peer is more than a line, so the
 	// ones in use share no line with another rank's memory.
 	ep.peers = make([]peer, size+2)[1 : size+1 : size+1]
@@ -165,9 +163,6 @@ func (ep *Endpoint) Rank() int { return ep.rank }
 
 // Size returns the number of ranks in the world.
 func (ep *Endpoint) Size() int { return ep.size }
-
-// NodeName returns the name of the host this rank runs on.
-func (ep *Endpoint) NodeName() string { return ep.node }
 
 // Progress returns the progress engine that drives this endpoint.
 func (ep *Endpoint) Progress() *progress.Engine { return ep.prog }

@@ -36,8 +36,8 @@ var netAuth = cvar.NewBool("engine_net_auth", false,
 	cvar.WithCategory("engine"))
 
 var (
-	pvNetAuthFail = pvar.NewCounter("engine_net_auth_failures", "Frames from network peers whose authentication tag was wrong (engine_net_auth), dropped.", pvar.WithUnit("frames"))
-	pvNetReplays  = pvar.NewCounter("engine_net_replays", "Authenticated frames from network peers whose counter had been seen, or was too old to tell, dropped.", pvar.WithUnit("frames"))
+	pvNetAuthFail = pvar.NewCounter("engine_net_auth_failures", "Frames from network peers whose authentication tag was wrong (engine_net_auth), dropped.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetReplays  = pvar.NewCounter("engine_net_replays", "Authenticated frames from network peers whose counter had been seen, or was too old to tell, dropped.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
 )
 
 const (

@@ -55,10 +55,10 @@ var (
 
 // Performance variables of the bulk lane.
 var (
-	pvNetBulkMsgs      = pvar.NewCounter("engine_net_bulk_messages", "Rendezvous messages received through the bulk lane.", pvar.WithUnit("messages"))
-	pvNetBulkBytes     = pvar.NewCounter("engine_net_bulk_bytes", "Bytes received through the bulk lane.", pvar.WithUnit("bytes"))
-	pvNetBulkRefused   = pvar.NewCounter("engine_net_bulk_refused", "Streams accepted and closed at once: a wrong or incomplete hello (another job's cookie, an unknown rank, a stale incarnation), a second stream from one peer, or too many waiting.", pvar.WithUnit("streams"))
-	pvNetBulkFallbacks = pvar.NewCounter("engine_net_bulk_fallbacks", "Rendezvous messages sent as frames although their receiver asked for the bulk lane, because it could not be reached.", pvar.WithUnit("messages"))
+	pvNetBulkMsgs      = pvar.NewCounter("engine_net_bulk_messages", "Rendezvous messages received through the bulk lane.", pvar.WithUnit("messages"), pvar.WithBind(pvar.BindComm))
+	pvNetBulkBytes     = pvar.NewCounter("engine_net_bulk_bytes", "Bytes received through the bulk lane.", pvar.WithUnit("bytes"), pvar.WithBind(pvar.BindComm))
+	pvNetBulkRefused   = pvar.NewCounter("engine_net_bulk_refused", "Streams accepted and closed at once: a wrong or incomplete hello (another job's cookie, an unknown rank, a stale incarnation), a second stream from one peer, or too many waiting.", pvar.WithUnit("streams"), pvar.WithBind(pvar.BindComm))
+	pvNetBulkFallbacks = pvar.NewCounter("engine_net_bulk_fallbacks", "Rendezvous messages sent as frames although their receiver asked for the bulk lane, because it could not be reached.", pvar.WithUnit("messages"), pvar.WithBind(pvar.BindComm))
 )
 
 const (

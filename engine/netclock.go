@@ -42,8 +42,8 @@ var netClockInterval = cvar.NewDuration("engine_net_clock_interval", time.Second
 	cvar.WithCategory("engine"), cvar.WithRange(int64(time.Millisecond), int64(time.Hour)))
 
 var (
-	pvNetClockProbes = pvar.NewCounter("engine_net_clock_probes", "Clock probes sent to steer this rank's Wtime toward the reference rank's.", pvar.WithUnit("frames"))
-	pvNetClockSteers = pvar.NewCounter("engine_net_clock_steers", "Corrections of this rank's Wtime from rounds of clock probes.", pvar.WithUnit("corrections"))
+	pvNetClockProbes = pvar.NewCounter("engine_net_clock_probes", "Clock probes sent to steer this rank's Wtime toward the reference rank's.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetClockSteers = pvar.NewCounter("engine_net_clock_steers", "Corrections of this rank's Wtime from rounds of clock probes.", pvar.WithUnit("corrections"), pvar.WithBind(pvar.BindComm))
 )
 
 const (
@@ -101,7 +101,7 @@ func (ep *Endpoint) SteerClock(ref int) error {
 	k.interval = progress.SecondsToCounts(netClockInterval.Get().Seconds())
 	k.next = min(progress.SecondsToCounts(clockFirst), k.interval)
 	k.lost = progress.SecondsToCounts(clockLost)
-	k.probes, k.steers = pvNetClockProbes.Shard(), pvNetClockSteers.Shard()
+	k.probes, k.steers = pvNetClockProbes.ShardOf(ep.owner), pvNetClockSteers.ShardOf(ep.owner)
 	k.due = d.clock()
 	return nil
 }

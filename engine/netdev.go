@@ -60,18 +60,18 @@ var (
 
 // Performance variables of the network transport.
 var (
-	pvNetData       = pvar.NewCounter("engine_net_data_frames", "Data frames sent to network peers, each once however often it went.", pvar.WithUnit("frames"))
-	pvNetAcks       = pvar.NewCounter("engine_net_acks", "Acknowledgement frames sent on their own (not carried by data).", pvar.WithUnit("frames"))
-	pvNetRetx       = pvar.NewCounter("engine_net_retransmits", "Frames sent again after a retransmission timeout.", pvar.WithUnit("frames"))
-	pvNetFastRetx   = pvar.NewCounter("engine_net_fast_retransmits", "Frames sent again because an acknowledgement showed a later frame arrived and they did not.", pvar.WithUnit("frames"))
-	pvNetTimeouts   = pvar.NewCounter("engine_net_timeouts", "Retransmission timeouts.", pvar.WithUnit("timeouts"))
-	pvNetDupes      = pvar.NewCounter("engine_net_duplicates", "Data frames received again and dropped.", pvar.WithUnit("frames"))
-	pvNetWindow     = pvar.NewCounter("engine_net_out_of_window", "Data frames received beyond the receive window and dropped.", pvar.WithUnit("frames"))
-	pvNetStale      = pvar.NewCounter("engine_net_stale_frames", "Frames of another incarnation of their sender (epoch), dropped.", pvar.WithUnit("frames"))
-	pvNetForeign    = pvar.NewCounter("engine_net_foreign_frames", "Frames for another endpoint or from a rank that is no network peer, dropped.", pvar.WithUnit("frames"))
-	pvNetMalformed  = pvar.NewCounter("engine_net_malformed_frames", "Frames whose Tachyon header was malformed (type, flags, length), dropped.", pvar.WithUnit("frames"))
-	pvNetKeeper     = pvar.NewCounter("engine_net_keeper_runs", "Times an endpoint's keeper ran the retransmission timers for a rank that was not polling.", pvar.WithUnit("runs"))
-	pvNetPeerDeaths = pvar.NewCounter("engine_net_peer_deaths", "Network peers found dead: nothing acknowledged or heard for engine_net_peer_timeout, or closed.", pvar.WithUnit("peers"))
+	pvNetData       = pvar.NewCounter("engine_net_data_frames", "Data frames sent to network peers, each once however often it went.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetAcks       = pvar.NewCounter("engine_net_acks", "Acknowledgement frames sent on their own (not carried by data).", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetRetx       = pvar.NewCounter("engine_net_retransmits", "Frames sent again after a retransmission timeout.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetFastRetx   = pvar.NewCounter("engine_net_fast_retransmits", "Frames sent again because an acknowledgement showed a later frame arrived and they did not.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetTimeouts   = pvar.NewCounter("engine_net_timeouts", "Retransmission timeouts.", pvar.WithUnit("timeouts"), pvar.WithBind(pvar.BindComm))
+	pvNetDupes      = pvar.NewCounter("engine_net_duplicates", "Data frames received again and dropped.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetWindow     = pvar.NewCounter("engine_net_out_of_window", "Data frames received beyond the receive window and dropped.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetStale      = pvar.NewCounter("engine_net_stale_frames", "Frames of another incarnation of their sender (epoch), dropped.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetForeign    = pvar.NewCounter("engine_net_foreign_frames", "Frames for another endpoint or from a rank that is no network peer, dropped.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetMalformed  = pvar.NewCounter("engine_net_malformed_frames", "Frames whose Tachyon header was malformed (type, flags, length), dropped.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetKeeper     = pvar.NewCounter("engine_net_keeper_runs", "Times an endpoint's keeper ran the retransmission timers for a rank that was not polling.", pvar.WithUnit("runs"), pvar.WithBind(pvar.BindComm))
+	pvNetPeerDeaths = pvar.NewCounter("engine_net_peer_deaths", "Network peers found dead: nothing acknowledged or heard for engine_net_peer_timeout, or closed.", pvar.WithUnit("peers"), pvar.WithBind(pvar.BindComm))
 	countNet        = newTransportCounters("net")
 )
 
@@ -175,6 +175,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 // attachNet makes dev ep's network device and starts its keeper. It
 // returns what stops and closes them when ep closes.
 func (ep *Endpoint) attachNet(dev *netDev) func() {
+	dev.own(ep.owner)
 	ep.net = dev
 	dev.polls = &ep.polls
 	go dev.keep(ep)
@@ -184,6 +185,42 @@ func (ep *Endpoint) attachNet(dev *netDev) func() {
 		ep.lock()
 		dev.close()
 		ep.unlock()
+	}
+}
+
+// deviceCounter is one of a device's counters: the shard it writes and
+// the variable the shard is part of.
+type deviceCounter struct {
+	shard **pvar.CounterShard
+	of    *pvar.Counter
+}
+
+// counters lists the device's counters and its bulk lane's.
+func (d *netDev) counters() []deviceCounter {
+	cs := []deviceCounter{
+		{&d.sentData, pvNetData}, {&d.sentAcks, pvNetAcks}, {&d.retx, pvNetRetx},
+		{&d.fastRetx, pvNetFastRetx}, {&d.timeouts, pvNetTimeouts}, {&d.dupes, pvNetDupes},
+		{&d.outOfWindow, pvNetWindow}, {&d.stale, pvNetStale}, {&d.foreign, pvNetForeign},
+		{&d.malformed, pvNetMalformed}, {&d.deaths, pvNetPeerDeaths}, {&d.kicks, pvNetKeeper},
+		{&d.authFail, pvNetAuthFail}, {&d.replays, pvNetReplays},
+	}
+	if b := d.bulk; b != nil {
+		cs = append(cs, deviceCounter{&b.msgs, pvNetBulkMsgs}, deviceCounter{&b.bytes, pvNetBulkBytes},
+			deviceCounter{&b.refused, pvNetBulkRefused}, deviceCounter{&b.fallbacks, pvNetBulkFallbacks})
+	}
+	return cs
+}
+
+// own makes the device's counters its rank's, kept by o, so that they
+// read per rank as the endpoint's own do: each shard newNetDev took is
+// replaced by one of o's and closed, what it counted (the frames of the
+// connection, if any) staying in the process's totals. It runs before the
+// keeper starts, while only the caller touches the device.
+func (d *netDev) own(o *pvar.Owner) {
+	for _, c := range d.counters() {
+		old := *c.shard
+		*c.shard = c.of.ShardOf(o)
+		old.Close()
 	}
 }
 
@@ -475,5 +512,12 @@ func (d *netDev) close() error {
 		d.bulk.close()
 	}
 	d.flushReleased()
+	for _, c := range d.counters() {
+		(*c.shard).Close()
+	}
+	if c := d.clk.probes; c != nil {
+		c.Close()
+		d.clk.steers.Close()
+	}
 	return d.link.Close()
 }

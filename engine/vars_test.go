@@ -199,3 +199,37 @@ func testRingOccupancy(t *testing.T) {
 		t.Errorf("rank 0's rings hold %d bytes once all is read and released, want 0", got)
 	}
 }
+
+// TestNetVarsPerRank: a network device's counters are its rank's, as the
+// endpoint's own are: each rank of a network world reads the data frames
+// it sent, and the ranks' counts add up to the process's.
+func TestNetVarsPerRank(t *testing.T) {
+	w, err := newNetWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e0, e1 := w.Endpoint(0), w.Endpoint(1)
+	o0, o1 := e0.PvarOwner(), e1.PvarOwner()
+	total := pvNetData.Value()
+	const n = 10
+	for i := range n {
+		if err := e0.Send([]byte("x"), 1, i, 2, Standard); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e1.Recv(make([]byte, 1), 0, i, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent0, sent1 := pvNetData.ValueOf(o0), pvNetData.ValueOf(o1)
+	if sent0 < 1 || sent0 > n || sent1 != 0 {
+		t.Errorf("data frames sent: rank 0 %d (want 1 to %d), rank 1 %d (want 0)", sent0, n, sent1)
+	}
+	if got := pvNetData.Value() - total; got != sent0+sent1 {
+		t.Errorf("the process counted %d data frames, the ranks %d and %d", got, sent0, sent1)
+	}
+	e1.Close()
+	e0.Close()
+	if got := pvNetData.ValueOf(o0); got != sent0 {
+		t.Errorf("rank 0's data frames after Close: %d, want %d", got, sent0)
+	}
+}

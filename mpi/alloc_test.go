@@ -285,22 +285,28 @@ func recvFromSelf(c *Comm, buf []byte, tag int, sts []Status) (*Request, error) 
 // BenchmarkSelfWindow: windows of 64 Irecv and 64 Isend of 8 bytes from a
 // rank to itself, waited with WaitallInto: the facade's and the engine's
 // software cost per message of the message-rate loop, with no cross-core
-// transfer in it; "intercepted" with one interceptor that passes every
-// call on.
+// transfer in it; "intercepted" and "intercepted-serial" with one
+// interceptor that passes every call on.
 func BenchmarkSelfWindow(b *testing.B) {
 	b.Run("multiple", func(b *testing.B) { selfWindow(b, false) })
 	b.Run("serialized", func(b *testing.B) { selfWindow(b, true) })
-	b.Run("intercepted", func(b *testing.B) {
-		if intercepted() {
-			testskip.Skip(b, testskip.Intercepted, "an interceptor is registered for the whole run")
+	for _, serialized := range []bool{false, true} {
+		name := "intercepted"
+		if serialized {
+			name += "-serial" // not "-serialized": -bench SelfWindow/serialized stays the one run
 		}
-		remove, err := Intercept(passThrough)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer remove()
-		selfWindow(b, false)
-	})
+		b.Run(name, func(b *testing.B) {
+			if intercepted() {
+				testskip.Skip(b, testskip.Intercepted, "an interceptor is registered for the whole run")
+			}
+			remove, err := Intercept(passThrough)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer remove()
+			selfWindow(b, serialized)
+		})
+	}
 }
 
 // selfWindow runs BenchmarkSelfWindow on a rank of Run, which provides
@@ -622,6 +628,33 @@ func TestWaitallIntoAfterOtherUse(t *testing.T) {
 			if clean := (Request{c: r.c, op: r.op, inactive: r.inactive}); *r != clean {
 				return fmt.Errorf("a request on the free stack keeps %+v", *r)
 			}
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitallIntoLocalArray: a window of requests in a local array stays
+// in its frame: WaitallInto (and Isend, Irecv) keep no caller's slice, so
+// the array does not escape to the heap and a window allocates nothing.
+func TestWaitallIntoLocalArray(t *testing.T) {
+	err := Run(1, func(c *Comm) error {
+		buf := make([]byte, 8)
+		window := func() {
+			var reqs [4]*Request
+			for i := range 2 {
+				reqs[i], _ = c.Irecv(buf, 0, i)
+			}
+			for i := range 2 {
+				reqs[2+i], _ = c.Isend(buf, 0, i)
+			}
+			WaitallInto(reqs[:], nil)
+		}
+		window()
+		if n := testing.AllocsPerRun(200, window); n != 0 {
+			return fmt.Errorf("%.1f allocations per window of requests in a local array", n)
 		}
 		return c.Finalize()
 	})

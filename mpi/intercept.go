@@ -127,9 +127,17 @@ type Call struct {
 	layout    *Layout
 	statuses  []Status // WaitallInto's; into is true when the caller gave them
 	into      bool
-	group     *Group
-	color     int
-	key       int
+
+	// Buffers a pooled Call keeps: the copies of a routine's requests and
+	// statuses that Requests and statuses are, so that the caller's
+	// slices are never kept and need not escape to the heap (a window of
+	// requests in a local array stays there).
+	reqBuf []*Request
+	stBuf  []Status
+	home   *proc // the rank whose stack the Call goes back to; nil: the pool
+	group  *Group
+	color  int
+	key    int
 }
 
 // Result is what an operation returned besides its error, as
@@ -237,7 +245,7 @@ func rebuildTools() {
 }
 
 // The entries of the routines on the message path (Send, Recv, Isend,
-// Irecv, Wait, WaitallInto): each routine is one call through its entry, the routine
+// Irecv, Wait): each routine is one call through its entry, the routine
 // itself (pSend...) or, while interceptors are registered, it through
 // them (sendTooled...). The call is small enough for the compiler to put
 // in line in the routine's caller, so that without tools a program calls
@@ -250,8 +258,6 @@ var (
 	isendEntry = (*Comm).pIsend
 	irecvEntry = (*Comm).pIrecv
 	waitEntry  = (*Request).pWait
-
-	waitallIntoEntry = pWaitallInto
 )
 
 // setEntries points the entries at the routines' forms through the
@@ -259,11 +265,11 @@ var (
 func setEntries(tooled bool) {
 	if tooled {
 		sendEntry, recvEntry, isendEntry = (*Comm).sendTooled, (*Comm).recvTooled, (*Comm).isendTooled
-		irecvEntry, waitEntry, waitallIntoEntry = (*Comm).irecvTooled, (*Request).waitTooled, waitallIntoTooled
+		irecvEntry, waitEntry = (*Comm).irecvTooled, (*Request).waitTooled
 		return
 	}
 	sendEntry, recvEntry, isendEntry = (*Comm).pSend, (*Comm).pRecv, (*Comm).pIsend
-	irecvEntry, waitEntry, waitallIntoEntry = (*Comm).pIrecv, (*Request).pWait, pWaitallInto
+	irecvEntry, waitEntry = (*Comm).pIrecv, (*Request).pWait
 }
 
 // intercepted reports whether any interceptor is registered.
@@ -278,14 +284,49 @@ func intercept(c *Call) error {
 	return invoke(c)
 }
 
-// callPool recycles Calls: an intercepted operation allocates none.
+// callPool recycles the Calls of ranks at ThreadMultiple and of
+// operations of no rank: an intercepted operation allocates none.
 var callPool = sync.Pool{New: func() any { return new(Call) }}
 
-// release returns c for reuse, cleared so that it keeps nothing alive.
+// getCall returns a clean Call for an operation of rank p (nil for none):
+// from p's own stack below ThreadMultiple, else from the pool.
+func getCall(p *proc) *Call {
+	if p != nil && p.thread < ThreadMultiple {
+		if p.nCalls > 0 {
+			p.nCalls--
+			c := p.calls[p.nCalls]
+			p.calls[p.nCalls] = nil
+			return c
+		}
+		c := new(Call)
+		c.home = p
+		return c
+	}
+	return callPool.Get().(*Call)
+}
+
+// release returns c for reuse, cleared so that it keeps nothing alive:
+// to the stack of the rank it came from, or to the pool.
 func (c *Call) release() {
+	rb, sb, home := c.reqBuf, c.stBuf, c.home
+	clear(rb)
+	if cap(rb) > maxKeptRequests {
+		rb, sb = nil, nil
+	}
 	*c = Call{}
+	c.reqBuf, c.stBuf, c.home = rb[:0], sb[:0], home
+	if home != nil {
+		if home.nCalls < len(home.calls) {
+			home.calls[home.nCalls] = c
+			home.nCalls++
+		}
+		return
+	}
 	callPool.Put(c)
 }
+
+// maxKeptRequests bounds the buffers a pooled Call keeps.
+const maxKeptRequests = 1 << 12
 
 // Pcontrol passes level to the profiling tools (MPI_PCONTROL), and is
 // otherwise a no-op. MPI asks tools to read level 0 as "profiling off",
@@ -303,11 +344,15 @@ func Pcontrol(level int) error {
 // newCall returns a Call of op on comm, with no peer or tag, to release
 // after use.
 func newCall(op Op, comm *Comm) *Call {
-	c := callPool.Get().(*Call)
+	var p *proc
+	if comm != nil {
+		p = comm.p
+	}
+	c := getCall(p)
 	c.Op, c.op, c.Rank, c.Comm = op, op, Undefined, comm
 	c.Peer, c.Tag, c.RecvPeer, c.RecvTag = Undefined, Undefined, Undefined, Undefined
-	if comm != nil && comm.p != nil {
-		c.Rank = comm.p.ep.Rank()
+	if p != nil {
+		c.Rank = p.ep.Rank()
 	}
 	return c
 }
@@ -339,10 +384,12 @@ func requestCall(op Op, r *Request) *Call {
 }
 
 // requestsCall returns the Call of op on reqs, with the rank of the first
-// request that has one.
+// request that has one. Its Requests are a copy of reqs, which runOn
+// copies back.
 func requestsCall(op Op, reqs []*Request) *Call {
 	c := newCall(op, nil)
-	c.Requests = reqs
+	c.reqBuf = append(c.reqBuf[:0], reqs...)
+	c.Requests = c.reqBuf
 	for _, r := range reqs {
 		if r != nil && r.c != nil && r.c.p != nil {
 			c.Rank = r.c.p.ep.Rank()
@@ -379,6 +426,19 @@ func (c *Call) runRequest() (*Request, error) {
 // runResult is run for a routine with several results.
 func (c *Call) runResult() (Result, error) {
 	err := intercept(c)
+	r := c.Result
+	c.release()
+	return r, err
+}
+
+// runOn is runResult for a routine of the requests reqs (and statuses,
+// WaitallInto's, or nil) that c holds copies of: what the routine and the
+// interceptors left in the copies (entries set to nil as they completed,
+// statuses) is copied back.
+func (c *Call) runOn(reqs []*Request, statuses []Status) (Result, error) {
+	err := intercept(c)
+	copy(reqs, c.Requests)
+	copy(statuses, c.statuses)
 	r := c.Result
 	c.release()
 	return r, err

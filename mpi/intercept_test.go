@@ -289,16 +289,19 @@ func TestPcontrol(t *testing.T) {
 }
 
 // TestInterceptAllocs: a registered interceptor costs the message-rate
-// loop no allocation.
+// loop no allocation, with its requests in a local array.
 func TestInterceptAllocs(t *testing.T) {
+	if raceEnabled {
+		testskip.Skip(t, testskip.RaceDetector, "the race detector's sync.Pool drops Calls on purpose")
+	}
 	withInterceptor(t, passThrough, func() {
 		err := Run(1, func(c *Comm) error {
 			buf := make([]byte, 8)
-			reqs := make([]*Request, 2)
 			window := func() {
+				var reqs [2]*Request // in the frame: the interceptors keep no caller's slice
 				reqs[0], _ = c.Irecv(buf, 0, 1)
 				reqs[1], _ = c.Isend(buf, 0, 1)
-				WaitallInto(reqs, nil)
+				WaitallInto(reqs[:], nil)
 			}
 			window()
 			if n := testing.AllocsPerRun(200, window); n != 0 {

@@ -103,7 +103,8 @@ func (r *Request) pStart() error {
 // Startall starts every request of reqs (MPI_STARTALL).
 func Startall(reqs []*Request) error {
 	if intercepted() {
-		return requestsCall(OpStartall, reqs).run()
+		_, err := requestsCall(OpStartall, reqs).runOn(reqs, nil)
+		return err
 	}
 	return pStartall(reqs)
 }

@@ -42,9 +42,21 @@ type proc struct {
 	// one's, so that Isend sets only those.
 	reqFree [maxFreeRequests]*Request
 	nFree   int // requests on reqFree
+
+	// Calls for the interceptors (intercept.go) of a rank below
+	// ThreadMultiple: a plain stack, as reqFree, where sync.Pool's pinning
+	// cost a third of an intercepted operation. At ThreadMultiple Calls
+	// come from the pool.
+	calls  [maxFreeCalls]*Call
+	nCalls int
+
 	reqLock uint32
 	_       [64]byte
 }
+
+// maxFreeCalls bounds a rank's stack of Calls: one operation, and the
+// ones an interceptor makes inside it.
+const maxFreeCalls = 4
 
 // newRequest returns a request, recycled if one is at hand, for the
 // caller to set whole (*r = Request{...}: a recycled one may hold an

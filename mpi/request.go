@@ -389,7 +389,7 @@ func TimerCreate(dueTime float64) (*Request, error) {
 // request reported; statuses[i] holds each request's status.
 func Waitall(reqs []*Request) ([]Status, error) {
 	if intercepted() {
-		res, err := requestsCall(OpWaitall, reqs).runResult()
+		res, err := requestsCall(OpWaitall, reqs).runOn(reqs, nil)
 		return res.Statuses, err
 	}
 	return pWaitall(reqs)
@@ -409,14 +409,25 @@ func pWaitall(reqs []*Request) ([]Status, error) {
 // handles to MPI_REQUEST_NULL, other copies of those *Request values must
 // not be used afterwards (with Waitall they stay valid and inactive).
 func WaitallInto(reqs []*Request, statuses []Status) error {
-	return waitallIntoEntry(reqs, statuses)
+	// No entry of a function variable, as the message path's other
+	// routines have: a slice passed through one escapes to the heap, and
+	// a window of requests in a local array would be allocated each time.
+	if intercepted() {
+		return waitallIntoTooled(reqs, statuses)
+	}
+	return pWaitallInto(reqs, statuses)
 }
 
 // waitallIntoTooled is WaitallInto through the interceptors.
 func waitallIntoTooled(reqs []*Request, statuses []Status) error {
 	c := requestsCall(OpWaitall, reqs)
-	c.statuses, c.into = statuses, true
-	return c.run()
+	c.into = true
+	if statuses != nil {
+		c.stBuf = append(c.stBuf[:0], statuses...)
+		c.statuses = c.stBuf
+	}
+	_, err := c.runOn(reqs, statuses)
+	return err
 }
 
 // pWaitallInto is WaitallInto without interception.
@@ -595,7 +606,7 @@ func (b *recycler) flush() {
 // (MPI_TESTALL); only then does it collect them, as Waitall.
 func Testall(reqs []*Request) ([]Status, bool, error) {
 	if intercepted() {
-		res, err := requestsCall(OpTestall, reqs).runResult()
+		res, err := requestsCall(OpTestall, reqs).runOn(reqs, nil)
 		return res.Statuses, res.Flag, err
 	}
 	return pTestall(reqs)
@@ -662,7 +673,7 @@ func take(reqs []*Request, i int) (Status, error) {
 // request it returns Undefined and an empty status at once.
 func Waitany(reqs []*Request) (int, Status, error) {
 	if intercepted() {
-		res, err := requestsCall(OpWaitany, reqs).runResult()
+		res, err := requestsCall(OpWaitany, reqs).runOn(reqs, nil)
 		return res.Index, res.Status, err
 	}
 	return pWaitany(reqs)
@@ -688,7 +699,7 @@ func pWaitany(reqs []*Request) (int, Status, error) {
 // request is active.
 func Testany(reqs []*Request) (int, Status, bool, error) {
 	if intercepted() {
-		res, err := requestsCall(OpTestany, reqs).runResult()
+		res, err := requestsCall(OpTestany, reqs).runOn(reqs, nil)
 		return res.Index, res.Status, res.Flag, err
 	}
 	return pTestany(reqs)
@@ -720,7 +731,7 @@ func pTestany(reqs []*Request) (int, Status, bool, error) {
 // returns nil indices.
 func Waitsome(reqs []*Request) ([]int, []Status, error) {
 	if intercepted() {
-		res, err := requestsCall(OpWaitsome, reqs).runResult()
+		res, err := requestsCall(OpWaitsome, reqs).runOn(reqs, nil)
 		return res.Indices, res.Statuses, err
 	}
 	return pWaitsome(reqs)
@@ -743,7 +754,7 @@ func pWaitsome(reqs []*Request) ([]int, []Status, error) {
 // none (MPI_TESTSOME).
 func Testsome(reqs []*Request) ([]int, []Status, error) {
 	if intercepted() {
-		res, err := requestsCall(OpTestsome, reqs).runResult()
+		res, err := requestsCall(OpTestsome, reqs).runOn(reqs, nil)
 		return res.Indices, res.Statuses, err
 	}
 	return pTestsome(reqs)

@@ -17,8 +17,9 @@ import (
 //
 // The facade's own calls are not seen: a Sendrecv is one Call, not the
 // Irecv, Send and Wait it is built on, and Finalize's barrier is not a
-// Barrier. Each public routine checks for interceptors with one load and
-// one predictable branch, so a program without tools pays nothing else.
+// Barrier. Without tools, each public routine pays one load and one
+// predictable branch (the message path's, an entry: below), and nothing
+// else.
 
 // Op names an operation of the facade, as an interceptor sees it.
 type Op uint8

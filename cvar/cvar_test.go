@@ -8,7 +8,7 @@ import (
 )
 
 func TestDefaultsAndSet(t *testing.T) {
-	i := NewInt("test_int", 5, "an int", WithRange(-3, 10), WithUnit("things"), WithCategory("test"))
+	i := NewInt(uniq("test_int"), 5, "an int", WithRange(-3, 10), WithUnit("things"), WithCategory("test"))
 	if i.Get() != 5 || i.Source() != FromDefault || i.Default() != "5" || i.Unit() != "things" {
 		t.Fatalf("int: got %d from %v default %q", i.Get(), i.Source(), i.Default())
 	}
@@ -27,7 +27,7 @@ func TestDefaultsAndSet(t *testing.T) {
 		t.Errorf("failed Set changed the value to %d", i.Get())
 	}
 
-	d := NewDuration("test_duration", time.Millisecond, "a duration", WithRange(0, int64(time.Second)))
+	d := NewDuration(uniq("test_duration"), time.Millisecond, "a duration", WithRange(0, int64(time.Second)))
 	if d.Get() != time.Millisecond || d.String() != "1ms" {
 		t.Fatalf("duration: %v %q", d.Get(), d.String())
 	}
@@ -38,7 +38,7 @@ func TestDefaultsAndSet(t *testing.T) {
 		t.Errorf("Set(2s) = %v, want ErrRange", err)
 	}
 
-	e := NewEnum("test_enum", "b", []string{"a", "b", "c"}, "an enum")
+	e := NewEnum(uniq("test_enum"), "b", []string{"a", "b", "c"}, "an enum")
 	if e.Get() != "b" || e.Index() != 1 {
 		t.Fatalf("enum: %q %d", e.Get(), e.Index())
 	}
@@ -49,19 +49,19 @@ func TestDefaultsAndSet(t *testing.T) {
 		t.Errorf("Set(d) = %v, want ErrInvalid listing the choices", err)
 	}
 
-	b := NewBool("test_bool", false, "a bool")
+	b := NewBool(uniq("test_bool"), false, "a bool")
 	if err := b.Set("true"); err != nil || !b.Get() {
 		t.Fatalf("bool Set: %v", err)
 	}
-	f := NewFloat("test_float", 0.5, "a float")
+	f := NewFloat(uniq("test_float"), 0.5, "a float")
 	if err := f.Set("NaN"); !errors.Is(err, ErrInvalid) || f.Get() != 0.5 {
 		t.Errorf("float Set(NaN) = %v, value %v", err, f.Get())
 	}
-	s := NewString("test_string", "x", "a string")
+	s := NewString(uniq("test_string"), "x", "a string")
 	if err := s.Set("hello"); err != nil || s.Get() != "hello" {
 		t.Fatalf("string Set: %v %q", err, s.Get())
 	}
-	u := NewUint("test_uint", 7, "a uint", WithRange(1, 8))
+	u := NewUint(uniq("test_uint"), 7, "a uint", WithRange(1, 8))
 	if err := u.Set("9"); !errors.Is(err, ErrRange) {
 		t.Errorf("uint Set(9) = %v", err)
 	}
@@ -71,11 +71,12 @@ func TestDefaultsAndSet(t *testing.T) {
 }
 
 func TestReadonly(t *testing.T) {
-	r := NewInt("test_readonly", 1, "fixed at start", WithScope(ScopeReadonly))
+	name := uniq("test_readonly")
+	r := NewInt(name, 1, "fixed at start", WithScope(ScopeReadonly))
 	if err := r.Set("2"); !errors.Is(err, ErrReadOnly) || r.Get() != 1 {
 		t.Fatalf("Set of readonly = %v, value %d", err, r.Get())
 	}
-	if err := Set("test_readonly", "2"); !errors.Is(err, ErrReadOnly) {
+	if err := Set(name, "2"); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("registry Set of readonly = %v", err)
 	}
 	if err := Set("no_such_var", "2"); !errors.Is(err, ErrUnknown) {
@@ -84,12 +85,17 @@ func TestReadonly(t *testing.T) {
 }
 
 func TestEnvironment(t *testing.T) {
-	t.Setenv("TACHYON_TEST_ENV_GOOD", "42")
-	t.Setenv("TACHYON_TEST_ENV_BAD", "lots")
-	t.Setenv("TACHYON_TEST_ENV_RANGE", "100")
-	good := NewInt("test_env_good", 1, "from env")
-	bad := NewInt("test_env_bad", 1, "bad env")
-	rng := NewInt("test_env_range", 1, "env out of range", WithRange(0, 10), WithScope(ScopeReadonly))
+	// Each run's environment variables carry uniq's suffix too:
+	// TACHYON_TEST_ENV_GOOD_2 for test_env_good_2.
+	goodName, badName, rngName := uniq("test_env_good"), uniq("test_env_bad"), uniq("test_env_range")
+	badEnv := "TACHYON_TEST_ENV_BAD" + strings.ToUpper(strings.TrimPrefix(badName, "test_env_bad"))
+	rngEnv := "TACHYON_TEST_ENV_RANGE" + strings.ToUpper(strings.TrimPrefix(rngName, "test_env_range"))
+	t.Setenv("TACHYON_TEST_ENV_GOOD"+strings.ToUpper(strings.TrimPrefix(goodName, "test_env_good")), "42")
+	t.Setenv(badEnv, "lots")
+	t.Setenv(rngEnv, "100")
+	good := NewInt(goodName, 1, "from env")
+	bad := NewInt(badName, 1, "bad env")
+	rng := NewInt(rngName, 1, "env out of range", WithRange(0, 10), WithScope(ScopeReadonly))
 	if good.Get() != 42 || good.Source() != FromEnvironment {
 		t.Errorf("good: %d from %v", good.Get(), good.Source())
 	}
@@ -99,8 +105,8 @@ func TestEnvironment(t *testing.T) {
 	var sawBad, sawRange bool
 	for _, err := range Problems() {
 		msg := err.Error()
-		sawBad = sawBad || strings.Contains(msg, "TACHYON_TEST_ENV_BAD") && errors.Is(err, ErrInvalid)
-		sawRange = sawRange || strings.Contains(msg, "TACHYON_TEST_ENV_RANGE") && errors.Is(err, ErrRange)
+		sawBad = sawBad || strings.Contains(msg, badEnv) && errors.Is(err, ErrInvalid)
+		sawRange = sawRange || strings.Contains(msg, rngEnv) && errors.Is(err, ErrRange)
 	}
 	if !sawBad || !sawRange {
 		t.Errorf("Problems() = %v, want both bad variables reported", Problems())
@@ -108,19 +114,23 @@ func TestEnvironment(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	NewInt("test_reg_b", 0, "b", WithCategory("zz"))
-	NewInt("test_reg_a", 0, "a", WithCategory("zz"))
-	v, ok := Lookup("test_reg_a")
-	if !ok || v.Name() != "test_reg_a" || v.Env() != "TACHYON_TEST_REG_A" || v.Type() != TypeInt {
+	// A category of the run's own: in one shared by every run, the runs'
+	// variables would interleave (test_reg_a, test_reg_a_2, test_reg_b, ...).
+	cat, a, b := uniq("zz"), uniq("test_reg_a"), uniq("test_reg_b")
+	NewInt(b, 0, "b", WithCategory(cat))
+	NewInt(a, 0, "a", WithCategory(cat))
+	v, ok := Lookup(a)
+	env := "TACHYON_TEST_REG_A" + strings.ToUpper(strings.TrimPrefix(a, "test_reg_a"))
+	if !ok || v.Name() != a || v.Env() != env || v.Type() != TypeInt {
 		t.Fatalf("Lookup: %v %v", v, ok)
 	}
 	all := All()
 	ia, ib := -1, -1
 	for i, v := range all {
 		switch v.Name() {
-		case "test_reg_a":
+		case a:
 			ia = i
-		case "test_reg_b":
+		case b:
 			ib = i
 		}
 		if v.Doc() == "" {
@@ -133,12 +143,13 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestBadRegistration(t *testing.T) {
+	dup := uniq("test_dup")
 	for name, f := range map[string]func(){
-		"duplicate":   func() { NewInt("test_dup", 0, "x"); NewInt("test_dup", 0, "x") },
+		"duplicate":   func() { NewInt(dup, 0, "x"); NewInt(dup, 0, "x") },
 		"bad name":    func() { NewInt("Bad-Name", 0, "x") },
-		"bad default": func() { NewEnum("test_bad_default", "z", []string{"a"}, "x") },
+		"bad default": func() { NewEnum(uniq("test_bad_default"), "z", []string{"a"}, "x") },
 		"out of range default": func() {
-			NewInt("test_bad_range", 50, "x", WithRange(0, 10))
+			NewInt(uniq("test_bad_range"), 50, "x", WithRange(0, 10))
 		},
 	} {
 		func() {
@@ -153,7 +164,7 @@ func TestBadRegistration(t *testing.T) {
 }
 
 func BenchmarkGet(b *testing.B) {
-	d := NewDuration("bench_duration", time.Millisecond, "x")
+	d := NewDuration(uniq("bench_duration"), time.Millisecond, "x")
 	var sum time.Duration
 	for b.Loop() {
 		sum += d.Get()

@@ -105,7 +105,8 @@ func TestCategoryGrowth(t *testing.T) {
 	n0, _ := CategoryNum()
 	top := catIndex(t, "mpit_test")
 	cats0, _ := CategoryCategories(top)
-	cvar.NewInt("mpit_test_grown", 0, "added late", cvar.WithCategory("mpit_test.grown"))
+	grownCat := uniq("mpit_test.grown")
+	cvar.NewInt(uniq("mpit_test_grown"), 0, "added late", cvar.WithCategory(grownCat))
 	s1, _ := CategoryChanged()
 	if s1 <= s0 {
 		t.Fatalf("stamp %d after a new variable and category, was %d", s1, s0)
@@ -113,14 +114,14 @@ func TestCategoryGrowth(t *testing.T) {
 	if n, _ := CategoryNum(); n != n0+1 {
 		t.Fatalf("CategoryNum = %d, want %d", n, n0+1)
 	}
-	grown := catIndex(t, "mpit_test.grown")
+	grown := catIndex(t, grownCat)
 	cats1, _ := CategoryCategories(top)
 	if !slices.Equal(cats1, append(cats0, grown)) {
 		t.Errorf("mpit_test's categories went from %v to %v, want the new one appended", cats0, cats1)
 	}
 	mpitCat := catIndex(t, "mpit")
 	pvars0, _ := CategoryPvars(mpitCat)
-	pvar.NewCounter("mpit_test_grown_counter", "added late")
+	pvar.NewCounter(uniq("mpit_test_grown_counter"), "added late")
 	s2, _ := CategoryChanged()
 	pvars1, _ := CategoryPvars(mpitCat)
 	if s2 <= s1 || len(pvars1) != len(pvars0)+1 || !slices.Equal(pvars1[:len(pvars0)], pvars0) {

@@ -8,7 +8,8 @@ import (
 )
 
 func TestCounterShards(t *testing.T) {
-	c := NewCounter("test_counter", "counts things", WithUnit("things"))
+	name := uniq("test_counter")
+	c := NewCounter(name, "counts things", WithUnit("things"))
 	const writers, each = 4, 10000
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -52,15 +53,15 @@ func TestCounterShards(t *testing.T) {
 	if e := readerErr.Load(); e != nil {
 		t.Fatal(e)
 	}
-	v, ok := Lookup("test_counter")
+	v, ok := Lookup(name)
 	if !ok || v.Class() != ClassCounter || v.Read() != int64(c.Value()) || v.Unit() != "things" || v.Category() != "test" {
 		t.Fatalf("Lookup: %+v %v", v, ok)
 	}
 }
 
 func TestLevelAndWatermark(t *testing.T) {
-	l := NewLevel("test_level", "a level")
-	h := NewHighWatermark("test_high", "a high-watermark")
+	l := NewLevel(uniq("test_level"), "a level")
+	h := NewHighWatermark(uniq("test_high"), "a high-watermark")
 	a, b := l.Shard(), l.Shard()
 	ha, hb := h.Shard(), h.Shard()
 	a.Set(10)
@@ -90,13 +91,14 @@ func TestLevelAndWatermark(t *testing.T) {
 
 func TestFuncAndRegistry(t *testing.T) {
 	n := int64(3)
-	NewFunc("test_func", "computed", ClassLevel, func() int64 { return n })
+	name := uniq("test_func")
+	NewFunc(name, "computed", ClassLevel, func() int64 { return n })
 	n = 9
-	if got := Snapshot()["test_func"]; got != 9 {
-		t.Fatalf("Snapshot test_func = %d", got)
+	if got := Snapshot()[name]; got != 9 {
+		t.Fatalf("Snapshot %s = %d", name, got)
 	}
-	if !strings.Contains(Format("test_func"), "test_func 9") {
-		t.Errorf("Format = %q", Format("test_func"))
+	if !strings.Contains(Format(name), name+" 9") {
+		t.Errorf("Format = %q", Format(name))
 	}
 	all := All()
 	for i := 1; i < len(all); i++ {
@@ -109,26 +111,26 @@ func TestFuncAndRegistry(t *testing.T) {
 			t.Error("duplicate registration did not panic")
 		}
 	}()
-	NewCounter("test_func", "again")
+	NewCounter(name, "again")
 }
 
 func TestShardAllocs(t *testing.T) {
-	s := NewCounter("test_allocs", "x").Shard()
-	l := NewLevel("test_allocs_level", "x").Shard()
+	s := NewCounter(uniq("test_allocs"), "x").Shard()
+	l := NewLevel(uniq("test_allocs_level"), "x").Shard()
 	if n := testing.AllocsPerRun(1000, func() { s.Inc(); l.Add(1); l.Sub(1) }); n != 0 {
 		t.Fatalf("shard updates allocate %v times", n)
 	}
 }
 
 func BenchmarkCounterShardInc(b *testing.B) {
-	s := NewCounter("bench_shard", "x").Shard()
+	s := NewCounter(uniq("bench_shard"), "x").Shard()
 	for b.Loop() {
 		s.Inc()
 	}
 }
 
 func BenchmarkCounterAtomicAdd(b *testing.B) {
-	c := NewCounter("bench_atomic", "x")
+	c := NewCounter(uniq("bench_atomic"), "x")
 	for b.Loop() {
 		c.Add(1)
 	}

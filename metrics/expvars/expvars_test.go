@@ -8,24 +8,24 @@ import (
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
-var testCount = pvar.NewCounter("expvars_test_events", "Events the test counts.")
-
 // TestPublish: the published map holds every performance variable with its
 // value as of the read, one registered after Publish included.
 func TestPublish(t *testing.T) {
-	Publish("tachyon_test")
-	testCount.Add(3)
-	late := pvar.NewCounter("expvars_test_late", "A variable registered after Publish.")
+	events, lateName, published := uniq("expvars_test_events"), uniq("expvars_test_late"), uniq("tachyon_test")
+	count := pvar.NewCounter(events, "Events the test counts.")
+	Publish(published)
+	count.Add(3)
+	late := pvar.NewCounter(lateName, "A variable registered after Publish.")
 	late.Add(5)
 	var m map[string]int64
-	if err := json.Unmarshal([]byte(expvar.Get("tachyon_test").String()), &m); err != nil {
+	if err := json.Unmarshal([]byte(expvar.Get(published).String()), &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["expvars_test_events"] != 3 || m["expvars_test_late"] != 5 || len(m) != len(pvar.All()) {
-		t.Fatalf("published %d variables, events %d, late %d; want %d, 3, 5", len(m), m["expvars_test_events"], m["expvars_test_late"], len(pvar.All()))
+	if m[events] != 3 || m[lateName] != 5 || len(m) != len(pvar.All()) {
+		t.Fatalf("published %d variables, events %d, late %d; want %d, 3, 5", len(m), m[events], m[lateName], len(pvar.All()))
 	}
-	testCount.Add(1)
-	if err := json.Unmarshal([]byte(expvar.Get("tachyon_test").String()), &m); err != nil || m["expvars_test_events"] != 4 {
-		t.Fatalf("a second read: %v, events %d, want 4", err, m["expvars_test_events"])
+	count.Add(1)
+	if err := json.Unmarshal([]byte(expvar.Get(published).String()), &m); err != nil || m[events] != 4 {
+		t.Fatalf("a second read: %v, events %d, want 4", err, m[events])
 	}
 }

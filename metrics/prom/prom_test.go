@@ -10,36 +10,36 @@ import (
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
-var (
-	testEvents = pvar.NewCounter("prom_test_events", "Events the test counts.", pvar.WithUnit("events"))
-	testQueue  = pvar.NewLevel("prom_test_queue", "Messages the test queues.")
-)
-
 // TestCollector: every variable is scraped, under Prometheus' names and
 // types, with its doc as help, at its value of the moment, a variable
 // registered after the collector included; and the collector passes the
 // client library's lint.
 func TestCollector(t *testing.T) {
+	eventsName, queueName, lateName := uniq("prom_test_events"), uniq("prom_test_queue"), uniq("prom_test_late_peak")
+	testEvents := pvar.NewCounter(eventsName, "Events the test counts.", pvar.WithUnit("events"))
+	testQueue := pvar.NewLevel(queueName, "Messages the test queues.")
 	reg := prometheus.NewPedanticRegistry()
 	c := NewCollector()
 	reg.MustRegister(c)
 	testEvents.Add(7)
 	testQueue.Add(3)
-	late := pvar.NewHighWatermark("prom_test_late_peak", "A variable registered after the collector.")
+	late := pvar.NewHighWatermark(lateName, "A variable registered after the collector.")
 	late.Observe(11)
-	want := `
-# HELP tachyon_prom_test_events_total Events the test counts.
-# TYPE tachyon_prom_test_events_total counter
-tachyon_prom_test_events_total 7
-# HELP tachyon_prom_test_late_peak A variable registered after the collector.
-# TYPE tachyon_prom_test_late_peak gauge
-tachyon_prom_test_late_peak 11
-# HELP tachyon_prom_test_queue Messages the test queues.
-# TYPE tachyon_prom_test_queue gauge
-tachyon_prom_test_queue 3
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"tachyon_prom_test_events_total", "tachyon_prom_test_late_peak", "tachyon_prom_test_queue"); err != nil {
+	// Their metrics' names: tachyon_prom_test_events_total and so on in the
+	// first run, with uniq's suffix before _total in the runs after.
+	events, peak, queue := "tachyon_"+eventsName+"_total", "tachyon_"+lateName, "tachyon_"+queueName
+	want := strings.NewReplacer("EVENTS", events, "PEAK", peak, "QUEUE", queue).Replace(`
+# HELP EVENTS Events the test counts.
+# TYPE EVENTS counter
+EVENTS 7
+# HELP PEAK A variable registered after the collector.
+# TYPE PEAK gauge
+PEAK 11
+# HELP QUEUE Messages the test queues.
+# TYPE QUEUE gauge
+QUEUE 3
+`)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), events, peak, queue); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != len(pvar.All()) {

@@ -1,0 +1,31 @@
+package expvars
+
+import (
+	"strconv"
+	"sync"
+)
+
+// runs counts, by name, the calls of uniq.
+var runs struct {
+	sync.Mutex
+	n map[string]int
+}
+
+// uniq returns name on its first call with name in this process and
+// name_2, name_3, ... on the calls after. A test registers its performance
+// variables and publishes on expvar under uniq(name), since neither pvar's
+// registry nor expvar ever forgets a name (a second registration or Publish
+// of one panics) and go test -count runs the test again in the same
+// process. Every lookup of such a name uses the name uniq returned.
+func uniq(name string) string {
+	runs.Lock()
+	defer runs.Unlock()
+	if runs.n == nil {
+		runs.n = make(map[string]int)
+	}
+	runs.n[name]++
+	if k := runs.n[name]; k > 1 {
+		return name + "_" + strconv.Itoa(k)
+	}
+	return name
+}

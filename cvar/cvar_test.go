@@ -5,10 +5,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/testname"
 )
 
 func TestDefaultsAndSet(t *testing.T) {
-	i := NewInt(uniq("test_int"), 5, "an int", WithRange(-3, 10), WithUnit("things"), WithCategory("test"))
+	i := NewInt(testname.Uniq("test_int"), 5, "an int", WithRange(-3, 10), WithUnit("things"), WithCategory("test"))
 	if i.Get() != 5 || i.Source() != FromDefault || i.Default() != "5" || i.Unit() != "things" {
 		t.Fatalf("int: got %d from %v default %q", i.Get(), i.Source(), i.Default())
 	}
@@ -27,7 +29,7 @@ func TestDefaultsAndSet(t *testing.T) {
 		t.Errorf("failed Set changed the value to %d", i.Get())
 	}
 
-	d := NewDuration(uniq("test_duration"), time.Millisecond, "a duration", WithRange(0, int64(time.Second)))
+	d := NewDuration(testname.Uniq("test_duration"), time.Millisecond, "a duration", WithRange(0, int64(time.Second)))
 	if d.Get() != time.Millisecond || d.String() != "1ms" {
 		t.Fatalf("duration: %v %q", d.Get(), d.String())
 	}
@@ -38,7 +40,7 @@ func TestDefaultsAndSet(t *testing.T) {
 		t.Errorf("Set(2s) = %v, want ErrRange", err)
 	}
 
-	e := NewEnum(uniq("test_enum"), "b", []string{"a", "b", "c"}, "an enum")
+	e := NewEnum(testname.Uniq("test_enum"), "b", []string{"a", "b", "c"}, "an enum")
 	if e.Get() != "b" || e.Index() != 1 {
 		t.Fatalf("enum: %q %d", e.Get(), e.Index())
 	}
@@ -49,19 +51,19 @@ func TestDefaultsAndSet(t *testing.T) {
 		t.Errorf("Set(d) = %v, want ErrInvalid listing the choices", err)
 	}
 
-	b := NewBool(uniq("test_bool"), false, "a bool")
+	b := NewBool(testname.Uniq("test_bool"), false, "a bool")
 	if err := b.Set("true"); err != nil || !b.Get() {
 		t.Fatalf("bool Set: %v", err)
 	}
-	f := NewFloat(uniq("test_float"), 0.5, "a float")
+	f := NewFloat(testname.Uniq("test_float"), 0.5, "a float")
 	if err := f.Set("NaN"); !errors.Is(err, ErrInvalid) || f.Get() != 0.5 {
 		t.Errorf("float Set(NaN) = %v, value %v", err, f.Get())
 	}
-	s := NewString(uniq("test_string"), "x", "a string")
+	s := NewString(testname.Uniq("test_string"), "x", "a string")
 	if err := s.Set("hello"); err != nil || s.Get() != "hello" {
 		t.Fatalf("string Set: %v %q", err, s.Get())
 	}
-	u := NewUint(uniq("test_uint"), 7, "a uint", WithRange(1, 8))
+	u := NewUint(testname.Uniq("test_uint"), 7, "a uint", WithRange(1, 8))
 	if err := u.Set("9"); !errors.Is(err, ErrRange) {
 		t.Errorf("uint Set(9) = %v", err)
 	}
@@ -71,7 +73,7 @@ func TestDefaultsAndSet(t *testing.T) {
 }
 
 func TestReadonly(t *testing.T) {
-	name := uniq("test_readonly")
+	name := testname.Uniq("test_readonly")
 	r := NewInt(name, 1, "fixed at start", WithScope(ScopeReadonly))
 	if err := r.Set("2"); !errors.Is(err, ErrReadOnly) || r.Get() != 1 {
 		t.Fatalf("Set of readonly = %v, value %d", err, r.Get())
@@ -85,9 +87,9 @@ func TestReadonly(t *testing.T) {
 }
 
 func TestEnvironment(t *testing.T) {
-	// Each run's environment variables carry uniq's suffix too:
+	// Each run's environment variables carry testname.Uniq's suffix too:
 	// TACHYON_TEST_ENV_GOOD_2 for test_env_good_2.
-	goodName, badName, rngName := uniq("test_env_good"), uniq("test_env_bad"), uniq("test_env_range")
+	goodName, badName, rngName := testname.Uniq("test_env_good"), testname.Uniq("test_env_bad"), testname.Uniq("test_env_range")
 	badEnv := "TACHYON_TEST_ENV_BAD" + strings.ToUpper(strings.TrimPrefix(badName, "test_env_bad"))
 	rngEnv := "TACHYON_TEST_ENV_RANGE" + strings.ToUpper(strings.TrimPrefix(rngName, "test_env_range"))
 	t.Setenv("TACHYON_TEST_ENV_GOOD"+strings.ToUpper(strings.TrimPrefix(goodName, "test_env_good")), "42")
@@ -116,7 +118,7 @@ func TestEnvironment(t *testing.T) {
 func TestRegistry(t *testing.T) {
 	// A category of the run's own: in one shared by every run, the runs'
 	// variables would interleave (test_reg_a, test_reg_a_2, test_reg_b, ...).
-	cat, a, b := uniq("zz"), uniq("test_reg_a"), uniq("test_reg_b")
+	cat, a, b := testname.Uniq("zz"), testname.Uniq("test_reg_a"), testname.Uniq("test_reg_b")
 	NewInt(b, 0, "b", WithCategory(cat))
 	NewInt(a, 0, "a", WithCategory(cat))
 	v, ok := Lookup(a)
@@ -143,13 +145,13 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestBadRegistration(t *testing.T) {
-	dup := uniq("test_dup")
+	dup := testname.Uniq("test_dup")
 	for name, f := range map[string]func(){
 		"duplicate":   func() { NewInt(dup, 0, "x"); NewInt(dup, 0, "x") },
 		"bad name":    func() { NewInt("Bad-Name", 0, "x") },
-		"bad default": func() { NewEnum(uniq("test_bad_default"), "z", []string{"a"}, "x") },
+		"bad default": func() { NewEnum(testname.Uniq("test_bad_default"), "z", []string{"a"}, "x") },
 		"out of range default": func() {
-			NewInt(uniq("test_bad_range"), 50, "x", WithRange(0, 10))
+			NewInt(testname.Uniq("test_bad_range"), 50, "x", WithRange(0, 10))
 		},
 	} {
 		func() {
@@ -164,7 +166,7 @@ func TestBadRegistration(t *testing.T) {
 }
 
 func BenchmarkGet(b *testing.B) {
-	d := NewDuration(uniq("bench_duration"), time.Millisecond, "x")
+	d := NewDuration(testname.Uniq("bench_duration"), time.Millisecond, "x")
 	var sum time.Duration
 	for b.Loop() {
 		sum += d.Get()

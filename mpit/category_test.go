@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/testname"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -105,8 +106,8 @@ func TestCategoryGrowth(t *testing.T) {
 	n0, _ := CategoryNum()
 	top := catIndex(t, "mpit_test")
 	cats0, _ := CategoryCategories(top)
-	grownCat := uniq("mpit_test.grown")
-	cvar.NewInt(uniq("mpit_test_grown"), 0, "added late", cvar.WithCategory(grownCat))
+	grownCat := testname.Uniq("mpit_test.grown")
+	cvar.NewInt(testname.Uniq("mpit_test_grown"), 0, "added late", cvar.WithCategory(grownCat))
 	s1, _ := CategoryChanged()
 	if s1 <= s0 {
 		t.Fatalf("stamp %d after a new variable and category, was %d", s1, s0)
@@ -121,7 +122,7 @@ func TestCategoryGrowth(t *testing.T) {
 	}
 	mpitCat := catIndex(t, "mpit")
 	pvars0, _ := CategoryPvars(mpitCat)
-	pvar.NewCounter(uniq("mpit_test_grown_counter"), "added late")
+	pvar.NewCounter(testname.Uniq("mpit_test_grown_counter"), "added late")
 	s2, _ := CategoryChanged()
 	pvars1, _ := CategoryPvars(mpitCat)
 	if s2 <= s1 || len(pvars1) != len(pvars0)+1 || !slices.Equal(pvars1[:len(pvars0)], pvars0) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/testname"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -92,7 +93,7 @@ func TestCvarGrowth(t *testing.T) {
 	// A name that sorts before every other but the earlier runs' (category
 	// "" and "a"): the registry's order puts it at or near the start, the
 	// interface's after all others.
-	late := uniq("a_mpit_test_late")
+	late := testname.Uniq("a_mpit_test_late")
 	cvar.NewInt(late, 0, "registered after the interface looked")
 	n1, _ := CvarNum()
 	if n1 != n0+1 {

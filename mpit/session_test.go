@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tachyon-hpc/tachyon/internal/testname"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -91,7 +92,7 @@ func TestPvarEnumerate(t *testing.T) {
 func TestPvarClasses(t *testing.T) {
 	initT(t)
 	for c := pvar.ClassState; c <= pvar.ClassGeneric; c++ {
-		name := uniq("mpit_test_class_" + c.String())
+		name := testname.Uniq("mpit_test_class_" + c.String())
 		pvar.NewFunc(name, "a "+c.String(), c, func() int64 { return 1 })
 		i, err := PvarIndex(name, c)
 		if err != nil {
@@ -407,8 +408,8 @@ func TestWatermark(t *testing.T) {
 
 func TestWatermarkStartsAtLevel(t *testing.T) {
 	initT(t)
-	l := pvar.NewLevel(uniq("mpit_test_wlevel"), "a level")
-	hw := pvar.NewHighWatermark(uniq("mpit_test_wlevel_hwm"), "its mark", pvar.WithLevel(l.Var))
+	l := pvar.NewLevel(testname.Uniq("mpit_test_wlevel"), "a level")
+	hw := pvar.NewHighWatermark(testname.Uniq("mpit_test_wlevel_hwm"), "its mark", pvar.WithLevel(l.Var))
 	ls, hs := l.Shard(), hw.Shard()
 	defer ls.Close()
 	defer hs.Close()
@@ -435,7 +436,7 @@ func TestWatermarkStartsAtLevel(t *testing.T) {
 
 func TestWatermarkHandles(t *testing.T) {
 	initT(t)
-	hw := pvar.NewHighWatermark(uniq("mpit_test_many_hwm"), "x")
+	hw := pvar.NewHighWatermark(testname.Uniq("mpit_test_many_hwm"), "x")
 	i := mustIndex(t, hw.Name(), pvar.ClassHighWatermark)
 	s := session(t)
 	var hs []*PvarHandle
@@ -481,8 +482,8 @@ func mustIndex(t *testing.T, name string, c Class) int {
 
 func TestLowWatermarkSessions(t *testing.T) {
 	initT(t)
-	l := pvar.NewLevel(uniq("mpit_test_low_level"), "a level")
-	lw := pvar.NewLowWatermark(uniq("mpit_test_low"), "its low mark", pvar.WithLevel(l.Var))
+	l := pvar.NewLevel(testname.Uniq("mpit_test_low_level"), "a level")
+	lw := pvar.NewLowWatermark(testname.Uniq("mpit_test_low"), "its low mark", pvar.WithLevel(l.Var))
 	ls, ws := l.Shard(), lw.Shard()
 	defer ls.Close()
 	defer ws.Close()

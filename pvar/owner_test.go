@@ -3,12 +3,14 @@ package pvar
 import (
 	"math"
 	"testing"
+
+	"github.com/tachyon-hpc/tachyon/internal/testname"
 )
 
 func TestOwnerReads(t *testing.T) {
-	c := NewCounter(uniq("test_owned_counter"), "x", WithBind(BindComm))
-	l := NewLevel(uniq("test_owned_level"), "x")
-	h := NewHighWatermark(uniq("test_owned_hwm"), "x", WithLevel(l.Var))
+	c := NewCounter(testname.Uniq("test_owned_counter"), "x", WithBind(BindComm))
+	l := NewLevel(testname.Uniq("test_owned_level"), "x")
+	h := NewHighWatermark(testname.Uniq("test_owned_hwm"), "x", WithLevel(l.Var))
 	o1, o2 := NewOwner(), NewOwner()
 	c1, c2, c0 := c.ShardOf(o1), c.ShardOf(o2), c.Shard()
 	l1, l2 := l.ShardOf(o1), l.ShardOf(o2)
@@ -54,8 +56,8 @@ func TestOwnerReads(t *testing.T) {
 }
 
 func TestWindows(t *testing.T) {
-	l := NewLevel(uniq("test_win_level"), "x")
-	h := NewHighWatermark(uniq("test_win_hwm"), "x", WithLevel(l.Var))
+	l := NewLevel(testname.Uniq("test_win_level"), "x")
+	h := NewHighWatermark(testname.Uniq("test_win_hwm"), "x", WithLevel(l.Var))
 	o1, o2 := NewOwner(), NewOwner()
 	s1, s2 := h.ShardOf(o1), h.ShardOf(o2)
 	ls := l.ShardOf(o1)
@@ -128,7 +130,7 @@ func TestWindows(t *testing.T) {
 }
 
 func TestWatermarkAllocs(t *testing.T) {
-	h := NewHighWatermark(uniq("test_win_allocs"), "x")
+	h := NewHighWatermark(testname.Uniq("test_win_allocs"), "x")
 	s := h.ShardOf(NewOwner())
 	n := int64(0)
 	if a := testing.AllocsPerRun(1000, func() { n++; s.Observe(n) }); a != 0 {
@@ -145,7 +147,7 @@ func TestWatermarkAllocs(t *testing.T) {
 }
 
 func BenchmarkWatermarkObserve(b *testing.B) {
-	s := NewHighWatermark(uniq("bench_hwm"), "x").Shard()
+	s := NewHighWatermark(testname.Uniq("bench_hwm"), "x").Shard()
 	n := int64(0)
 	for b.Loop() {
 		n++
@@ -154,8 +156,8 @@ func BenchmarkWatermarkObserve(b *testing.B) {
 }
 
 func TestLowWatermark(t *testing.T) {
-	l := NewLevel(uniq("test_low_level"), "x")
-	lw := NewLowWatermark(uniq("test_low"), "x", WithLevel(l.Var))
+	l := NewLevel(testname.Uniq("test_low_level"), "x")
+	lw := NewLowWatermark(testname.Uniq("test_low"), "x", WithLevel(l.Var))
 	if lw.Class() != ClassLowWatermark || lw.Watermark() == nil {
 		t.Fatalf("class %v, windows %v", lw.Class(), lw.Watermark())
 	}

@@ -5,10 +5,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/tachyon-hpc/tachyon/internal/testname"
 )
 
 func TestCounterShards(t *testing.T) {
-	name := uniq("test_counter")
+	name := testname.Uniq("test_counter")
 	c := NewCounter(name, "counts things", WithUnit("things"))
 	const writers, each = 4, 10000
 	var wg sync.WaitGroup
@@ -60,8 +62,8 @@ func TestCounterShards(t *testing.T) {
 }
 
 func TestLevelAndWatermark(t *testing.T) {
-	l := NewLevel(uniq("test_level"), "a level")
-	h := NewHighWatermark(uniq("test_high"), "a high-watermark")
+	l := NewLevel(testname.Uniq("test_level"), "a level")
+	h := NewHighWatermark(testname.Uniq("test_high"), "a high-watermark")
 	a, b := l.Shard(), l.Shard()
 	ha, hb := h.Shard(), h.Shard()
 	a.Set(10)
@@ -91,7 +93,7 @@ func TestLevelAndWatermark(t *testing.T) {
 
 func TestFuncAndRegistry(t *testing.T) {
 	n := int64(3)
-	name := uniq("test_func")
+	name := testname.Uniq("test_func")
 	NewFunc(name, "computed", ClassLevel, func() int64 { return n })
 	n = 9
 	if got := Snapshot()[name]; got != 9 {
@@ -115,22 +117,22 @@ func TestFuncAndRegistry(t *testing.T) {
 }
 
 func TestShardAllocs(t *testing.T) {
-	s := NewCounter(uniq("test_allocs"), "x").Shard()
-	l := NewLevel(uniq("test_allocs_level"), "x").Shard()
+	s := NewCounter(testname.Uniq("test_allocs"), "x").Shard()
+	l := NewLevel(testname.Uniq("test_allocs_level"), "x").Shard()
 	if n := testing.AllocsPerRun(1000, func() { s.Inc(); l.Add(1); l.Sub(1) }); n != 0 {
 		t.Fatalf("shard updates allocate %v times", n)
 	}
 }
 
 func BenchmarkCounterShardInc(b *testing.B) {
-	s := NewCounter(uniq("bench_shard"), "x").Shard()
+	s := NewCounter(testname.Uniq("bench_shard"), "x").Shard()
 	for b.Loop() {
 		s.Inc()
 	}
 }
 
 func BenchmarkCounterAtomicAdd(b *testing.B) {
-	c := NewCounter(uniq("bench_atomic"), "x")
+	c := NewCounter(testname.Uniq("bench_atomic"), "x")
 	for b.Loop() {
 		c.Add(1)
 	}

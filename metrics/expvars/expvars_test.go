@@ -5,13 +5,14 @@ import (
 	"expvar"
 	"testing"
 
+	"github.com/tachyon-hpc/tachyon/internal/testname"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // TestPublish: the published map holds every performance variable with its
 // value as of the read, one registered after Publish included.
 func TestPublish(t *testing.T) {
-	events, lateName, published := uniq("expvars_test_events"), uniq("expvars_test_late"), uniq("tachyon_test")
+	events, lateName, published := testname.Uniq("expvars_test_events"), testname.Uniq("expvars_test_late"), testname.Uniq("tachyon_test")
 	count := pvar.NewCounter(events, "Events the test counts.")
 	Publish(published)
 	count.Add(3)

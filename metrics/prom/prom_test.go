@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tachyon-hpc/tachyon/internal/testname"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -15,7 +16,7 @@ import (
 // registered after the collector included; and the collector passes the
 // client library's lint.
 func TestCollector(t *testing.T) {
-	eventsName, queueName, lateName := uniq("prom_test_events"), uniq("prom_test_queue"), uniq("prom_test_late_peak")
+	eventsName, queueName, lateName := testname.Uniq("prom_test_events"), testname.Uniq("prom_test_queue"), testname.Uniq("prom_test_late_peak")
 	testEvents := pvar.NewCounter(eventsName, "Events the test counts.", pvar.WithUnit("events"))
 	testQueue := pvar.NewLevel(queueName, "Messages the test queues.")
 	reg := prometheus.NewPedanticRegistry()
@@ -26,7 +27,7 @@ func TestCollector(t *testing.T) {
 	late := pvar.NewHighWatermark(lateName, "A variable registered after the collector.")
 	late.Observe(11)
 	// Their metrics' names: tachyon_prom_test_events_total and so on in the
-	// first run, with uniq's suffix before _total in the runs after.
+	// first run, with testname.Uniq's suffix before _total in the runs after.
 	events, peak, queue := "tachyon_"+eventsName+"_total", "tachyon_"+lateName, "tachyon_"+queueName
 	want := strings.NewReplacer("EVENTS", events, "PEAK", peak, "QUEUE", queue).Replace(`
 # HELP EVENTS Events the test counts.

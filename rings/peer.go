@@ -1,23 +1,11 @@
 package rings
 
-import (
-	"os"
-	"sync"
-)
-
-var self struct {
-	once  sync.Once
-	pid   int
-	start uint64
-}
+import "github.com/tachyon-hpc/tachyon/internal/procid"
 
 // selfID returns this process's pid and start time (0 where unknown).
 func selfID() (int, uint64) {
-	self.once.Do(func() {
-		self.pid = os.Getpid()
-		self.start, _ = processStart(self.pid)
-	})
-	return self.pid, self.start
+	pid, start, _ := procid.Self()
+	return pid, start
 }
 
 // peerAlive reports whether the process pid, started at start (0 if
@@ -30,5 +18,5 @@ func peerAlive(pid int, start uint64) bool {
 	if me, _ := selfID(); pid == me {
 		return true
 	}
-	return processAlive(pid, start)
+	return procid.Alive(pid, start)
 }

@@ -68,17 +68,6 @@ func wantRow(t *testing.T, rank int, rows map[string][]string, key string, want 
 	}
 }
 
-// finalized runs fn on rank c and then finalizes it, so that the
-// profiler prints the rank's table.
-func finalized(fn func(c *mpi.Comm) error) func(c *mpi.Comm) error {
-	return func(c *mpi.Comm) error {
-		if err := fn(c); err != nil {
-			return err
-		}
-		return c.Finalize()
-	}
-}
-
 // TestCountsSends: N sends of B bytes from rank 0 to rank 1 are N calls,
 // N messages and N*B bytes on both sides, in the tables printed at
 // Finalize.
@@ -87,7 +76,7 @@ func TestCountsSends(t *testing.T) {
 	var out lockedBuffer
 	remove := install(t, &out)
 	defer remove()
-	err := mpi.Run(2, finalized(func(c *mpi.Comm) error {
+	err := mpi.Main(2, func(c *mpi.Comm) error {
 		buf := make([]byte, b)
 		for i := 0; i < n; i++ {
 			var err error
@@ -101,7 +90,7 @@ func TestCountsSends(t *testing.T) {
 			}
 		}
 		return nil
-	}))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +115,7 @@ func TestCountsNonblocking(t *testing.T) {
 	var out lockedBuffer
 	remove := install(t, &out)
 	defer remove()
-	err := mpi.Run(3, finalized(func(c *mpi.Comm) error {
+	err := mpi.Main(3, func(c *mpi.Comm) error {
 		buf := make([]byte, b)
 		switch c.Rank() {
 		case 0: // receives n from each of 1 and 2, half by Waitall, half by Wait
@@ -159,7 +148,7 @@ func TestCountsNonblocking(t *testing.T) {
 			}
 		}
 		return nil
-	}))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +198,7 @@ func TestPcontrol(t *testing.T) {
 	}
 	// Pcontrol acts on the process: rank 0 turns it, and barriers keep
 	// rank 1's calls on the same side of each turn.
-	err := mpi.Run(2, finalized(func(c *mpi.Comm) error {
+	err := mpi.Main(2, func(c *mpi.Comm) error {
 		step := func(f func() error) error {
 			if err := c.Barrier(); err != nil {
 				return err
@@ -234,7 +223,7 @@ func TestPcontrol(t *testing.T) {
 			return err
 		}
 		return step(func() error { return mpi.Pcontrol(2) })
-	}))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,13 +253,13 @@ func TestRemove(t *testing.T) {
 	}
 	quiet := install(t, nil)
 	defer quiet()
-	err := mpi.Run(2, finalized(func(c *mpi.Comm) error {
+	err := mpi.Main(2, func(c *mpi.Comm) error {
 		if c.Rank() == 0 {
 			return c.Send([]byte{1}, 1, 0)
 		}
 		_, err := c.Recv(make([]byte, 1), 0, 0)
 		return err
-	}))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

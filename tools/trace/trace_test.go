@@ -48,16 +48,6 @@ func calls(evs []event, rank int, name string) []event {
 	return out
 }
 
-// finalized runs fn on rank c and then finalizes it.
-func finalized(fn func(c *mpi.Comm) error) func(c *mpi.Comm) error {
-	return func(c *mpi.Comm) error {
-		if err := fn(c); err != nil {
-			return err
-		}
-		return c.Finalize()
-	}
-}
-
 // TestJob: a job's trace is one JSON file, with a track per rank named
 // "rank N" and an event per call carrying its peer, tag and bytes; the
 // ranks' own files are gone.
@@ -69,7 +59,7 @@ func TestJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Remove()
-	err = mpi.Run(ranks, finalized(func(c *mpi.Comm) error {
+	err = mpi.Main(ranks, func(c *mpi.Comm) error {
 		buf := make([]byte, size)
 		for i := 0; i < k; i++ {
 			if c.Rank() == 0 {
@@ -83,7 +73,7 @@ func TestJob(t *testing.T) {
 			}
 		}
 		return nil
-	}))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +145,7 @@ func TestPcontrol(t *testing.T) {
 	}
 	defer tr.Remove()
 	var flushed []byte
-	err = mpi.Run(2, finalized(func(c *mpi.Comm) error {
+	err = mpi.Main(2, func(c *mpi.Comm) error {
 		exchange := func(n int) error {
 			for i := 0; i < n; i++ {
 				var err error
@@ -206,7 +196,7 @@ func TestPcontrol(t *testing.T) {
 			flushed = b.Bytes()
 			return nil
 		})
-	}))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,8 @@ type proc struct {
 	nFree   int // requests on reqFree
 
 	// Calls for the interceptors (intercept.go) of a rank below
-	// ThreadMultiple: a plain stack, as reqFree, where sync.Pool's pinning
-	// cost a third of an intercepted operation. At ThreadMultiple Calls
+	// ThreadMultiple: a plain stack, as reqFree, cheaper than sync.Pool's
+	// pinning (docs/tools.md). At ThreadMultiple Calls
 	// come from the pool.
 	calls  [maxFreeCalls]*Call
 	nCalls int

@@ -25,9 +25,10 @@ import (
 //  2. The sender dials the receiver's listener the first time it needs
 //     to, writes a hello (the job's cookie, both ranks and incarnations),
 //     then for each flagged cts, in order, a header (the receiver's
-//     request, the length) and the data; a send completes when the kernel
-//     has taken its last byte, as a streamed one does when its last frame
-//     is out. If the stream cannot be made, the sender streams as frames
+//     request, the length) and the data, gathered from the queued
+//     transfers into writes of engine_net_bulk_write_bytes; a send
+//     completes when the kernel has taken its last byte, as a streamed
+//     one does when its last frame is out. If the stream cannot be made, the sender streams as frames
 //     instead, which the receiver takes all the same.
 //  3. The receiver accepts the stream, checks its hello, and reads each
 //     header and then the data into the request it names; a header that
@@ -48,6 +49,9 @@ var (
 	netBulkLowat = cvar.NewInt("engine_net_bulk_lowat", 256<<10,
 		"SO_RCVLOWAT of a bulk lane's receiving socket (0: the kernel's): the kernel acknowledges at once while less than this waits unread, and sizes the receive buffer to hold it. With it, 256 KiB to 4 MiB messages between two hosts on one machine went faster (docs/network.md).",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("bytes"))
+	netBulkWrite = cvar.NewInt("engine_net_bulk_write_bytes", 96<<10,
+		"Most bytes a bulk lane's sender hands the kernel in one write: the queued messages' headers and data are gathered up to this (and nic.StreamBuffers buffers), and larger messages go in pieces of it. Writes of a whole message each, or of more than about 128 KiB, made the lane slower between two hosts on one machine (docs/network.md).",
+		cvar.WithCategory("engine"), cvar.WithRange(4<<10, 1<<30), cvar.WithUnit("bytes"))
 	netBulkMin = cvar.NewInt("engine_net_bulk_min", 16<<10,
 		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames. The default, the default engine_eager_limit, sends every rendezvous message's data over the lane, which is faster than frames from there on.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<50), cvar.WithUnit("bytes"))
@@ -73,6 +77,7 @@ type bulkDev struct {
 	ln      *nic.StreamListener
 	min     int
 	lowat   int // engine_net_bulk_lowat
+	write   int // engine_net_bulk_write_bytes
 	active  int // transfers under way, both directions: the lane is polled while not 0
 	hellos  []*bulkHello
 	scratch []byte // where bytes past a truncated receive's buffer go
@@ -95,8 +100,11 @@ type bulkOut struct {
 	hello [bulkHelloLen]byte
 	sent  int // bytes of hello written
 	q     reqQueue
-	hdr   [bulkHeaderLen]byte // the head's header
-	hdrN  int                 // bytes of it written
+	hdrN  int // bytes of the head's header written
+	// The next write's headers (the head's first) and buffers: the
+	// queued transfers it gathers, in order.
+	hdrs [nic.StreamBuffers / 2][bulkHeaderLen]byte
+	vec  [][]byte
 }
 
 // bulkIn is a connection's receiving side of the lane.
@@ -113,7 +121,7 @@ type bulkIn struct {
 // newBulkDev gives d the lane's listener ln.
 func newBulkDev(ln *nic.StreamListener) *bulkDev {
 	return &bulkDev{
-		ln: ln, min: int(netBulkMin.Get()), lowat: int(netBulkLowat.Get()), scratch: make([]byte, 64<<10),
+		ln: ln, min: int(netBulkMin.Get()), lowat: int(netBulkLowat.Get()), write: int(netBulkWrite.Get()), scratch: make([]byte, 64<<10),
 		msgs: pvNetBulkMsgs.Shard(), bytes: pvNetBulkBytes.Shard(),
 		refused: pvNetBulkRefused.Shard(), fallbacks: pvNetBulkFallbacks.Shard(),
 	}
@@ -153,6 +161,7 @@ func (d *netDev) bulkSend(dest int, s *Request) bool {
 			return false
 		}
 		o.s = st
+		o.vec = make([][]byte, 0, nic.StreamBuffers)
 		binary.LittleEndian.PutUint64(o.hello[0:], bulkMagic)
 		binary.LittleEndian.PutUint64(o.hello[8:], d.cookie)
 		put32(o.hello[:], 16, d.self)
@@ -161,18 +170,18 @@ func (d *netDev) bulkSend(dest int, s *Request) bool {
 		put32(o.hello[:], 28, c.epoch)
 	}
 	if o.q.head == nil {
-		o.header(s)
+		o.hdrN = 0
 	}
 	o.q.push(s)
 	b.active++
 	return true
 }
 
-// header starts the transfer of s: its header goes first.
-func (o *bulkOut) header(s *Request) {
-	put64(o.hdr[:], 0, s.rreq)
-	put64(o.hdr[:], 8, uint64(len(s.buf)))
-	o.hdrN = 0
+// putHeader writes the header of transfer s into h: the receiver's
+// request, the length.
+func putHeader(h *[bulkHeaderLen]byte, s *Request) {
+	put64(h[:], 0, s.rreq)
+	put64(h[:], 8, uint64(len(s.buf)))
 }
 
 // pollBulk moves what it can on every connection's lane and returns how
@@ -219,12 +228,8 @@ func (ep *Endpoint) writeBulk(c *netConn) int {
 		}
 		o.sent += k
 	}
-	for s := o.q.head; s != nil; s = o.q.head {
-		var h []byte
-		if o.hdrN < bulkHeaderLen {
-			h = o.hdr[o.hdrN:]
-		}
-		k, err := o.s.Write(h, s.buf[s.sent:])
+	for o.q.head != nil {
+		k, err := o.s.Write(o.gather(b.write)...)
 		if err != nil {
 			ep.bulkWriteFailed(c, err)
 			return n
@@ -233,20 +238,55 @@ func (ep *Endpoint) writeBulk(c *netConn) int {
 			return n
 		}
 		n++
-		hk := min(k, len(h))
-		o.hdrN += hk
-		s.sent += k - hk
-		if s.sent < len(s.buf) || o.hdrN < bulkHeaderLen {
-			continue
-		}
-		o.q.pop()
-		b.active--
-		ep.complete(s, nil)
-		if o.q.head != nil {
-			o.header(o.q.head)
+		for k > 0 {
+			var s *Request
+			if k, s = o.advance(k); s == nil {
+				break
+			}
+			b.active--
+			ep.complete(s, nil)
 		}
 	}
 	return n
+}
+
+// gather returns the buffers of the next write: what is left of the
+// head's header and data, then the headers and data of the transfers
+// queued behind it, up to limit bytes.
+func (o *bulkOut) gather(limit int) [][]byte {
+	o.vec = o.vec[:0]
+	room := limit
+	i := 0
+	for s := o.q.head; s != nil && room > bulkHeaderLen && i < len(o.hdrs); s, i = s.snext, i+1 {
+		putHeader(&o.hdrs[i], s)
+		h := o.hdrs[i][:]
+		if i == 0 {
+			h = h[o.hdrN:]
+		}
+		d := s.buf[s.sent:]
+		d = d[:min(len(d), room-len(h))]
+		o.vec = append(o.vec, h, d)
+		room -= len(h) + len(d)
+	}
+	return o.vec
+}
+
+// advance accounts k bytes the kernel took from the gathered buffers, up
+// to the end of the head transfer if that is where they reach: it then
+// pops it and returns it as done, with the bytes left over for the
+// transfers behind it.
+func (o *bulkOut) advance(k int) (rest int, done *Request) {
+	s := o.q.head
+	hk := min(k, bulkHeaderLen-o.hdrN)
+	o.hdrN += hk
+	dk := min(k-hk, len(s.buf)-s.sent)
+	s.sent += dk
+	if rest = k - hk - dk; s.sent < len(s.buf) || o.hdrN < bulkHeaderLen {
+		return rest, nil
+	}
+	o.q.pop()
+	o.hdrN = 0
+	return rest, s
 }
 
 // bulkWriteFailed handles a stream the kernel would not write to. One

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"testing"
@@ -392,4 +393,73 @@ func TestNetBulkCloseAfterSend(t *testing.T) {
 		t.Fatalf("a receive from the closed rank: %v, want ErrPeerDead", err)
 	}
 	ep1.Close()
+}
+
+// TestBulkGather: whatever the kernel takes of each gathered write, from
+// a byte to all of it, ending inside a header or a message, the lane's
+// bytes are each transfer's header and then its data, in queue order,
+// and each transfer is done once its last byte is taken, not before.
+func TestBulkGather(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		var o bulkOut
+		o.vec = make([][]byte, 0, nic.StreamBuffers)
+		var want []byte
+		n := 1 + rng.IntN(40)
+		reqs := make([]*Request, n)
+		for i := range reqs {
+			r := new(Request)
+			r.rreq, r.buf = rng.Uint64(), make([]byte, 1+rng.IntN(200))
+			for j := range r.buf {
+				r.buf[j] = byte(rng.Uint32())
+			}
+			reqs[i] = r
+			o.q.push(r)
+			var h [bulkHeaderLen]byte
+			putHeader(&h, r)
+			want = append(append(want, h[:]...), r.buf...)
+		}
+		limit := bulkHeaderLen + 1 + rng.IntN(600)
+		var wire []byte
+		var done []*Request
+		for o.q.head != nil {
+			var all []byte
+			for _, b := range o.gather(limit) {
+				all = append(all, b...)
+			}
+			if len(all) == 0 || len(all) > limit || len(o.vec) > nic.StreamBuffers {
+				t.Fatalf("trial %d: a write of %d bytes in %d buffers, limit %d", trial, len(all), len(o.vec), limit)
+			}
+			k := len(all)
+			if rng.IntN(2) == 0 {
+				k = 1 + rng.IntN(len(all))
+			}
+			wire = append(wire, all[:k]...)
+			for k > 0 {
+				var s *Request
+				if k, s = o.advance(k); s == nil {
+					break
+				}
+				done = append(done, s)
+			}
+			for i, s := range done {
+				if s != reqs[i] {
+					t.Fatalf("trial %d: transfer %d done out of order", trial, i)
+				}
+			}
+			if len(done) < n {
+				// Not done before its last byte went.
+				var end int
+				for _, r := range reqs[:len(done)+1] {
+					end += bulkHeaderLen + len(r.buf)
+				}
+				if len(wire) >= end {
+					t.Fatalf("trial %d: transfer %d wholly written but not done", trial, len(done))
+				}
+			}
+		}
+		if !bytes.Equal(wire, want) || len(done) != n {
+			t.Fatalf("trial %d: %d of %d transfers done, the lane's bytes differ from the headers and data in order", trial, len(done), n)
+		}
+	}
 }

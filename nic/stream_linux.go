@@ -79,7 +79,7 @@ func (l *StreamListener) Close() error {
 // return 0 and no error when the kernel has no room or nothing has come.
 type Stream struct {
 	fd  int
-	iov [2]unix.Iovec
+	iov [StreamBuffers]unix.Iovec
 }
 
 // DialStream starts a connection to a peer's listener and returns at once;
@@ -111,12 +111,14 @@ func (s *Stream) setup() {
 	unix.SetsockoptInt(s.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 }
 
-// Write writes as much of a then b as the kernel takes now, in one system
-// call, and returns how many bytes of the two it took.
-func (s *Stream) Write(a, b []byte) (int, error) {
+// Write writes as much of bufs, in order, as the kernel takes now, in one
+// system call, and returns how many bytes it took. One call takes at most
+// StreamBuffers buffers (empty ones not counted); the rest wait for the
+// next.
+func (s *Stream) Write(bufs ...[]byte) (int, error) {
 	n := 0
-	for _, p := range [2][]byte{a, b} {
-		if len(p) > 0 {
+	for _, p := range bufs {
+		if len(p) > 0 && n < len(s.iov) {
 			s.iov[n].Base = unsafe.SliceData(p)
 			s.iov[n].SetLen(len(p))
 			n++

@@ -30,7 +30,7 @@ type Stream struct{}
 func DialStream(to netip.AddrPort) (*Stream, error) { return nil, ErrNotLinux }
 
 // Write fails with ErrNotLinux.
-func (s *Stream) Write(a, b []byte) (int, error) { return 0, ErrNotLinux }
+func (s *Stream) Write(bufs ...[]byte) (int, error) { return 0, ErrNotLinux }
 
 // Read fails with ErrNotLinux.
 func (s *Stream) Read(b []byte) (int, error) { return 0, ErrNotLinux }

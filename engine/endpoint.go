@@ -84,6 +84,7 @@ type peer struct {
 	dead   error               // non-nil once the peer is gone
 	count  transportShards     // its transport's counter shards
 	short  int                 // the largest payload of a short packet on out
+	eager  int                 // out's own eager limit, below engine_eager_limit's; 0: none
 	sid    uint32              // the last short id given to a send to this peer, plus one (nextSID)
 	held   int                 // packets handled but not yet released
 	rndv   uint64              // the last rendezvous receive started from this peer
@@ -144,6 +145,11 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 		ep.peers[i] = peer{out: links[i], in: inboxes[i], count: s}
 		if links[i] != nil {
 			ep.peers[i].short = links[i].MaxPacket() - shortHeader
+		}
+		if _, ok := links[i].(*netConn); ok {
+			p := &ep.peers[i]
+			p.eager = int(netEagerLimit.Get())
+			p.short = min(p.short, p.eager)
 		}
 		if in, ok := inboxes[i].(*recordInbox); ok {
 			ep.peers[i].recs = in.r

@@ -399,7 +399,7 @@ func TestJoinMixed(t *testing.T) {
 	}
 	want := 0 // the messages of each pair across that take the lane
 	for _, size := range streamSizes {
-		if size > int(eagerLimit.Get()) && size >= int(netBulkMin.Get()) {
+		if size > int(min(eagerLimit.Get(), netEagerLimit.Get())) && size >= int(netBulkMin.Get()) {
 			want++
 		}
 	}
@@ -411,4 +411,42 @@ func TestJoinMixed(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestNetEagerLimit: to a rank on another host, messages over
+// engine_net_eager_limit go by rendezvous though engine_eager_limit would
+// send them eagerly, whichever way they are sent (the short path
+// included), and those up to it go eagerly.
+func TestNetEagerLimit(t *testing.T) {
+	w := netWorld(t, 2, "engine_net_eager_limit", "1000", "engine_net_bulk_min", "1001")
+	for _, c := range []struct {
+		size int
+		rndv bool
+	}{{8, false}, {1000, false}, {1001, true}, {3000, true}, {12000, true}} {
+		rndv0 := pvRndv.Value()
+		buf := make([]byte, c.size)
+		r, err := w.Endpoint(1).Irecv(buf, 0, 7, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := make(chan error, 1)
+		go func() {
+			s, err := w.Endpoint(0).Isend(msg(c.size, 3), 1, 7, 0, Standard)
+			if err == nil {
+				_, err = s.Wait()
+			}
+			sent <- err
+		}()
+		st, err := r.Wait()
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+		if err != nil || st.Count != c.size || !bytes.Equal(buf, msg(c.size, 3)) {
+			t.Fatalf("%d bytes: %v, %d received", c.size, err, st.Count)
+		}
+		if got := pvRndv.Value() - rndv0; got != map[bool]uint64{false: 0, true: 1}[c.rndv] {
+			t.Errorf("%d bytes: %d rendezvous, want rendezvous %v", c.size, got, c.rndv)
+		}
+	}
+	closeWorld(t, w)
 }

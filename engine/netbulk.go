@@ -52,8 +52,11 @@ var (
 	netBulkWrite = cvar.NewInt("engine_net_bulk_write_bytes", 96<<10,
 		"Most bytes a bulk lane's sender hands the kernel in one write: the queued messages' headers and data are gathered up to this (and nic.StreamBuffers buffers), and larger messages go in pieces of it. Writes of a whole message each, or of more than about 128 KiB, made the lane slower between two hosts on one machine (docs/network.md).",
 		cvar.WithCategory("engine"), cvar.WithRange(4<<10, 1<<30), cvar.WithUnit("bytes"))
-	netBulkMin = cvar.NewInt("engine_net_bulk_min", 16<<10,
-		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames. The default, the default engine_eager_limit, sends every rendezvous message's data over the lane, which is faster than frames from there on.",
+	netEagerLimit = cvar.NewInt("engine_net_eager_limit", 8<<10,
+		"Largest message sent eagerly to a rank on another host, when smaller than engine_eager_limit; larger ones go by rendezvous, their data over the bulk lane. An eager message costs the sending CPU a frame per 3.8 KiB, the lane a TCP segment per 64 KiB: 16 KiB messages went faster by rendezvous, 8 KiB ones faster eagerly (docs/network.md). Read when a rank joins.",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<30), cvar.WithUnit("bytes"))
+	netBulkMin = cvar.NewInt("engine_net_bulk_min", 8<<10,
+		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames. The default, the default engine_net_eager_limit, sends every rendezvous message's data over the lane, which is faster than frames from there on.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<50), cvar.WithUnit("bytes"))
 )
 

@@ -427,7 +427,7 @@ func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
 	total := len(r.buf)
 	max := p.out.MaxPacket()
 	if r.state == stQueued {
-		rndv := total > int(eagerLimit.Get())
+		rndv := total > int(eagerLimit.Get()) || p.eager > 0 && total > p.eager
 		size := rtsHeader
 		if !rndv {
 			size = eagerHeader + min(total, max-eagerHeader)

@@ -11,15 +11,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BenchmarkKernelTCP streams writes of one size over a kernel TCP
-// connection from host 0 (CPU 0) to host 1 (CPU 1), two test hosts joined
-// by a veth pair of MTU 9000 as the bench's -net hosts are, and reports
-// MB/s: the ceiling of the engine's bulk lane, which is such a
-// connection. In plain no XDP program is attached; in xdp each host has
-// an AF_XDP link open, so every segment meets the link's program at the
+// BenchmarkKernelTCP streams blocking writes of one size over a kernel
+// TCP connection from host 0 (CPU 0) to host 1 (CPU 1), two test hosts
+// joined by a veth pair of MTU 9000 as the bench's -net hosts are, and
+// reports MB/s: what the engine's bulk lane, such a connection, costs the
+// kernel. In plain no XDP program is attached; in xdp each host has an
+// AF_XDP link open, so every segment meets the link's program at the
 // generic hook, which copies it first (on a veth the segments are clones
-// TCP keeps for retransmission). docs/network.md compares the two with
-// the lane and with MPICH.
+// TCP keeps for retransmission). docs/network.md compares them with the
+// lane.
 func BenchmarkKernelTCP(b *testing.B) {
 	for _, attach := range []bool{false, true} {
 		name := "plain"

@@ -23,11 +23,13 @@ var bulkSizes = []int{64<<10 - 1, 64 << 10, 64<<10 + 1, 1 << 20, 4<<20 + 3}
 // bulk lane whole, each into the receive it matched although they are
 // received in another order than sent, in every send mode, truncated
 // where the buffer is short, with or without loss on the frames that
-// carry the handshake; smaller ones stream as frames.
+// carry the handshake (and without and with engine_net_bulk_lowat);
+// smaller ones stream as frames.
 func TestNetBulk(t *testing.T) {
 	for _, loss := range []string{"0", "0.05"} {
 		t.Run("loss "+loss, func(t *testing.T) {
-			w := netWorld(t, 2, "engine_net_bulk_min", "65536", "nic_drop_rate", loss)
+			lowat := map[string]string{"0": "0", "0.05": "262144"}[loss] // the lane with and without SO_RCVLOWAT
+			w := netWorld(t, 2, "engine_net_bulk_min", "65536", "nic_drop_rate", loss, "engine_net_bulk_lowat", lowat)
 			msgs0, bytes0 := pvNetBulkMsgs.Value(), pvNetBulkBytes.Value()
 			modes := []Mode{Standard, Synchronous, Ready, Standard}
 			// Rank 1 posts its receives in reverse order, tags

@@ -28,8 +28,9 @@ import (
 //     request, the length) and the data, gathered from the queued
 //     transfers into writes of engine_net_bulk_write_bytes; a send
 //     completes when the kernel has taken its last byte, as a streamed
-//     one does when its last frame is out. If the stream cannot be made, the sender streams as frames
-//     instead, which the receiver takes all the same.
+//     one does when its last frame is out. If the stream cannot be made,
+//     the sender streams as frames instead, which the receiver takes all
+//     the same.
 //  3. The receiver accepts the stream, checks its hello, and reads each
 //     header and then the data into the request it names; a header that
 //     names no transfer it asked for, or a stream that breaks while it
@@ -52,9 +53,6 @@ var (
 	netBulkWrite = cvar.NewInt("engine_net_bulk_write_bytes", 96<<10,
 		"Most bytes a bulk lane's sender hands the kernel in one write: the queued messages' headers and data are gathered up to this (and nic.StreamBuffers buffers), and larger messages go in pieces of it. Writes of a whole message each, or of more than about 128 KiB, made the lane slower between two hosts on one machine (docs/network.md).",
 		cvar.WithCategory("engine"), cvar.WithRange(4<<10, 1<<30), cvar.WithUnit("bytes"))
-	netEagerLimit = cvar.NewInt("engine_net_eager_limit", 8<<10,
-		"Largest message sent eagerly to a rank on another host, when smaller than engine_eager_limit; larger ones go by rendezvous, their data over the bulk lane. An eager message costs the sending CPU a frame per 3.8 KiB, the lane a TCP segment per 64 KiB: 16 KiB messages went faster by rendezvous, 8 KiB ones faster eagerly (docs/network.md). Read when a rank joins.",
-		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<30), cvar.WithUnit("bytes"))
 	netBulkMin = cvar.NewInt("engine_net_bulk_min", 8<<10,
 		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames. The default, the default engine_net_eager_limit, sends every rendezvous message's data over the lane, which is faster than frames from there on.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<50), cvar.WithUnit("bytes"))

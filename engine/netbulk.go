@@ -48,7 +48,7 @@ var (
 		"Whether the data of rendezvous messages of engine_net_bulk_min bytes or more between ranks on different hosts crosses a kernel TCP connection (the bulk lane, one per pair of ranks and direction) rather than Tachyon's frames. Off, or with engine_net_auth, every byte goes as frames. A rank without it makes its peers send it frames.",
 		cvar.WithCategory("engine"))
 	netBulkLowat = cvar.NewInt("engine_net_bulk_lowat", 0,
-		"SO_RCVLOWAT of a bulk lane's receiving socket (0: the kernel's): the kernel acknowledges at once while less than this waits unread, and sizes the receive buffer to hold it. 0 was the fastest measured between two hosts on one machine; 256 KiB made the lane 10% to 25% slower (docs/network.md).",
+		"SO_RCVLOWAT of a bulk lane's receiving socket (0: the kernel's): the kernel acknowledges at once while less than this waits unread, and sizes the receive buffer to hold it. 0 was the fastest measured between two hosts on one machine; 256 KiB made the lane slower (docs/network.md).",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("bytes"))
 	netBulkWrite = cvar.NewInt("engine_net_bulk_write_bytes", 96<<10,
 		"Most bytes a bulk lane's sender hands the kernel in one write: the queued messages' headers and data are gathered up to this (and nic.StreamBuffers buffers), and larger messages go in pieces of it. Writes of a whole message each, or of more than about 128 KiB, made the lane slower between two hosts on one machine (docs/network.md).",

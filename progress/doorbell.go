@@ -3,7 +3,6 @@ package progress
 import (
 	"errors"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
@@ -13,6 +12,12 @@ import (
 // and a count of sleepers. Anything that gives a parked engine work (a
 // transport that delivered a message, a request completed for a goroutine
 // waiting on it, a timer armed earlier than the engine's nap) rings it.
+//
+// A ring wakes one goroutine of each engine parked on the doorbell (one
+// engine, unless several were given it with WithDoorbell): the engine's
+// watcher, the only one of its parked goroutines that sleeps on the
+// futex. The watcher polls and wakes whichever other parked goroutines'
+// conditions are now met (park.go); the others sleep in Go's scheduler.
 //
 // A doorbell may live in memory shared between processes (see DoorbellAt),
 // so that a rank in another process can wake this one. Its layout is three
@@ -78,10 +83,11 @@ func DoorbellAt(b []byte) (*Doorbell, error) {
 	return (*Doorbell)(unsafe.Pointer(unsafe.SliceData(b))), nil
 }
 
-// Ring wakes every goroutine or process parked on d. Call it after
-// publishing the work the sleeper should see; its WakeFence orders the
-// publication before the check for sleepers, so a sleeper either sees the
-// work when it rechecks or is woken.
+// Ring wakes the goroutine that watches d for each engine parked on it,
+// which wakes in turn the parked goroutines whose conditions the work
+// meets. Call it after publishing the work the sleepers should see; its
+// WakeFence orders the publication before the check for sleepers, so a
+// sleeper either sees the work when it rechecks or is woken.
 func (d *Doorbell) Ring() {
 	WakeFence()
 	d.RingFenced()
@@ -109,29 +115,25 @@ func (d *Doorbell) Quiet() bool {
 	return asm.LoadAcquire64((*uint64)(unsafe.Pointer(&d.sleepers)))&quietMask == 0
 }
 
-// nap parks the caller until the doorbell rings or d elapses (forever if
-// d <= 0), unless c is ready after the caller has announced itself
-// as a sleeper. It reports whether it actually slept.
-func (d *Doorbell) nap(timeout time.Duration, c condition) bool {
+// announce counts the caller among d's sleepers before it rechecks its
+// work and parks (park.go), and returns the sequence read just before.
+// sure is false where the heavy barrier failed: wakers that skipped their
+// fence trusting it may have missed the announcement, so the caller must
+// not sleep long (Engine.napAlone). Every announce is paired with a leave.
+func (d *Doorbell) announce() (seq uint32, sure bool) {
 	if !asymmetric && atomic.LoadUint32(&d.flags)&flagFence == 0 {
 		atomic.OrUint32(&d.flags, flagFence) // wakers in other processes must fence
 	}
-	seq := atomic.LoadUint32(&d.seq)
+	seq = atomic.LoadUint32(&d.seq)
 	atomic.AddUint32(&d.sleepers, 1) // full fence: orders the announcement before the recheck
 	if asymmetric && !heavyBarrier() {
 		// Wakers skipped their fence trusting the barrier: have them
-		// fence from now on, and keep this nap short, since a wake-up
-		// may have been missed before they knew.
+		// fence from now on.
 		atomic.OrUint32(&d.flags, flagFence)
-		if timeout <= 0 || timeout > time.Millisecond {
-			timeout = time.Millisecond
-		}
+		return seq, false
 	}
-	slept := false
-	if !c.ready() {
-		futexWait(&d.seq, seq, timeout)
-		slept = true
-	}
-	atomic.AddUint32(&d.sleepers, ^uint32(0))
-	return slept
+	return seq, true
 }
+
+// leave ends an announce: the caller no longer sleeps.
+func (d *Doorbell) leave() { atomic.AddUint32(&d.sleepers, ^uint32(0)) }

@@ -25,16 +25,17 @@ import (
 //
 // Goroutines that wait (Wait, WaitAny, WaitAll, the dedicated progress
 // goroutine) call Progress in a loop and, while it finds nothing to do, back
-// off: spin for progress_spin, then poll with a PAUSE between calls until
-// progress_pause has passed, then park on the engine's Doorbell until it
-// rings, a timer is close to due, or progress_park_max elapses.
+// off as the engine's IdleStrategy says (idle.go): by default spin for
+// progress_spin, then poll yielding now and then until progress_pause has
+// passed, then park (park.go) until the engine's Doorbell rings, a timer
+// is close to due, or progress_park_max elapses.
 
 var (
 	spinTime = cvar.NewDuration("progress_spin", 50*time.Microsecond,
-		"How long a waiting goroutine calls Progress back to back after the last work it found, before it starts pausing between calls.",
+		"How long a waiting goroutine calls Progress back to back after the last work it found, before it starts yielding (progress_idle park or yield).",
 		cvar.WithCategory("progress"), cvar.WithRange(0, int64(time.Second)))
 	pauseTime = cvar.NewDuration("progress_pause", time.Millisecond,
-		"How long a waiting goroutine keeps polling, with a PAUSE instruction between calls, after the spin phase and before it parks.",
+		"How long a waiting goroutine keeps polling after the spin phase and before it parks (progress_idle park), with a PAUSE instruction between calls and, every 16 polls, its P given to other goroutines and its thread to other threads.",
 		cvar.WithCategory("progress"), cvar.WithRange(0, int64(10*time.Second)))
 	parkMax = cvar.NewDuration("progress_park_max", 20*time.Millisecond,
 		"Longest a parked goroutine sleeps before polling again even if nothing rang its doorbell: the bound on how late a transport that cannot ring (a NIC queue without interrupts) is noticed by an idle engine. Each wake-up costs CPU, so a longer bound keeps an idle engine cheaper; 20 ms keeps it well under a percent of a core on this VM (docs/progress.md).",
@@ -78,7 +79,7 @@ var (
 		pvar.WithUnit("nanoseconds"), pvar.WithBind(pvar.BindComm))
 	// Process-wide: any goroutine waiting on an engine parks.
 	pvParks = pvar.NewCounter("progress_parks",
-		"Times a waiting goroutine parked on a doorbell.", pvar.WithUnit("parks"))
+		"Times a waiting goroutine parked: slept on a doorbell's futex (an engine's watcher) or in Go's scheduler (the other parked goroutines of an engine).", pvar.WithUnit("parks"))
 )
 
 // Poller is a source of work for the engine: a transport's receive queue, a
@@ -123,19 +124,22 @@ type Engine struct {
 	polling uint32   // 1 while a goroutine is inside Progress (the polling flag)
 	_       [60]byte
 
-	pollers atomic.Pointer[[]Poller]
-	serial  bool   // SetSerial: one goroutine at a time polls, so Progress takes no flag
-	pollN   uint32 // polls so far (under the polling flag), to refresh coarse now and then
-	coarse  uint64 // a recent coarse clock reading (asm loads and relaxed stores): Coarse
-	wheel   *wheel.Wheel
-	nextDue uint64 // lower bound of the next timer's due count, ^0 when none (asm loads and stores)
+	pollers  atomic.Pointer[[]Poller]
+	serial   bool   // SetSerial: one goroutine at a time polls, so Progress takes no flag
+	pollN    uint32 // polls so far (under the polling flag), to refresh coarse now and then
+	coarse   uint64 // a recent coarse clock reading (asm loads and relaxed stores): Coarse
+	activeAt uint64 // the active waiter's last mark (IdlePark; relaxed loads and stores): idler.alone
+	wheel    *wheel.Wheel
+	nextDue  uint64 // lower bound of the next timer's due count, ^0 when none (asm loads and stores)
 
 	bell *Doorbell
 	_    [64]byte // own shares no line with the fields above, which polls write
 	own  Doorbell // padded after its words: wakers in this process read it
 
+	strategy                     IdleStrategy
 	spin, pause, parkMax, margin time.Duration
-	spinC, pauseC, marginC       uint64 // the same in clock counts
+	spinC, parkC, marginC        uint64 // clock counts from idle to the yield phase and to parking; the margin
+	lot                          lot    // the goroutines parked on the doorbell
 
 	owner                           *pvar.Owner
 	polls, empty, work, fired, late *pvar.CounterShard // written under the polling flag
@@ -164,18 +168,6 @@ func WithDoorbell(d *Doorbell) Option {
 	}
 }
 
-// WithIdle overrides the control variables progress_spin, progress_pause
-// and progress_park_max for this engine.
-func WithIdle(spin, pause, parkMax time.Duration) Option {
-	return func(e *Engine) error {
-		if spin < 0 || pause < 0 || parkMax <= 0 {
-			return fmt.Errorf("progress: idle durations must be non-negative and park max positive (got %v, %v, %v)", spin, pause, parkMax)
-		}
-		e.spin, e.pause, e.parkMax = spin, pause, parkMax
-		return nil
-	}
-}
-
 // New returns an engine with no pollers and no timers, configured by the
 // control variables and opts. It starts the clock if it is not running.
 func New(opts ...Option) (*Engine, error) {
@@ -184,11 +176,12 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	c := clockNow()
 	e := &Engine{
-		spin:    spinTime.Get(),
-		pause:   pauseTime.Get(),
-		parkMax: parkMax.Get(),
-		margin:  parkMargin.Get(),
-		nextDue: ^uint64(0),
+		strategy: IdleStrategy(idleVar.Index()),
+		spin:     spinTime.Get(),
+		pause:    pauseTime.Get(),
+		parkMax:  parkMax.Get(),
+		margin:   parkMargin.Get(),
+		nextDue:  ^uint64(0),
 	}
 	e.bell = &e.own
 	e.pollers.Store(new([]Poller))
@@ -198,8 +191,7 @@ func New(opts ...Option) (*Engine, error) {
 			return nil, err
 		}
 	}
-	e.spinC = durationToCounts(e.spin, c)
-	e.pauseC = durationToCounts(e.pause, c)
+	e.setIdle(c)
 	e.marginC = durationToCounts(e.margin, c)
 	o := pvar.NewOwner()
 	e.owner = o
@@ -437,6 +429,7 @@ func (e *Engine) Stop() {
 	e.bell.Ring()
 	<-e.stopped
 	e.running.Store(false)
+	e.resignDedicated()
 }
 
 func (e *Engine) loop(cpu int, started chan<- error) {
@@ -450,8 +443,12 @@ func (e *Engine) loop(cpu int, started chan<- error) {
 		}
 	}
 	started <- nil
-	w := e.newIdler()
+	w := e.newDedicatedIdler()
+	var seen uint32 // the doorbell's sequence when the followers were last checked
 	for !e.stopping.Load() {
+		if w.watch != nil {
+			e.watchAway(&seen)
+		}
 		if e.Progress() > 0 {
 			w.reset()
 			continue

@@ -469,7 +469,7 @@ func TestDoorbellOwnLine(t *testing.T) {
 	var e Engine
 	words := unsafe.Offsetof(e.own.flags) + unsafe.Sizeof(e.own.flags) // seq, sleepers, flags
 	before := unsafe.Offsetof(e.own) - (unsafe.Offsetof(e.bell) + unsafe.Sizeof(e.bell))
-	after := unsafe.Offsetof(e.spin) - (unsafe.Offsetof(e.own) + words)
+	after := unsafe.Offsetof(e.strategy) - (unsafe.Offsetof(e.own) + words)
 	if before < 64-words || after < 64-words {
 		t.Errorf("doorbell at %d: %d bytes before its words and %d after: want %d either side, so that no other field shares their line",
 			unsafe.Offsetof(e.own), before, after, 64-words)

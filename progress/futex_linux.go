@@ -29,13 +29,17 @@ func futexWait(addr *uint32, val uint32, d time.Duration) {
 		uintptr(unsafe.Pointer(ts)), 0, 0)
 }
 
-// futexWake wakes up to n sleepers on addr. Neither it nor osYield blocks,
-// so both go straight to the kernel (RawSyscall): the runtime's syscall
-// bookkeeping would let sysmon hand the P to another thread when a yield
-// lasts, and then wake sysmon up at its shortest period, preempting the
-// ranks (docs/progress.md).
-func futexWake(addr *uint32, n int) {
-	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
+// futexWake wakes up to n sleepers on addr and returns how many it woke.
+// Neither it nor osYield blocks, so both go straight to the kernel
+// (RawSyscall): the runtime's syscall bookkeeping would let sysmon hand
+// the P to another thread when a yield lasts, and then wake sysmon up at
+// its shortest period, preempting the ranks (docs/progress.md).
+func futexWake(addr *uint32, n int) int {
+	r, _, e := unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
+	if e != 0 {
+		return 0
+	}
+	return int(r)
 }
 
 // osYield gives the CPU to another runnable thread, if any (sched_yield).

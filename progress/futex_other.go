@@ -22,8 +22,8 @@ func futexWait(addr *uint32, val uint32, d time.Duration) {
 	}
 }
 
-// futexWake does nothing: sleepers poll.
-func futexWake(addr *uint32, n int) {}
+// futexWake does nothing: sleepers poll. It returns -1, for no count.
+func futexWake(addr *uint32, n int) int { return -1 }
 
 // osYield gives the processor to other goroutines: without sched_yield
 // this is what the runtime offers.

@@ -1,10 +1,6 @@
 package progress
 
-import (
-	"time"
-
-	"github.com/tachyon-hpc/tachyon/asm"
-)
+import "github.com/tachyon-hpc/tachyon/asm"
 
 // Completion is the done flag every request carries, whatever completes it
 // (a transport, a timer). Embed it in a request type; the zero value is
@@ -38,114 +34,6 @@ func (c *Completion) Rearm() { asm.StoreRelaxed32(&c.state, 0) }
 
 // condition is what a parking goroutine rechecks after announcing itself.
 type condition interface{ ready() bool }
-
-// idler backs a waiting goroutine off while there is nothing to do: spin,
-// then PAUSE between polls, then park on the doorbell.
-type idler struct {
-	e      *Engine
-	since  uint64 // clock count when the current idle stretch began, 0 if none
-	pauses int    // polls in the pause phase so far
-	skip   int    // spin phase: idle calls left before the next clock read
-}
-
-// spinClockEvery is how many empty polls of the spin phase share one clock
-// read: a read costs more than half an empty serial poll (docs/progress.md
-// has both figures), and a message that lands is found on average half a
-// loop later.
-const spinClockEvery = 4
-
-// yieldEvery is how many polls of the pause phase pass between two
-// yields of the CPU.
-const yieldEvery = 16
-
-func (e *Engine) newIdler() idler { return idler{e: e} }
-
-// reset ends the idle stretch: work was found.
-func (w *idler) reset() { w.since, w.pauses, w.skip = 0, 0, 0 }
-
-// idle is called each time a poll found nothing; it returns when the caller
-// should look again. It reports true when the caller should park: it then
-// calls park with its condition. (The condition is not an argument here:
-// turning it into an interface value allocates, which only parking, a
-// system call anyway, may do.)
-func (w *idler) idle() bool {
-	e := w.e
-	if w.skip > 0 {
-		w.skip--
-		return false
-	}
-	// An idle stretch is timed on this goroutine alone: the coarse read
-	// is enough, and it shortens every empty poll of a waiter.
-	now := theClock.Load().readCoarse()
-	asm.StoreRelaxed64(&e.coarse, now) // the engine's Coarse, for its pollers
-	if w.since == 0 {
-		w.since = now
-		return false
-	}
-	waited := now - w.since
-	if waited < e.spinC {
-		w.skip = spinClockEvery - 1
-		return false
-	}
-	if waited < e.spinC+e.pauseC {
-		for i := 0; i < 4; i++ {
-			asm.Pause()
-		}
-		// Now and then give the CPU away: when ranks outnumber free CPUs
-		// (oversubscribed, or a busy host), the peer that would answer
-		// may be waiting for this very CPU.
-		if w.pauses++; w.pauses%yieldEvery == 0 {
-			osYield()
-		}
-		return false
-	}
-	return true
-}
-
-// park sleeps on the doorbell until it rings, c is ready, a timer or a
-// poller's deadline (Deadliner) comes close, or progress_park_max passes.
-func (w *idler) park(c condition) {
-	e := w.e
-	clk := theClock.Load()
-	now := clk.read()
-	timeout := e.parkMax
-	if due := e.nextDeadline(); due != ^uint64(0) {
-		if due <= now+e.marginC {
-			return // a timer is close: keep polling so it fires on time
-		}
-		if d := time.Duration(float64(due-now-e.marginC) * clk.secPerCount * 1e9); d < timeout {
-			timeout = d
-		}
-	}
-	e.beforePark()
-	if e.bell.nap(timeout, c) {
-		pvParks.Add(1)
-	}
-	e.refreshCoarse() // the next poll may come a nap later than the last reading
-}
-
-// nextDeadline returns the earliest of the next timer's due time and the
-// pollers' (Deadliner), ^0 if none.
-func (e *Engine) nextDeadline() uint64 {
-	due := asm.LoadAcquire64(&e.nextDue)
-	for _, p := range *e.pollers.Load() {
-		if d, ok := p.(Deadliner); ok {
-			if t, ok := d.NextDue(); ok && t < due {
-				due = t
-			}
-		}
-	}
-	return due
-}
-
-// beforePark lets the pollers that need it prepare for a nap (Parker).
-func (e *Engine) beforePark() {
-	for _, p := range *e.pollers.Load() {
-		if pk, ok := p.(Parker); ok {
-			pk.BeforePark()
-		}
-	}
-}
 
 // waitOne is the condition of Wait: c is done, or a poll found work.
 type waitOne struct {
@@ -187,8 +75,10 @@ func (e *Engine) Wait(c *Completion) {
 // must be cheap and must not wait itself. Whatever makes ready true must
 // ring the doorbell (the transports ring it when packets arrive) or be
 // found by a poll; a parked goroutine otherwise looks again after
-// progress_park_max. Probe-like waits, on a condition rather than on a
-// Completion, use it.
+// progress_park_max. While the caller is parked, the goroutine that
+// watches the doorbell for the engine may call ready in its place, to
+// learn whether to wake it (docs/progress.md). Probe-like waits, on a
+// condition rather than on a Completion, use it.
 func (e *Engine) WaitUntil(ready func() bool) {
 	if ready() {
 		return

@@ -301,7 +301,7 @@ func (ep *Endpoint) peerGone(i int, cause error) {
 		ep.net.bulkGone(i)
 	}
 	if u := p.rx.uq; u != nil {
-		ep.dropUnexpected(u)
+		ep.endPartial(u, p.dead)
 	}
 	p.rx = rxState{}
 	allGone := true

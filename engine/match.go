@@ -83,6 +83,13 @@ type unexpected struct {
 	lists     [4]*uqList
 	freeNext  *unexpected
 	cancelled bool
+
+	// A message a matched probe took (mprobe.go): in the matcher's list
+	// of them, not in the four lists above, until its receive.
+	held         bool
+	gen          uint32      // counts the probes that took this slot: a Message names one
+	heldErr      error       // the receive's error: the rest of the message will never come
+	hnext, hprev *unexpected // the matcher's list of matched messages
 }
 
 type uqLink struct{ next, prev *unexpected }
@@ -180,6 +187,8 @@ type matcher struct {
 	uq       map[key]*uqList
 	nuq      int
 	uqFree   *unexpected
+	held     *unexpected // messages matched by a probe and not yet received (mprobe.go)
+	nheld    int
 	spare    []*reqList
 	uqSpare  []*uqList
 	maxLists int
@@ -300,7 +309,7 @@ func (m *matcher) newUnexpected(ctx uint32, src, tag int32) *unexpected {
 	u := m.uqFree
 	if u != nil {
 		m.uqFree = u.freeNext
-		*u = unexpected{}
+		*u = unexpected{gen: u.gen} // a Message naming the slot's last use stays stale
 	} else {
 		u = new(unexpected)
 	}
@@ -338,6 +347,6 @@ func (m *matcher) dequeue(u *unexpected) {
 }
 
 func (m *matcher) freeUnexpected(u *unexpected) {
-	*u = unexpected{freeNext: m.uqFree}
+	*u = unexpected{freeNext: m.uqFree, gen: u.gen}
 	m.uqFree = u
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sync"
 )
@@ -70,16 +71,26 @@ func (ep *Endpoint) improbe(src, tag int, ctx uint32) (Message, Status, bool, er
 // its status. It fails if src (or, for AnySource, every other rank) is
 // gone.
 func (ep *Endpoint) Mprobe(src, tag int, ctx uint32) (Message, Status, error) {
+	return ep.MprobeContext(context.Background(), src, tag, ctx)
+}
+
+// MprobeContext is Mprobe bounded by c: if c ends before a message is
+// found it returns c's error (context.Canceled, DeadlineExceeded), and has
+// taken nothing.
+func (ep *Endpoint) MprobeContext(c context.Context, src, tag int, ctx uint32) (Message, Status, error) {
 	if m, st, ok, err := ep.improbe(src, tag, ctx); ok || err != nil {
 		return m, st, err
 	}
 	w := mproberPool.Get().(*mprober)
 	w.ep, w.src, w.tag, w.ctx = ep, src, tag, ctx
 	ep.startProbing()
-	ep.prog.WaitUntil(w.ready)
+	werr := ep.prog.WaitUntilContext(c, w.ready)
 	ep.stopProbing()
 	m, st, err := w.m, w.st, w.err
 	w.done()
+	if err == nil && werr != nil {
+		return Message{}, Status{}, werr // the condition never held: nothing taken
+	}
 	return m, st, err
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -357,4 +358,48 @@ func TestMprobeAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(200, once); n != 0 {
 		t.Fatalf("%.1f allocations per Send, Mprobe and Mrecv", n)
 	}
+}
+
+// TestMprobeContext: a matched probe whose context ends first returns the
+// context's error and has taken nothing: the message sent after is the
+// next receive's. One that finds its message returns it, the context
+// ended or not.
+func TestMprobeContext(t *testing.T) {
+	run(t, 2, func(ep *Endpoint) error {
+		if ep.Rank() == 0 {
+			if _, err := ep.Recv(nil, 1, 1, 0); err != nil { // the probes have ended
+				return err
+			}
+			if err := ep.Send(msg(30, 0), 1, 2, 0, Standard); err != nil {
+				return err
+			}
+			return ep.Send(msg(40, 0), 1, 2, 0, Standard)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if _, _, err := ep.MprobeContext(ctx, 0, 2, 0); !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("probe past its deadline: %v", err)
+		}
+		cctx, cancel2 := context.WithCancel(context.Background())
+		time.AfterFunc(10*time.Millisecond, cancel2)
+		if _, _, err := ep.MprobeContext(cctx, AnySource, AnyTag, 0); !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("cancelled probe: %v", err)
+		}
+		if err := ep.Send(nil, 0, 1, 0, Standard); err != nil {
+			return err
+		}
+		buf := make([]byte, 30)
+		if st, err := ep.Recv(buf, 0, 2, 0); err != nil || st.Count != 30 {
+			return fmt.Errorf("first message after the probes: %+v %v", st, err)
+		}
+		if _, err := ep.Probe(0, 2, 0); err != nil { // the second is here
+			return err
+		}
+		m, st, err := ep.MprobeContext(cctx, 0, 2, 0) // ended, but the message is here
+		if err != nil || st.Count != 40 {
+			return fmt.Errorf("probe with an ended context of a message here: %+v %v", st, err)
+		}
+		_, err = ep.Mrecv(m, make([]byte, 40))
+		return err
+	})
 }

@@ -74,17 +74,17 @@ func (ep *Endpoint) Mprobe(src, tag int, ctx uint32) (Message, Status, error) {
 	return ep.MprobeContext(context.Background(), src, tag, ctx)
 }
 
-// MprobeContext is Mprobe bounded by c: if c ends before a message is
-// found it returns c's error (context.Canceled, DeadlineExceeded), and has
+// MprobeContext is Mprobe bounded by cx: if cx ends before a message is
+// found it returns cx's error (context.Canceled, DeadlineExceeded), and has
 // taken nothing.
-func (ep *Endpoint) MprobeContext(c context.Context, src, tag int, ctx uint32) (Message, Status, error) {
+func (ep *Endpoint) MprobeContext(cx context.Context, src, tag int, ctx uint32) (Message, Status, error) {
 	if m, st, ok, err := ep.improbe(src, tag, ctx); ok || err != nil {
 		return m, st, err
 	}
 	w := mproberPool.Get().(*mprober)
 	w.ep, w.src, w.tag, w.ctx = ep, src, tag, ctx
 	ep.startProbing()
-	werr := ep.prog.WaitUntilContext(c, w.ready)
+	werr := ep.prog.WaitUntilContext(cx, w.ready)
 	ep.stopProbing()
 	m, st, err := w.m, w.st, w.err
 	w.done()

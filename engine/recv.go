@@ -270,14 +270,27 @@ func (ep *Endpoint) probe(src, tag int, ctx uint32) (Status, bool, error) {
 // other rank) is gone. It waits as Wait does: spinning, then pausing,
 // then parked until a message arrives or a peer is found gone.
 func (ep *Endpoint) Probe(src, tag int, ctx uint32) (Status, error) {
-	ep.startProbing()
-	defer ep.stopProbing()
+	ep.lock()
+	ep.probing++
+	ep.unlock()
+	defer func() {
+		ep.lock()
+		ep.probing--
+		ep.unlock()
+	}()
 	var st Status
 	var err error
 	ep.prog.WaitUntil(func() bool {
 		var ok bool
 		st, ok, err = ep.probe(src, tag, ctx)
-		return ok || err != nil || ep.probeHopeless(src, &err)
+		if ok || err != nil {
+			return true
+		}
+		if src == AnySource && ep.size > 1 && ep.allPeersGone() {
+			err = fmt.Errorf("%w: every other rank is gone", ErrPeerDead)
+			return true
+		}
+		return false
 	})
 	return st, err
 }

@@ -105,6 +105,7 @@ type mprober struct {
 	m        Message
 	st       Status
 	err      error
+	found    bool        // look has held
 	ready    func() bool // w.look, bound once
 }
 
@@ -115,10 +116,18 @@ var mproberPool = sync.Pool{New: func() any {
 }}
 
 // look is the condition Mprobe waits for: a message taken, or an error.
+// Once it holds it holds without looking again: the wait may ask again
+// (the condition a parking goroutine checks is asked once more by the
+// loop), and a second look would take a second message, losing the
+// first.
 func (w *mprober) look() bool {
+	if w.found {
+		return true
+	}
 	var ok bool
 	w.m, w.st, ok, w.err = w.ep.improbe(w.src, w.tag, w.ctx)
-	return ok || w.err != nil || w.ep.probeHopeless(w.src, &w.err)
+	w.found = ok || w.err != nil || w.ep.probeHopeless(w.src, &w.err)
+	return w.found
 }
 
 // done clears w and gives it back to the pool.

@@ -403,3 +403,32 @@ func TestMprobeContext(t *testing.T) {
 		return err
 	})
 }
+
+// TestMprobeLooksOnce: the condition a waiting Mprobe gives WaitUntil,
+// which a wait may ask more than once after it held (a parking
+// goroutine's check, then the loop's), takes one message only.
+func TestMprobeLooksOnce(t *testing.T) {
+	ep := rankZero(t)
+	for i := range 2 {
+		if err := ep.Send(msg(10+i, i), 0, 3, 0, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ep.Probe(0, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := mproberPool.Get().(*mprober)
+	w.ep, w.src, w.tag = ep, 0, 3
+	if !w.ready() || !w.ready() {
+		t.Fatal("the condition did not hold with messages here")
+	}
+	m := w.m
+	w.done()
+	if st, ok, err := ep.Iprobe(0, 3, 0); !ok || err != nil || st.Count != 11 {
+		t.Fatalf("the second message is not the next one found: %+v %v %v", st, ok, err)
+	}
+	buf := make([]byte, 10)
+	if st, err := ep.Mrecv(m, buf); err != nil || st.Count != 10 || !bytes.Equal(buf, msg(10, 0)) {
+		t.Fatalf("the message taken: %+v %v", st, err)
+	}
+}

@@ -76,6 +76,10 @@ const (
 	OpSplit
 	OpCreate
 	OpCommFree
+	OpMprobe
+	OpImprobe
+	OpMrecv  // Message.Recv
+	OpImrecv // Message.Irecv
 	opEnd
 )
 
@@ -86,7 +90,8 @@ var opCallNames = [...]string{"", "Init", "Finalize", "Pcontrol",
 	"IsendLayout", "IssendLayout", "IrsendLayout", "IbsendLayout", "RecvLayout", "IrecvLayout",
 	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "Start", "Startall",
 	"Wait", "Test", "Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome",
-	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CommFree"}
+	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CommFree",
+	"Mprobe", "Improbe", "Mrecv", "Imrecv"}
 
 // String returns the name of the routine ("Send", "Waitall").
 func (o Op) String() string {
@@ -105,7 +110,7 @@ func (o Op) String() string {
 type Call struct {
 	Op   Op    // the routine called; changing it changes nothing
 	Rank int   // the caller's rank in its world; Undefined before Init
-	Comm *Comm // the communicator: of a request for Wait, Test, Start, Cancel, RequestFree; nil for none
+	Comm *Comm // the communicator: of a request for Wait, Test, Start, Cancel, RequestFree, of the message for Mrecv, Imrecv; nil for none
 
 	Peer  int // the destination of a send, the source of a receive or probe (AnySource, ProcNull as given)
 	Tag   int // the tag (AnyTag as given)
@@ -115,6 +120,7 @@ type Call struct {
 	RecvTag  int // Sendrecv's receive tag
 
 	Request  *Request   // the request a Wait, Test, Start, Cancel or RequestFree is for
+	Message  *Message   // the message an Mrecv or Imrecv receives (Peer and Tag are its source and tag)
 	Requests []*Request // the requests of Startall, Waitall, Testall, Waitany, Testany, Waitsome, Testsome
 
 	Level int // Pcontrol's level; InitThread's required thread level
@@ -150,6 +156,7 @@ type Result struct {
 	Indices  []int       // Waitsome, Testsome: the requests that completed
 	Statuses []Status    // Waitall, Testall, Waitsome, Testsome: the statuses
 	Request  *Request    // started by a nonblocking send or receive, or made by a persistent Init
+	Message  *Message    // taken by Mprobe, Improbe
 	NewComm  *Comm       // made by Dup, Split, Create
 	Provided ThreadLevel // InitThread's
 }
@@ -484,6 +491,14 @@ func invoke(c *Call) (err error) {
 		r.Status, err = m.pProbe(c.Peer, c.Tag)
 	case OpIprobe:
 		r.Status, r.Flag, err = m.pIprobe(c.Peer, c.Tag)
+	case OpMprobe:
+		r.Message, r.Status, err = m.pMprobe(c.Peer, c.Tag)
+	case OpImprobe:
+		r.Message, r.Status, r.Flag, err = m.pImprobe(c.Peer, c.Tag)
+	case OpMrecv:
+		r.Status, err = c.Message.pRecv(c.buf)
+	case OpImrecv:
+		r.Request, err = c.Message.pIrecv(c.buf)
 	case OpSendLayout, OpSsendLayout, OpRsendLayout, OpBsendLayout:
 		err = m.pSendLayout(c.op, c.buf, *c.layout, c.Peer, c.Tag)
 	case OpIsendLayout, OpIssendLayout, OpIrsendLayout, OpIbsendLayout:

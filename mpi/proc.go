@@ -241,6 +241,9 @@ func leftoverError(left []engine.Leftover, n int) *Error {
 		switch l.Kind {
 		case engine.Unreceived:
 			fmt.Fprintf(&b, "a message from rank %d, tag %d, %d bytes, %s, that no receive took", l.Peer, l.Tag, l.Bytes, ctxLabel(l.Ctx))
+			if l.Probed {
+				b.WriteString(" (a matched probe took it: its Message was never received)")
+			}
 		case engine.PendingRecv:
 			fmt.Fprintf(&b, "a receive from %s, %s, into %d bytes, %s, still pending", peerLabel(l.Peer), tagLabel(l.Tag), l.Bytes, ctxLabel(l.Ctx))
 		case engine.PendingSend:

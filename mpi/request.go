@@ -70,10 +70,11 @@ const (
 	opRsendInit
 	opRecvInit
 	opTimerCreate
+	opImrecv
 )
 
 var opNames = [...]string{"Isend", "Issend", "Irsend", "Ibsend", "Irecv",
-	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "TimerCreate"}
+	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "TimerCreate", "Imrecv"}
 
 func (o opcode) String() string { return opNames[o] }
 

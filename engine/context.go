@@ -30,8 +30,9 @@ import (
 //     the receiver can withdraw a message it has been told of (a
 //     rendezvous's announcement, a synchronous send's first packet), so
 //     such a send waits for the receiver's answer, which its next poll
-//     gives: a receiver that never polls again delays it until it is
-//     found dead.
+//     gives, as an eager send half on its link waits for the room the
+//     receiver's polls free: a receiver that stops polling delays it
+//     until it polls again or is found dead.
 
 // WaitContext is Wait bounded by cx: once r completes it returns r's
 // status and error and r goes back to the pool, as after Wait. If cx ends

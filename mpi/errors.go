@@ -35,10 +35,16 @@ var (
 	ErrIntern         error = &class{17, "internal error"}
 	ErrProcFailed     error = &class{75, "process failed"}
 	ErrNotInitialized error = &class{1001, "MPI is not initialized, or already finalized"}
+	// ErrCanceled is the class of a call that its context.Context ended
+	// before the operation did (the Context forms: RecvContext,
+	// Request.WaitContext...). Its *Error's cause is the context's error,
+	// so errors.Is matches context.Canceled or context.DeadlineExceeded
+	// too.
+	ErrCanceled error = &class{1002, "operation canceled by its context"}
 )
 
 var classes = []error{ErrBuffer, ErrCount, ErrTag, ErrComm, ErrRank, ErrRequest, ErrGroup,
-	ErrArg, ErrTruncate, ErrKeyval, ErrOther, ErrIntern, ErrProcFailed, ErrNotInitialized}
+	ErrArg, ErrTruncate, ErrKeyval, ErrOther, ErrIntern, ErrProcFailed, ErrNotInitialized, ErrCanceled}
 
 // Error is what MPI routines return: the class, the routine, and what went
 // wrong. errors.Is matches its class (and whatever caused it); errors.As

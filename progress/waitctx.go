@@ -13,7 +13,8 @@ import (
 // does. What a context costs:
 //
 //   - One that can never end (Done returns nil, as Background's does):
-//     a call of Done, and the plain form runs.
+//     a call of Done, and the plain form runs. WaitContext polls once
+//     before it calls Done: a wait that poll ends never looks.
 //   - Otherwise, until the waiter parks: a look at the context's Done
 //     channel (a non-blocking receive) every ctxLookEvery empty polls,
 //     none on a poll that finds work. No allocation, no goroutine.
@@ -43,6 +44,11 @@ const ctxLookEvery = 8
 // caller may wait again).
 func (e *Engine) WaitContext(ctx context.Context, c *Completion) error {
 	if c.Done() {
+		return nil
+	}
+	// One poll before the context is looked at: it often completes c (a
+	// message that has just landed), and then the context costs nothing.
+	if e.pollIfOwner(); c.Done() {
 		return nil
 	}
 	done := ctx.Done()

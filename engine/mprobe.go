@@ -157,7 +157,7 @@ func (ep *Endpoint) stopProbing() {
 // then sets *err.
 func (ep *Endpoint) probeHopeless(src int, err *error) bool {
 	if src == AnySource && ep.size > 1 && ep.allPeersGone() {
-		*err = fmt.Errorf("%w: every other rank is gone", ErrPeerDead)
+		*err = errPeersGone
 		return true
 	}
 	return false

@@ -81,6 +81,7 @@ const (
 	OpImprobe
 	OpMrecv  // Message.Recv
 	OpImrecv // Message.Irecv
+	OpRecvMessage
 	opEnd
 )
 
@@ -92,7 +93,7 @@ var opCallNames = [...]string{"", "Init", "Finalize", "Pcontrol",
 	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "Start", "Startall",
 	"Wait", "Test", "Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome",
 	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CommFree",
-	"Mprobe", "Improbe", "Mrecv", "Imrecv"}
+	"Mprobe", "Improbe", "Mrecv", "Imrecv", "RecvMessage"}
 
 // String returns the name of the routine ("Send", "Waitall").
 func (o Op) String() string {
@@ -141,6 +142,7 @@ type Call struct {
 	layout    *Layout
 	statuses  []Status // WaitallInto's; into is true when the caller gave them
 	into      bool
+	received  Received // RecvMessage's message, whose status is Result.Status
 
 	// Buffers a pooled Call keeps: the copies of a routine's requests and
 	// statuses that Requests and statuses are, so that the caller's
@@ -157,7 +159,7 @@ type Call struct {
 // Result is what an operation returned besides its error, as
 // interceptors see and may change it.
 type Result struct {
-	Status   Status      // of a receive, probe, Sendrecv, Wait, Test, Waitany, Testany
+	Status   Status      // of a receive, probe, Sendrecv, Wait, Test, Waitany, Testany, RecvMessage
 	Flag     bool        // Iprobe found a message; Test, Testall, Testany completed
 	Index    int         // Waitany, Testany: the request that completed (Undefined if none)
 	Indices  []int       // Waitsome, Testsome: the requests that completed
@@ -520,6 +522,13 @@ func invoke(c *Call) (err error) {
 		r.Status, err = c.Message.pRecv(c.buf)
 	case OpImrecv:
 		r.Request, err = c.Message.pIrecv(c.buf)
+	case OpRecvMessage:
+		ctx := c.Ctx
+		if ctx == nil { // an interceptor took it away
+			ctx = context.Background()
+		}
+		c.received, err = m.pRecvMessage(ctx, c.Peer, c.Tag)
+		r.Status = c.received.Status
 	case OpSendLayout, OpSsendLayout, OpRsendLayout, OpBsendLayout:
 		err = m.pSendLayout(c.op, c.buf, *c.layout, c.Peer, c.Tag)
 	case OpIsendLayout, OpIssendLayout, OpIrsendLayout, OpIbsendLayout:
@@ -590,6 +599,8 @@ func invokeContext(c *Call) (ok bool, err error) {
 		r.Status, err = m.pSendrecvContext(c.Ctx, c.buf, c.Peer, c.Tag, c.buf2, c.RecvPeer, c.RecvTag)
 	case OpProbe:
 		r.Status, err = m.pProbeContext(c.Ctx, c.Peer, c.Tag)
+	case OpMprobe:
+		r.Message, r.Status, err = m.mprobe("MprobeContext", c.Ctx, c.Peer, c.Tag)
 	case OpSendLayout, OpSsendLayout, OpRsendLayout:
 		err = m.pSendLayoutContext(c.Ctx, c.op, c.buf, *c.layout, c.Peer, c.Tag)
 	case OpRecvLayout:

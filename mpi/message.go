@@ -55,6 +55,23 @@ func (c *Comm) pMprobe(source, tag int) (*Message, Status, error) {
 	return c.mprobe("Mprobe", context.Background(), source, tag)
 }
 
+// MprobeContext is Mprobe bounded by ctx: if ctx ends before a message is
+// found it returns an ErrCanceled error (which errors.Is also matches to
+// ctx's error) and has taken no message: the next probe or receive finds
+// it. Interceptors see it as OpMprobe with Call.Ctx set.
+func (c *Comm) MprobeContext(ctx context.Context, source, tag int) (*Message, Status, error) {
+	if ctx == nil {
+		return nil, Status{}, c.fail(nilContext("MprobeContext"))
+	}
+	if intercepted() {
+		call := peerCall(OpMprobe, c, nil, source, tag)
+		call.Ctx = ctx
+		r, err := call.runResult()
+		return r.Message, r.Status, err
+	}
+	return c.mprobe("MprobeContext", ctx, source, tag)
+}
+
 // mprobe is Mprobe and MprobeContext for routine op.
 func (c *Comm) mprobe(op string, ctx context.Context, source, tag int) (*Message, Status, error) {
 	src, null, err := c.recvArgs(op, source, tag)
@@ -66,7 +83,7 @@ func (c *Comm) mprobe(op string, ctx context.Context, source, tag int) (*Message
 	}
 	em, est, err := c.p.ep.MprobeContext(ctx, src, tag, c.ctx)
 	if err != nil {
-		return nil, Status{}, c.fail(c.engineErr(op, err))
+		return nil, Status{}, c.fail(contextErr(op, c, ctx, err))
 	}
 	st := c.status(est)
 	return &Message{c: c, em: em, st: st}, st, nil

@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -400,13 +401,15 @@ func TestInterceptMatchedProbe(t *testing.T) {
 			seen = append(seen, fmt.Sprintf("%v peer %d tag %d: message %t", c.Op, c.Peer, c.Tag, c.Result.Message != nil))
 		case OpMrecv, OpImrecv:
 			seen = append(seen, fmt.Sprintf("%v peer %d tag %d bytes %d: message %t", c.Op, c.Peer, c.Tag, c.Bytes, c.Message != nil))
+		case OpRecvMessage:
+			seen = append(seen, fmt.Sprintf("%v peer %d tag %d: count %d, context %t", c.Op, c.Peer, c.Tag, c.Result.Status.Count, c.Ctx != nil))
 		}
 		return err
 	}
 	withInterceptor(t, tool, func() {
 		err := Main(2, func(c *Comm) error {
 			if c.Rank() == 0 {
-				for tag := range 2 {
+				for tag := range 3 {
 					if err := c.Send(make([]byte, 4), 1, tag); err != nil {
 						return err
 					}
@@ -431,15 +434,22 @@ func TestInterceptMatchedProbe(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			_, err = r.Wait()
-			return err
+			if _, err = r.Wait(); err != nil {
+				return err
+			}
+			rv, err := c.RecvMessage(context.Background(), 0, 2)
+			if err != nil || rv.Count != 4 || len(rv.Data) != 4 {
+				return fmt.Errorf("RecvMessage through a tool: %+v, %d bytes, %v", rv.Status, len(rv.Data), err)
+			}
+			rv.Release()
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	})
 	// Improbe is called until it finds the message: seen as often.
-	if got, want := slices.Compact(log.calls[1]), []string{"Mprobe", "Mrecv", "Improbe", "Imrecv", "Wait", "Finalize"}; !slices.Equal(got, want) {
+	if got, want := slices.Compact(log.calls[1]), []string{"Mprobe", "Mrecv", "Improbe", "Imrecv", "Wait", "RecvMessage", "Finalize"}; !slices.Equal(got, want) {
 		t.Errorf("rank 1 saw %v, want %v", got, want)
 	}
 	want := []string{
@@ -447,6 +457,7 @@ func TestInterceptMatchedProbe(t *testing.T) {
 		"Mrecv peer 0 tag 0 bytes 8: message true",
 		"Improbe peer 0 tag -1: message true",
 		"Imrecv peer 0 tag 1 bytes 4: message true",
+		"RecvMessage peer 0 tag 2: count 4, context true",
 	}
 	var got []string
 	for _, s := range seen {

@@ -48,7 +48,7 @@ func (ep *Endpoint) Leftovers(max int) ([]Leftover, int) {
 			}
 		}
 	}
-	for u := ep.m.held; u != nil; u = u.hnext {
+	for u := ep.m.held; u != nil; u = u.links[byExact].next {
 		add(Leftover{Kind: Unreceived, Peer: int(u.src), Tag: int(u.tag), Ctx: u.ctx, Bytes: u.length, Probed: true})
 	}
 	for c := 0; c < ep.reqs.n; c++ {

@@ -84,12 +84,11 @@ type unexpected struct {
 	freeNext  *unexpected
 	cancelled bool
 
-	// A message a matched probe took (mprobe.go): in the matcher's list
-	// of them, not in the four lists above, until its receive.
-	held         bool
-	gen          uint32      // counts the probes that took this slot: a Message names one
-	heldErr      error       // the receive's error: the rest of the message will never come
-	hnext, hprev *unexpected // the matcher's list of matched messages
+	// A message a matched probe took (mprobe.go) is in none of the four
+	// lists above but in the matcher's list of those, through
+	// links[byExact], until its receive. Both fit the padding above.
+	held bool
+	gen  uint32 // counts the probes that took this slot: a Message names one
 }
 
 type uqLink struct{ next, prev *unexpected }
@@ -187,8 +186,8 @@ type matcher struct {
 	uq       map[key]*uqList
 	nuq      int
 	uqFree   *unexpected
-	held     *unexpected // messages matched by a probe and not yet received (mprobe.go)
-	nheld    int
+	held     *unexpected           // messages matched by a probe and not yet received (mprobe.go)
+	heldErrs map[*unexpected]error // of those, the ones whose data will never come, and why
 	spare    []*reqList
 	uqSpare  []*uqList
 	maxLists int

@@ -214,8 +214,9 @@ func (ep *Endpoint) startMrecv(m Message, buf []byte) (*Request, error) {
 // data will never come (its sender died before sending it, or broke the
 // protocol), nil if it is here or will be.
 func (ep *Endpoint) heldLost(u *unexpected) error {
-	if u.heldErr != nil {
-		return u.heldErr
+	if err := ep.m.heldErrs[u]; err != nil {
+		delete(ep.m.heldErrs, u)
+		return err
 	}
 	if dead := ep.peers[u.src].dead; dead != nil && (u.kind == uqRTS || u.got < u.length) {
 		return dead
@@ -231,35 +232,39 @@ func (ep *Endpoint) endPartial(u *unexpected, err error) {
 		ep.dropUnexpected(u)
 		return
 	}
-	if u.heldErr == nil {
-		u.heldErr = err
+	if ep.m.heldErrs == nil {
+		ep.m.heldErrs = make(map[*unexpected]error)
+	}
+	if ep.m.heldErrs[u] == nil {
+		ep.m.heldErrs[u] = err
 	}
 }
 
 // hold puts u, dequeued, in the list of matched messages, under a new
-// generation.
+// generation. The list links through links[byExact], free while u is in
+// no list of the four (lists[byExact] stays nil).
 func (m *matcher) hold(u *unexpected) {
 	u.held = true
 	u.gen++
-	u.hprev, u.hnext = nil, m.held
+	u.links[byExact] = uqLink{next: m.held}
 	if m.held != nil {
-		m.held.hprev = u
+		m.held.links[byExact].prev = u
 	}
 	m.held = u
-	m.nheld++
 }
 
 // unhold takes u out of the list of matched messages: its receive has
 // started.
 func (m *matcher) unhold(u *unexpected) {
-	if u.hprev != nil {
-		u.hprev.hnext = u.hnext
+	lk := u.links[byExact]
+	if lk.prev != nil {
+		lk.prev.links[byExact].next = lk.next
 	} else {
-		m.held = u.hnext
+		m.held = lk.next
 	}
-	if u.hnext != nil {
-		u.hnext.hprev = u.hprev
+	if lk.next != nil {
+		lk.next.links[byExact].prev = lk.prev
 	}
-	u.held, u.hnext, u.hprev = false, nil, nil
-	m.nheld--
+	u.links[byExact] = uqLink{}
+	u.held = false
 }

@@ -185,7 +185,7 @@ func (r *Request) usable(op string) error {
 		return r.fail(errorf(ErrRequest, op, "request was freed"))
 	}
 	if r != nil && r.c != nil && r.c.p.done {
-		return r.fail(errorf(ErrNotInitialized, op, "MPI was finalized"))
+		return r.fail(r.c.p.endError(op))
 	}
 	return nil
 }

@@ -33,8 +33,11 @@ func Run(n int, fn func(world *Comm) error) error {
 	)
 	runWorlds.Add(1)
 	defer runWorlds.Add(-1)
+	s := runSession()
+	defer s.endRun()
 	for i := 0; i < n; i++ {
 		p := newProc(w.Endpoint(i), nil)
+		p.sess = s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

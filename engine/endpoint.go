@@ -309,6 +309,9 @@ func (ep *Endpoint) peerGone(i int, cause error) {
 	p.ctl = p.ctl[:0]
 	p.sendq, p.dataq = reqQueue{}, reqQueue{}
 	if ep.net != nil {
+		if c := ep.net.conns[i]; c != nil {
+			c.fail(ep.net.clock(), "%v", cause) // gone for whatever reason: nothing to linger for at close
+		}
 		ep.net.bulkGone(i)
 	}
 	if u := p.rx.uq; u != nil {

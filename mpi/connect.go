@@ -218,8 +218,8 @@ func (s *Session) Dial(ctx context.Context, addr string) (*Comm, error) {
 	}
 	tc, err := new(net.Dialer).DialContext(ctx, "tcp", a)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, noComm(ctxError(op, ctx.Err()))
+		if e := ctxEnded(ctx, err); e != nil {
+			return nil, noComm(ctxError(op, e))
 		}
 		return nil, noComm(&Error{Class: ErrPort, Op: op, Detail: "connecting to " + addr, Err: err})
 	}
@@ -243,11 +243,15 @@ func (s *Session) connect(ctx context.Context, local *Comm, root int, tc net.Con
 		dl = bindDeadline(ctx, tc.SetDeadline)
 	}
 	fail := func(detail string, err error) (*Comm, error) {
+		ended := false
 		if me {
 			dl.release()
 			tc.Close()
-			if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-				err = errors.Join(ctx.Err(), err)
+			if e := ctxEnded(ctx, err); e != nil {
+				ended = true
+				if !errors.Is(err, e) {
+					err = errors.Join(e, err)
+				}
 			}
 		}
 		var e *Error
@@ -256,7 +260,7 @@ func (s *Session) connect(ctx context.Context, local *Comm, root int, tc net.Con
 		}
 		cls := ErrOther
 		switch {
-		case ctx.Err() != nil && me:
+		case ended:
 			cls = ErrCanceled
 		case errors.Is(err, engine.ErrPeerDead), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			cls = ErrProcFailed

@@ -114,8 +114,8 @@ func (c *Comm) AcceptContext(ctx context.Context, port string, root int) (*Comm,
 		} else {
 			tc, failed = acceptContext(ctx, ln)
 			if failed != nil {
-				if ctx.Err() != nil {
-					failed = ctxError(op, ctx.Err())
+				if e := ctxEnded(ctx, failed); e != nil {
+					failed = ctxError(op, e)
 				} else {
 					failed = &Error{Class: ErrPort, Op: op, Detail: "accepting on " + port, Err: failed}
 				}
@@ -132,10 +132,31 @@ func acceptContext(ctx context.Context, ln net.Listener) (net.Conn, error) {
 		defer bindDeadline(ctx, tl.SetDeadline).release()
 	}
 	c, err := ln.Accept()
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
+	if e := ctxEnded(ctx, err); e != nil {
+		return nil, e
 	}
 	return c, err
+}
+
+// ctxEnded returns ctx's error if err, a TCP call's, came of ctx's end
+// (err may be that error already):
+// ctx was canceled, or err is the timeout of ctx's deadline (which the
+// call's deadline may see a moment before ctx does).
+func ctxEnded(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if e := ctx.Err(); e != nil {
+		return e
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var ne net.Error
+	if dl, ok := ctx.Deadline(); ok && errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // ctxDeadline ties the deadline of a TCP connection or listener to a
@@ -196,8 +217,8 @@ func (c *Comm) ConnectContext(ctx context.Context, port string, root int) (*Comm
 		if err != nil {
 			failed = err
 		} else if tc, err = new(net.Dialer).DialContext(ctx, "tcp", addr); err != nil {
-			if ctx.Err() != nil {
-				failed = ctxError(op, ctx.Err())
+			if e := ctxEnded(ctx, err); e != nil {
+				failed = ctxError(op, e)
 			} else {
 				failed = &Error{Class: ErrPort, Op: op, Detail: "connecting to " + port, Err: err}
 			}

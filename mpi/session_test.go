@@ -106,3 +106,166 @@ func TestSessionListenDial(t *testing.T) {
 	}
 	fmt.Println("ok")
 }
+
+// TestSessionsIndependent: sessions of one process have worlds of their
+// own, end apart, and a new one may follow a closed one.
+func TestSessionsIndependent(t *testing.T) {
+	a, err := NewSession(WithStandalone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newTestSession(t)
+	for _, s := range []*Session{a, b} {
+		if s.World().Size() != 1 || s.World().Rank() != 0 || s.Self().Size() != 1 {
+			t.Fatalf("session %s: world of %d", s.Name(), s.World().Size())
+		}
+	}
+	if a.Name() == b.Name() {
+		t.Fatalf("two sessions named %q", a.Name())
+	}
+	if err := a.World().Send([]byte("a"), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := b.World().Iprobe(AnySource, AnyTag); ok || err != nil {
+		t.Fatalf("session b sees session a's message: %v, %v", ok, err)
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.World().Send(nil, 0, 1); !errors.Is(err, ErrSession) {
+		t.Fatalf("Send on a closed session: %v, want ErrSession", err)
+	}
+	if err := a.Close(context.Background()); !errors.Is(err, ErrSession) {
+		t.Fatalf("Close twice: %v, want ErrSession", err)
+	}
+	if _, err := a.Listen("127.0.0.1:0"); !errors.Is(err, ErrSession) {
+		t.Fatalf("Listen on a closed session: %v, want ErrSession", err)
+	}
+	if err := b.World().Send([]byte("b"), 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if st, err := b.World().Recv(buf, 0, AnyTag); err != nil || st.Tag != 2 || buf[0] != 'b' {
+		t.Fatalf("session b: %+v, %v", st, err)
+	}
+	c := newTestSession(t)
+	if c.World().Size() != 1 {
+		t.Fatal("a session after a closed one")
+	}
+	if g, err := c.GroupFromPset(PsetWorld); err != nil || g.Size() != 1 {
+		t.Fatalf("GroupFromPset: %v, %v", g, err)
+	}
+	if _, err := c.GroupFromPset("mpi://nowhere"); !errors.Is(err, ErrArg) {
+		t.Fatalf("GroupFromPset of an unknown set: %v, want ErrArg", err)
+	}
+	g, _ := c.GroupFromPset(PsetSelf)
+	cc, err := c.CommFromGroup(g, "test")
+	if err != nil || cc.Size() != 1 {
+		t.Fatalf("CommFromGroup: %v", err)
+	}
+	if _, err := NewSession(WithThreadLevel(ThreadSerialized), WithProgressGoroutine(-1)); !errors.Is(err, ErrArg) {
+		t.Fatalf("a progress goroutine below ThreadMultiple: %v, want ErrArg", err)
+	}
+}
+
+// TestSessionCloseDelivers: what a session sent before Close reaches a
+// peer that receives after it; then the peer's receives fail with
+// ErrProcFailed. A send nobody receives ends Close at its context.
+func TestSessionCloseDelivers(t *testing.T) {
+	srv, cli := newTestSession(t), newTestSession(t)
+	sc, cc := echoPair(t, srv, cli)
+	for i := range 10 {
+		if err := cc.Send([]byte{byte(i)}, 0, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := make([]byte, 1<<20) // a rendezvous the server never takes
+	r, err := cc.Isend(big, 0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := cli.Close(ctx); !errors.Is(err, ErrCanceled) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with a send undelivered: %v, want ErrCanceled and DeadlineExceeded", err)
+	}
+	if _, err := r.Wait(); err == nil {
+		t.Fatal("the undelivered send completed")
+	}
+	b := make([]byte, 1)
+	for i := range 10 {
+		if st, err := sc.Recv(b, 0, 3); err != nil || b[0] != byte(i) || st.Count != 1 {
+			t.Fatalf("message %d after the client closed: %+v, %v", i, st, err)
+		}
+	}
+	if _, err := sc.Recv(big, 0, AnyTag); !errors.Is(err, ErrProcFailed) {
+		t.Fatalf("Recv from a closed client: %v, want ErrProcFailed", err)
+	}
+	if err := sc.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSessionProgressGoroutine: with a progress goroutine, a rendezvous
+// send completes while its receiver's goroutines make no call.
+func TestSessionProgressGoroutine(t *testing.T) {
+	srv := newTestSession(t, WithProgressGoroutine(-1))
+	cli := newTestSession(t)
+	sc, cc := echoPair(t, srv, cli)
+	buf := make([]byte, 1<<20)
+	r, err := sc.Irecv(buf, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, len(buf))
+	msg[12345] = 7
+	sent := make(chan error, 1)
+	go func() { sent <- cc.Send(msg, 0, 1) }() // waits for the server's side to take it
+	// The receive completes on the progress goroutine: watched, not polled.
+	c, _ := r.completion()
+	for deadline := time.Now().Add(5 * time.Second); c != nil && !c.Done(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the receive did not complete without a call into MPI")
+		}
+	}
+	if _, err := r.Wait(); err != nil || buf[12345] != 7 {
+		t.Fatalf("Wait: %v", err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSessionSerial: a session at ThreadSerialized connects and talks.
+func TestSessionSerial(t *testing.T) {
+	srv := newTestSession(t, WithThreadLevel(ThreadSerialized))
+	cli := newTestSession(t, WithThreadLevel(ThreadSerialized))
+	sc, cc := echoPair(t, srv, cli)
+	done := make(chan error, 1)
+	go func() {
+		b := make([]byte, 64)
+		for range 100 {
+			st, err := sc.Recv(b, 0, 1)
+			if err == nil {
+				err = sc.Send(b[:st.Count], 0, 1)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	b := make([]byte, 64)
+	for i := range 100 {
+		if err := cc.Send(bytes.Repeat([]byte{byte(i)}, 64), 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cc.Recv(b, 0, 1); err != nil || b[63] != byte(i) {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -27,6 +27,8 @@ type Comm struct {
 	name   atomic.Pointer[string]     // SetName's, nil if none: any goroutine may name or read at ThreadMultiple
 	worldC bool                       // ranks are world ranks: no translation
 	attrs  attrs                      // SetAttr's, in the order set
+
+	abandoned atomic.Bool // a collective on c was abandoned by its context: the rest fail (collectiveLive)
 }
 
 func newComm(p *proc, g *Group, pair uint32) *Comm {

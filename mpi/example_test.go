@@ -1,7 +1,10 @@
 package mpi_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
@@ -93,4 +96,34 @@ func ExampleErrorClass() {
 		return nil
 	})
 	// Output: true
+}
+
+// A receive with a deadline: it times out with nothing consumed, and the
+// message sent afterwards goes to the next receive.
+func ExampleComm_RecvContext() {
+	mpi.Run(2, func(world *mpi.Comm) error {
+		if world.Rank() == 0 {
+			if _, err := world.Recv(nil, 1, 9); err != nil { // rank 1 has given up
+				return err
+			}
+			return world.Send([]byte("late"), 1, 7)
+		}
+		buf := make([]byte, 16)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		_, err := world.RecvContext(ctx, buf, 0, 7)
+		fmt.Println(errors.Is(err, context.DeadlineExceeded), errors.Is(err, mpi.ErrCanceled))
+		if err := world.Send(nil, 0, 9); err != nil {
+			return err
+		}
+		st, err := world.RecvContext(context.Background(), buf, 0, 7)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("then %q\n", buf[:st.Count])
+		return nil
+	})
+	// Output:
+	// true true
+	// then "late"
 }

@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"sync"
@@ -118,6 +119,12 @@ type Call struct {
 	Requests []*Request // the requests of Startall, Waitall, Testall, Waitany, Testany, Waitsome, Testsome
 
 	Level int // Pcontrol's level; InitThread's required thread level
+
+	// Ctx is the context of a Context form (RecvContext, WaitContext,
+	// BarrierContext...), which is its plain form's operation with Ctx
+	// set; nil for the plain form. An interceptor may replace it (or set
+	// one on a plain call): the routine is bounded by the Ctx next sees.
+	Ctx context.Context
 
 	Result Result // what the routine returned besides its error, once next has returned
 
@@ -246,9 +253,10 @@ func rebuildTools() {
 }
 
 // The entries of the routines on the message path (Send, Recv, Isend,
-// Irecv, Wait): each routine is one call through its entry, the routine
-// itself (pSend...) or, while interceptors are registered, it through
-// them (sendTooled...). The call is small enough for the compiler to put
+// Irecv, Wait, and the Context forms of Send, Recv and Wait): each
+// routine is one call through its entry, the routine itself (pSend...)
+// or, while interceptors are registered, it through them
+// (sendTooled...). The call is small enough for the compiler to put
 // in line in the routine's caller, so that without tools a program calls
 // the routine's own code as directly as if there were no interception:
 // the entry costs one load and an indirect call whose target does not
@@ -259,6 +267,10 @@ var (
 	isendEntry = (*Comm).pIsend
 	irecvEntry = (*Comm).pIrecv
 	waitEntry  = (*Request).pWait
+
+	sendContextEntry = (*Comm).pSendContext
+	recvContextEntry = (*Comm).pRecvContext
+	waitContextEntry = (*Request).pWaitContext
 )
 
 // setEntries points the entries at the routines' forms through the
@@ -267,10 +279,14 @@ func setEntries(tooled bool) {
 	if tooled {
 		sendEntry, recvEntry, isendEntry = (*Comm).sendTooled, (*Comm).recvTooled, (*Comm).isendTooled
 		irecvEntry, waitEntry = (*Comm).irecvTooled, (*Request).waitTooled
+		sendContextEntry, recvContextEntry = (*Comm).sendContextTooled, (*Comm).recvContextTooled
+		waitContextEntry = (*Request).waitContextTooled
 		return
 	}
 	sendEntry, recvEntry, isendEntry = (*Comm).pSend, (*Comm).pRecv, (*Comm).pIsend
 	irecvEntry, waitEntry = (*Comm).pIrecv, (*Request).pWait
+	sendContextEntry, recvContextEntry = (*Comm).pSendContext, (*Comm).pRecvContext
+	waitContextEntry = (*Request).pWaitContext
 }
 
 // intercepted reports whether any interceptor is registered.
@@ -456,6 +472,11 @@ func (c *Call) runComm() (*Comm, error) {
 // invoke carries out c with the routine's own implementation: the end of
 // every chain.
 func invoke(c *Call) (err error) {
+	if c.Ctx != nil {
+		if ok, err := invokeContext(c); ok {
+			return err
+		}
+	}
 	r := &c.Result
 	m := c.Comm
 	switch c.op {
@@ -536,6 +557,46 @@ func invoke(c *Call) (err error) {
 		err = errorf(ErrArg, c.Op.String(), "a Call that was not made by the facade")
 	}
 	return err
+}
+
+// invokeContext is invoke for a Call with a context: the Context form of
+// its routine. It reports false for a routine that has none (one that
+// does not block, or a communicator constructor, Finalize), which then
+// runs as if Ctx were nil.
+func invokeContext(c *Call) (ok bool, err error) {
+	r := &c.Result
+	m := c.Comm
+	switch c.op {
+	case OpSend, OpSsend, OpRsend:
+		err = m.sendContextOp(c.Ctx, c.op, c.buf, c.Peer, c.Tag)
+	case OpRecv:
+		r.Status, err = m.pRecvContext(c.Ctx, c.buf, c.Peer, c.Tag)
+	case OpSendrecv:
+		r.Status, err = m.pSendrecvContext(c.Ctx, c.buf, c.Peer, c.Tag, c.buf2, c.RecvPeer, c.RecvTag)
+	case OpProbe:
+		r.Status, err = m.pProbeContext(c.Ctx, c.Peer, c.Tag)
+	case OpSendLayout, OpSsendLayout, OpRsendLayout:
+		err = m.pSendLayoutContext(c.Ctx, c.op, c.buf, *c.layout, c.Peer, c.Tag)
+	case OpRecvLayout:
+		r.Status, err = m.pRecvLayoutContext(c.Ctx, c.buf, *c.layout, c.Peer, c.Tag)
+	case OpWait:
+		r.Status, err = c.Request.pWaitContext(c.Ctx)
+	case OpWaitall:
+		if !c.into {
+			r.Statuses, err = pWaitallContext(c.Ctx, c.Requests)
+		} else if err = waitDoneContext(c.Ctx, "WaitallInto", c.Requests); err == nil {
+			r.Statuses, err = c.statuses, pWaitallInto(c.Requests, c.statuses)
+		}
+	case OpWaitany:
+		r.Index, r.Status, err = pWaitanyContext(c.Ctx, c.Requests)
+	case OpWaitsome:
+		r.Indices, r.Statuses, err = pWaitsomeContext(c.Ctx, c.Requests)
+	case OpBarrier:
+		err = m.pBarrierContext(c.Ctx)
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 // sendMode returns the engine's mode of the send op.

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,20 +18,21 @@ import (
 // proc is one rank's MPI state: the process's, after Init, or one
 // goroutine rank's under Run.
 type proc struct {
-	_        [64]byte // reqFree and reqLock are written per request: no line shared with another rank's proc
-	ep       *engine.Endpoint
-	world    *Comm
-	self     *Comm
-	closer   func()
-	sess     *Session    // the session the rank is part of (Run's worlds have one of their own)
-	conn     *conn       // the connection whose world this is (connect.go), nil for a session's world
-	mu       sync.Mutex  // communicator creation; never the message path
-	nextCtx  uint32      // lowest context pair no communicator of this rank uses
-	done     bool        // finalized, closed or disconnected: every routine returns endError's error
-	thread   ThreadLevel // the thread level provided (QueryThread)
-	appNum   int         // MPI_APPNUM: the launch block this rank came from, -1 if unknown
-	universe int         // MPI_UNIVERSE_SIZE
-	skew     float64     // the bound on two ranks' Wtime disagreement, Init's measure (WtimeSkew)
+	_         [64]byte // reqFree and reqLock are written per request: no line shared with another rank's proc
+	ep        *engine.Endpoint
+	world     *Comm
+	self      *Comm
+	closer    func()
+	sess      *Session    // the session the rank is part of (Run's worlds have one of their own)
+	conn      *conn       // the connection whose world this is (connect.go), nil for a session's world
+	mu        sync.Mutex  // communicator creation; never the message path
+	nextCtx   uint32      // lowest context pair no communicator of this rank uses
+	abandoned []uint32    // collective contexts of communicators whose collectives were abandoned (Comm.abandon), under mu
+	done      bool        // finalized, closed or disconnected: every routine returns endError's error
+	thread    ThreadLevel // the thread level provided (QueryThread)
+	appNum    int         // MPI_APPNUM: the launch block this rank came from, -1 if unknown
+	universe  int         // MPI_UNIVERSE_SIZE
+	skew      float64     // the bound on two ranks' Wtime disagreement, Init's measure (WtimeSkew)
 
 	// Requests WaitallInto completed, for Isend and Irecv to reuse: a
 	// plain stack while one goroutine at a time calls MPI (thread levels
@@ -255,7 +258,7 @@ func (p *proc) finalize() error {
 	}
 	if err := p.world.barrier("Finalize"); err != nil {
 		errs = append(errs, err)
-	} else if left, n := p.ep.Leftovers(maxLeftovers); n > 0 {
+	} else if left, n := p.leftovers(); n > 0 {
 		// Every rank has called Finalize, and what each sent before is
 		// here (its barrier packets came after): what is left stays so.
 		errs = append(errs, leftoverError(left, n))
@@ -271,6 +274,29 @@ func (p *proc) finalize() error {
 		return finalizeError(errs)
 	}
 	return nil
+}
+
+// leftovers is the engine's Leftovers, up to maxLeftovers, but for the
+// messages of collectives abandoned by their contexts.
+func (p *proc) leftovers() ([]engine.Leftover, int) {
+	p.mu.Lock()
+	skip := p.abandoned
+	p.mu.Unlock()
+	if len(skip) == 0 {
+		return p.ep.Leftovers(maxLeftovers)
+	}
+	all, _ := p.ep.Leftovers(math.MaxInt)
+	var left []engine.Leftover
+	n := 0
+	for _, l := range all {
+		if slices.Contains(skip, l.Ctx) {
+			continue
+		}
+		if n++; len(left) < maxLeftovers {
+			left = append(left, l)
+		}
+	}
+	return left, n
 }
 
 // maxLeftovers bounds the unfinished operations Finalize names.
@@ -374,31 +400,72 @@ const (
 
 // barrier is a dissemination barrier over c's collective context: in
 // round k each rank signals rank+2^k and waits for rank-2^k.
-func (c *Comm) barrier(op string) error {
+func (c *Comm) barrier(op string) error { return c.barrierContext(op, context.Background()) }
+
+// barrierContext is barrier bounded by ctx (BarrierContext). A context
+// that has ended before it starts ends it before anything is sent; one
+// that ends half way abandons it, with c's collectives (abandon).
+func (c *Comm) barrierContext(op string, ctx context.Context) error {
+	if err := c.collectiveLive(op); err != nil {
+		return err
+	}
+	if ended(ctx.Done()) {
+		return contextErr(op, c, ctx, ctx.Err())
+	}
 	n := c.size
-	ctx := c.ctx + 1
+	cctx := c.ctx + 1
 	for k := 1; k < n; k <<= 1 {
 		to := c.group.worldRank((c.rank + k) % n)
 		from := c.group.worldRank((c.rank - k + n) % n)
-		r, err := c.p.ep.Irecv(nil, from, tagBarrier, ctx)
+		r, err := c.p.ep.Irecv(nil, from, tagBarrier, cctx)
 		if err != nil {
 			return c.engineErr(op, err)
 		}
-		if err := c.p.ep.Send(nil, to, tagBarrier, ctx, engine.Standard); err != nil {
+		if err := c.p.ep.SendContext(ctx, nil, to, tagBarrier, cctx, engine.Standard); err != nil {
 			r.Cancel()
 			r.Wait()
-			return c.engineErr(op, err)
+			return c.abandon(op, ctx, err)
 		}
-		if _, err := r.Wait(); err != nil {
-			return c.engineErr(op, err)
+		if _, err := r.WaitOrCancel(ctx); err != nil {
+			return c.abandon(op, ctx, err)
 		}
 	}
 	return nil
 }
 
+// collectiveLive returns nil unless a collective on c was abandoned
+// (abandon): the ranks' collectives on c are then out of step, and
+// another would match the abandoned one's messages.
+func (c *Comm) collectiveLive(op string) error {
+	if c.abandoned.Load() {
+		return errorf(ErrComm, op, "an earlier collective on %s was abandoned by its context: its ranks' collectives are out of step (use another communicator)", c.label())
+	}
+	return nil
+}
+
+// abandon returns the error err ended collective op on c with: a
+// context's, which abandons the collective half way and with it every
+// later collective on c (collectiveLive), or the engine's. The messages
+// of an abandoned collective left unreceived are not Finalize's
+// leftovers: the program was told.
+func (c *Comm) abandon(op string, ctx context.Context, err error) error {
+	if !isContextErr(ctx, err) {
+		return c.engineErr(op, err)
+	}
+	if !c.abandoned.Swap(true) {
+		c.p.mu.Lock()
+		c.p.abandoned = append(c.p.abandoned, c.ctx+1)
+		c.p.mu.Unlock()
+	}
+	return contextErr(op, c, ctx, err)
+}
+
 // allgather gives every rank of c the 8-byte words every rank contributed,
 // in rank order.
 func (c *Comm) allgather(op string, mine []uint64) ([][]uint64, error) {
+	if err := c.collectiveLive(op); err != nil {
+		return nil, err
+	}
 	n, ctx := c.size, c.ctx+1
 	size := 8 * len(mine)
 	out := make([]byte, size)

@@ -1,11 +1,10 @@
 package mpi
 
 import (
+	"context"
 	"math"
-	"runtime"
 	"sync"
 
-	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/engine"
 	"github.com/tachyon-hpc/tachyon/progress"
 )
@@ -802,43 +801,12 @@ func pollAll(reqs []*Request) {
 	}
 }
 
-// waitAny waits until an active request of reqs needs no more waiting and
-// returns its index, -1 if none is active. Requests of one engine (the
+// waitAny waits until an active request of reqs needs no more waiting
+// and returns its index, -1 if none is active. Requests of one engine (the
 // usual case) wait the engine's way, parking when idle; requests spread
 // over several engines (a timer made outside the rank, say) are polled in
-// turn.
+// turn (waitAnyContext).
 func waitAny(reqs []*Request) int {
-	i, any := ready(reqs)
-	if i >= 0 || !any {
-		return i
-	}
-	var eng *progress.Engine
-	cs := make([]*progress.Completion, len(reqs))
-	single := true
-	for j, r := range reqs {
-		c, e := r.completionIfActive()
-		cs[j] = c
-		if e == nil {
-			continue
-		}
-		if eng == nil {
-			eng = e
-		} else if e != eng {
-			single = false
-		}
-	}
-	if single {
-		return eng.WaitAny(cs)
-	}
-	for spins := 0; ; spins++ {
-		pollAll(reqs)
-		if i, _ := ready(reqs); i >= 0 {
-			return i
-		}
-		if spins < 1000 {
-			asm.Pause()
-		} else {
-			runtime.Gosched()
-		}
-	}
+	i, _ := waitAnyContext(context.Background(), reqs)
+	return i
 }

@@ -46,6 +46,7 @@ type idler struct {
 	since  uint64 // clock count when the current idle stretch began, 0 if none
 	pauses int    // polls in the pause phase so far
 	skip   int    // spin phase: idle calls left before the next clock read
+	until  uint64 // the waiter's own deadline (a context's) in clock counts, 0 if none: bounds its naps as a timer does
 }
 
 // spinClockEvery is how many empty polls of the spin phase share one clock
@@ -102,14 +103,19 @@ func (w *idler) idle() bool {
 	return true
 }
 
-// park sleeps on the doorbell until it rings, c is ready, a timer or a
-// poller's deadline (Deadliner) comes close, or progress_park_max passes.
+// park sleeps on the doorbell until it rings, c is ready, a timer, a
+// poller's deadline (Deadliner) or the waiter's own (until) comes close,
+// or progress_park_max passes.
 func (w *idler) park(c condition) {
 	e := w.e
 	clk := theClock.Load()
 	now := clk.read()
 	timeout := e.parkMax
-	if due := e.nextDeadline(); due != ^uint64(0) {
+	due := e.nextDeadline()
+	if w.until != 0 && w.until < due {
+		due = w.until
+	}
+	if due != ^uint64(0) {
 		if due <= now+e.marginC {
 			return // a timer is close: keep polling so it fires on time
 		}

@@ -142,7 +142,7 @@ type Engine struct {
 	pending                         *pvar.LevelShard
 	lateHWM                         *pvar.WatermarkShard
 
-	napping  atomic.Int32 // goroutines between enterNap and the end of their nap: Close waits for none
+	napping  atomic.Int32 // goroutines using the doorbell (a nap, a context's wake-up) from enterNap on: Close waits for none
 	mu       sync.Mutex   // registration, Start/Stop, Close: never the message path
 	running  atomic.Bool
 	stopping atomic.Bool
@@ -505,10 +505,10 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// enterNap counts a goroutine about to park on the doorbell, unless the
-// engine is closed: Close waits until the count is zero, and sets closed
-// before it looks, so a goroutine either sees closed here or is waited
-// for.
+// enterNap counts a goroutine about to park on the doorbell (or to wake
+// its sleepers from outside the engine's own paths), unless the engine is
+// closed: Close waits until the count is zero, and sets closed before it
+// looks, so a goroutine either sees closed here or is waited for.
 func (e *Engine) enterNap() bool {
 	e.napping.Add(1)
 	if e.closed.Load() {

@@ -1,9 +1,3 @@
-//go:build rpctachyon
-
-// The tachyon kind needs the sessions API of issue 49 (mpi.NewSession,
-// Session.Listen, Listener.Accept, Session.Dial, Session.Close): the
-// build tag comes off once it is in mpi.
-
 package main
 
 import (
@@ -45,7 +39,7 @@ const tachyonClose = 5 * time.Second
 // serveTachyon answers on addr, a goroutine per client, until ctx ends;
 // closing the session then ends the clients' receives.
 func serveTachyon(ctx context.Context, addr string, h rpcHandler, ready func()) error {
-	s, err := mpi.NewSession()
+	s, err := mpi.NewSession(mpi.WithStandalone(), mpi.WithName("rpc-server"))
 	if err != nil {
 		return err
 	}
@@ -98,7 +92,7 @@ type tachyonConn struct {
 }
 
 func dialTachyon(ctx context.Context, addr string) (rpcConn, error) {
-	s, err := mpi.NewSession()
+	s, err := mpi.NewSession(mpi.WithStandalone(), mpi.WithName("rpc-client"))
 	if err != nil {
 		return nil, err
 	}

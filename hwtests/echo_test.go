@@ -1,0 +1,121 @@
+//go:build linux
+
+package hwtests
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+)
+
+// TestEchoAcrossHosts runs examples/echo as two programs started on
+// their own on two test hosts (network namespaces joined by a veth pair,
+// each with its own /dev/shm): the server on one, clients on the other,
+// which find it by its address and talk over the network transport, on
+// AF_XDP and on UDP (nic_mode forced, so that no fallback hides a
+// failure). Clients of small and rendezvous-sized requests come and go,
+// one is killed mid-stream, and the server serves the next and ends
+// cleanly on SIGTERM.
+func TestEchoAcrossHosts(t *testing.T) {
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		testskip.Skip(t, testskip.NoGoCommand, "no go command to build examples/echo")
+	}
+	bin := t.TempDir() + "/echo"
+	if out, err := exec.Command(gocmd, "build", "-o", bin, "github.com/tachyon-hpc/tachyon/examples/echo").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/echo: %v\n%s", err, out)
+	}
+	nw, err := nethost.New(nethost.Config{MTU: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	for _, mode := range []string{"xdp", "udp"} {
+		t.Run(mode, func(t *testing.T) { echoAcross(t, nw, bin, mode) })
+	}
+}
+
+func echoAcross(t *testing.T, nw *nethost.Network, bin, mode string) {
+	env := []string{"TACHYON_NIC_MODE=" + mode, "TACHYON_NIC_FRAME_SIZE=4096"}
+	addr := fmt.Sprintf("%s:7000", nw.Hosts[1].IP)
+	srv, err := nw.Hosts[1].Command(bin, "-listen", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Env = append(srv.Env, env...)
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvErr strings.Builder
+	srv.Stderr = &srvErr
+	if err := nw.Hosts[1].Start(srv); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Process.Kill()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "echo: listening") {
+		t.Fatalf("server: %q\n%s", lines.Text(), srvErr.String())
+	}
+	go io.Copy(io.Discard, out)
+
+	client := func(args ...string) *exec.Cmd {
+		cmd, err := nw.Hosts[0].Command(bin, append([]string{"-connect", addr}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, env...)
+		return cmd
+	}
+	run := func(n, size int) {
+		t.Helper()
+		cmd := client("-n", fmt.Sprint(n), "-size", fmt.Sprint(size))
+		var b strings.Builder
+		cmd.Stdout, cmd.Stderr = &b, &b
+		if err := nw.Hosts[0].Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil || !strings.Contains(b.String(), fmt.Sprintf("echo ok %d", n)) {
+			t.Fatalf("client of %d requests of %d bytes: %v\n%s\nserver:\n%s", n, size, err, b.String(), srvErr.String())
+		}
+		t.Logf("%d requests of %d bytes: %s", n, size, strings.TrimSpace(b.String()))
+	}
+	run(2000, 64)
+	run(200, 100000) // rendezvous: the bulk lane
+
+	// A client killed mid-stream.
+	killed := client("-n", "100000000", "-size", "64")
+	if err := nw.Hosts[0].Start(killed); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	killed.Process.Kill()
+	killed.Wait()
+
+	run(500, 4096)
+	srv.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("server: %v\n%s", err, srvErr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the server did not end within 20 s of SIGTERM:\n%s", srvErr.String())
+	}
+	if s := srvErr.String(); strings.Contains(s, "panic") || strings.Contains(s, "fatal") {
+		t.Fatalf("server:\n%s", s)
+	}
+}

@@ -263,6 +263,15 @@ func worker(o options, progress io.Writer) error {
 	if _, err := mpi.InitThread(o.level()); err != nil {
 		return err
 	}
+	if sizes, err := latencySizes(); err != nil || sizes != nil {
+		if err == nil {
+			var res []Result
+			if res, err = latencySuite(mpi.World(), sizes); err == nil {
+				writeAnchor(os.Stdout, res)
+			}
+		}
+		return errors.Join(err, mpi.Finalize())
+	}
 	writeAnchor(os.Stdout, rankSuite(o, max, progress))
 	return mpi.Finalize()
 }
@@ -332,7 +341,11 @@ func asRank(o options, progress io.Writer) ([][]Result, error) {
 
 // spawn runs two ranks of this program, pinned to two CPUs, and parses
 // rank 0's anchor lines.
-func spawn(o options) ([]Result, int, error) {
+func spawn(o options) ([]Result, int, error) { return spawnWith(o) }
+
+// spawnWith is spawn with extra KEY=VALUE entries in the ranks'
+// environment.
+func spawnWith(o options, extra ...string) ([]Result, int, error) {
 	cpus, err := twoCPUs()
 	if err != nil {
 		return nil, 1, err
@@ -344,7 +357,7 @@ func spawn(o options) ([]Result, int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var out strings.Builder
-	env := []string{workerEnv + "=" + strconv.Itoa(o.max)}
+	env := append([]string{workerEnv + "=" + strconv.Itoa(o.max)}, extra...)
 	if o.net != "" {
 		env = append(env, "TACHYON_NIC_MODE="+o.net, "TACHYON_NIC_DROP_RATE="+strconv.FormatFloat(o.loss, 'g', -1, 64))
 		if o.mtu > 2048-256-14 {

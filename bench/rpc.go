@@ -199,6 +199,16 @@ func (pl *rpcPlace) runs(ctx context.Context, o options) ([]Result, map[string][
 			}
 			got[k] = res
 		}
+		if o.compare && kinds[0] == tachyonKind {
+			if pl.progress != nil {
+				fmt.Fprintf(pl.progress, "rpc %s: the job path\n", o.rpc)
+			}
+			res, err := jobRoundTrip(o, sizes)
+			if err != nil {
+				return nil, nil, err
+			}
+			got[jobKind] = res
+		}
 		runs = append(runs, got[kinds[0]])
 		delete(got, kinds[0])
 		if len(got) > 0 {

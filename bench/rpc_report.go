@@ -178,6 +178,8 @@ func writeRPCTable(w io.Writer, o options, res []Result, anchors map[string][]Re
 		about := "(not built in)"
 		if k := lookupRPC(n); k != nil {
 			about = k.about
+		} else if n == jobKind {
+			about = "the job path: two ranks of go run ./bench's job on the same CPUs and transport, twice its ping-pong's one-way latency (p50 alone)"
 		}
 		fmt.Fprintf(w, "%s: %s\n", n, about)
 	}
@@ -249,10 +251,13 @@ func cpuLabel(i int) string {
 	return strconv.Itoa(cpus[i])
 }
 
-// ratio prints a/b, or "-" without b.
+// ratio prints a/b, or "-" without b: two decimals, three below 0.1.
 func ratio(a, b float64) string {
 	if b == 0 || a == 0 {
 		return "-"
+	}
+	if r := a / b; r < 0.1 {
+		return strconv.FormatFloat(r, 'f', 3, 64)
 	}
 	return strconv.FormatFloat(a/b, 'f', 2, 64)
 }

@@ -21,10 +21,10 @@ import (
 // their own on two test hosts (network namespaces joined by a veth pair,
 // each with its own /dev/shm): the server on one, clients on the other,
 // which find it by its address and talk over the network transport, on
-// AF_XDP and on UDP (nic_mode forced, so that no fallback hides a
-// failure). Clients of small and rendezvous-sized requests come and go,
-// one is killed mid-stream, and the server serves the next and ends
-// cleanly on SIGTERM.
+// AF_XDP and on UDP (the clients' nic_mode forced, so that no fallback
+// hides a failure). Clients of small and rendezvous-sized requests come
+// and go, three at once, one is killed mid-stream, and the server serves
+// the next and ends cleanly on SIGTERM.
 func TestEchoAcrossHosts(t *testing.T) {
 	if err := nethost.Available(); err != nil {
 		testskip.Skip(t, testskip.NoNamespaces, err)
@@ -49,12 +49,18 @@ func TestEchoAcrossHosts(t *testing.T) {
 
 func echoAcross(t *testing.T, nw *nethost.Network, bin, mode string) {
 	env := []string{"TACHYON_NIC_MODE=" + mode, "TACHYON_NIC_FRAME_SIZE=4096"}
+	// The server's connections share its interface, whose queue takes one
+	// AF_XDP socket: in auto mode the first gets it, the others UDP.
+	srvEnv := env
+	if mode == "xdp" {
+		srvEnv = []string{"TACHYON_NIC_MODE=auto", "TACHYON_NIC_FRAME_SIZE=4096"}
+	}
 	addr := fmt.Sprintf("%s:7000", nw.Hosts[1].IP)
 	srv, err := nw.Hosts[1].Command(bin, "-listen", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Env = append(srv.Env, env...)
+	srv.Env = append(srv.Env, srvEnv...)
 	out, err := srv.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +77,7 @@ func echoAcross(t *testing.T, nw *nethost.Network, bin, mode string) {
 	}
 	go io.Copy(io.Discard, out)
 
-	client := func(args ...string) *exec.Cmd {
+	client := func(env []string, args ...string) *exec.Cmd {
 		cmd, err := nw.Hosts[0].Command(bin, append([]string{"-connect", addr}, args...)...)
 		if err != nil {
 			t.Fatal(err)
@@ -79,8 +85,8 @@ func echoAcross(t *testing.T, nw *nethost.Network, bin, mode string) {
 		cmd.Env = append(cmd.Env, env...)
 		return cmd
 	}
-	run := func(n, size int) {
-		cmd := client("-n", fmt.Sprint(n), "-size", fmt.Sprint(size))
+	runWith := func(env []string, n, size int) {
+		cmd := client(env, "-n", fmt.Sprint(n), "-size", fmt.Sprint(size))
 		var b strings.Builder
 		cmd.Stdout, cmd.Stderr = &b, &b
 		if err := nw.Hosts[0].Start(cmd); err != nil {
@@ -92,23 +98,29 @@ func echoAcross(t *testing.T, nw *nethost.Network, bin, mode string) {
 		}
 		t.Logf("%d requests of %d bytes: %s", n, size, strings.TrimSpace(b.String()))
 	}
+	run := func(n, size int) { runWith(env, n, size) }
 	run(2000, 64)
 	run(200, 100000) // rendezvous: the bulk lane
 
-	// Clients at once: each connection of the server has a link of its
-	// own on the one interface.
+	// Clients at once, processes of one host: each connection has a link
+	// of its own, and an interface queue takes one AF_XDP socket, so in
+	// auto mode the first on each host gets it and the others UDP.
+	auto := []string{"TACHYON_NIC_MODE=auto", "TACHYON_NIC_FRAME_SIZE=4096", "TACHYON_NIC_REBIND_WAIT=10ms"}
+	if mode == "udp" {
+		auto = env
+	}
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			run(3000, 64)
+			runWith(auto, 3000, 64)
 		}()
 	}
 	wg.Wait()
 
 	// A client killed mid-stream.
-	killed := client("-n", "100000000", "-size", "64")
+	killed := client(env, "-n", "100000000", "-size", "64")
 	if err := nw.Hosts[0].Start(killed); err != nil {
 		t.Fatal(err)
 	}

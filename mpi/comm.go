@@ -44,7 +44,7 @@ func newComm(p *proc, g *Group, pair uint32) *Comm {
 // check validates c before a routine uses it; the error goes through c's
 // error handler, or for a nil communicator the process's Self's.
 func (c *Comm) check(op string) error {
-	if c == nil || c.p.done || asm.LoadRelaxed32(&c.freed) != 0 {
+	if c == nil || c.p.ended() || asm.LoadRelaxed32(&c.freed) != 0 {
 		return c.checkFailed(op)
 	}
 	return nil
@@ -55,7 +55,7 @@ func (c *Comm) checkFailed(op string) error {
 	switch {
 	case c == nil:
 		return noComm(errorf(ErrComm, op, "nil communicator (World and Self are nil before Init)"))
-	case c.p.done:
+	case c.p.ended():
 		return c.handle(c.p.endError(op))
 	}
 	return c.handle(errorf(ErrComm, op, "communicator %s was freed", c.label()))
@@ -100,6 +100,11 @@ func (c *Comm) classify(op string, err error) error {
 			cls = e.class
 			break
 		}
+	}
+	if s := c.p.sess; cls == ErrNotInitialized && (c.p.conn != nil || s != nil && !s.def && !s.inRun) {
+		// Closed by its session's Close or its connection's Disconnect,
+		// not by Finalize.
+		cls = c.p.endError(op).Class
 	}
 	return &Error{Class: cls, Op: op, Detail: "on " + c.label(), Err: err}
 }
@@ -406,5 +411,5 @@ func (c *Comm) commRank(w int) int {
 // and a tag (no wildcard, no ProcNull): what the general checks would
 // pass without a word. Receives and sends take it in line.
 func (c *Comm) usual(peer, tag int) bool {
-	return c != nil && !c.p.done && asm.LoadRelaxed32(&c.freed) == 0 && uint(peer) < uint(c.psize) && uint(tag) <= TagUB
+	return c != nil && !c.p.ended() && asm.LoadRelaxed32(&c.freed) == 0 && uint(peer) < uint(c.psize) && uint(tag) <= TagUB
 }

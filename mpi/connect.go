@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
@@ -62,13 +63,14 @@ const (
 // conn is one connection's world, held by its session until
 // disconnected.
 type conn struct {
-	s     *Session
-	p     *proc
-	ctl   net.Conn // the roots' TCP connection; nil on other ranks
-	other int      // the other root's rank in the connection's world
-	done  chan struct{}
-	once  sync.Once
-	err   error
+	s       *Session
+	p       *proc
+	ctl     net.Conn // the roots' TCP connection; nil on other ranks
+	other   int      // the other root's rank in the connection's world
+	done    chan struct{}
+	closing atomic.Bool // Disconnect has begun: the end of ctl is this side's doing
+	once    sync.Once
+	err     error
 }
 
 // PortPrefix starts the names of ports (OpenPort) and may start the
@@ -403,9 +405,13 @@ func (k *conn) watch() {
 	defer close(k.done)
 	var b [1]byte
 	_, err := k.ctl.Read(b[:])
+	if k.closing.Load() {
+		return // this side's Disconnect
+	}
 	if err == nil {
 		err = errors.New("the other side sent data after the handshake")
 	}
+	k.s.cfg.logger.Info("tachyon: a connection's other side went away", "peer", k.ctl.RemoteAddr().String(), "err", err)
 	k.p.ep.FailPeer(k.other, fmt.Errorf("the connection's other side went away: %w", err))
 }
 
@@ -416,6 +422,7 @@ func (k *conn) watch() {
 func (k *conn) close(ctx context.Context) error {
 	k.once.Do(func() {
 		k.err = k.p.close(ctx)
+		k.closing.Store(true)
 		if k.ctl != nil {
 			k.ctl.Close()
 		}

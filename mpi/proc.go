@@ -28,7 +28,7 @@ type proc struct {
 	mu        sync.Mutex  // communicator creation; never the message path
 	nextCtx   uint32      // lowest context pair no communicator of this rank uses
 	abandoned []uint32    // collective contexts of communicators whose collectives were abandoned (Comm.abandon), under mu
-	done      bool        // finalized, closed or disconnected: every routine returns endError's error
+	done      uint32      // 1 once finalized, closed or disconnected (end, ended): every routine returns endError's error
 	thread    ThreadLevel // the thread level provided (QueryThread)
 	appNum    int         // MPI_APPNUM: the launch block this rank came from, -1 if unknown
 	universe  int         // MPI_UNIVERSE_SIZE
@@ -60,6 +60,14 @@ type proc struct {
 	_       [64]byte
 }
 
+// ended reports whether p is done: a relaxed load, so that the message
+// path's checks stay one chain of compares (as a communicator's freed
+// flag). Close may set it from another goroutine.
+func (p *proc) ended() bool { return asm.LoadRelaxed32(&p.done) != 0 }
+
+// end marks p done; the caller holds p.mu.
+func (p *proc) end() { asm.StoreRelaxed32(&p.done, 1) }
+
 // endError is the error of a routine op on a communicator of p once p
 // is done: after Finalize, after its session's Close, after its
 // connection's Disconnect.
@@ -88,11 +96,11 @@ func (p *proc) release() {
 // sends undelivered.
 func (p *proc) close(ctx context.Context) error {
 	p.mu.Lock()
-	if p.done {
+	if p.ended() {
 		p.mu.Unlock()
 		return nil
 	}
-	p.done = true
+	p.end()
 	p.mu.Unlock()
 	err := p.ep.CloseContext(ctx)
 	if errors.Is(err, engine.ErrClosed) {
@@ -264,7 +272,7 @@ func (p *proc) finalize() error {
 		errs = append(errs, leftoverError(left, n))
 	}
 	p.mu.Lock()
-	p.done = true
+	p.end()
 	p.mu.Unlock()
 	p.ep.Close()
 	if p.closer != nil {

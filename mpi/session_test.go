@@ -269,3 +269,51 @@ func TestSessionSerial(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSessionCloseWhileWaiting: goroutines blocked in a session's calls
+// when it closes return errors of its classes, and none crashes (the
+// connection's rings and doorbell go while they wait).
+func TestSessionCloseWhileWaiting(t *testing.T) {
+	for _, opts := range [][]SessionOption{nil, {WithProgressGoroutine(-1)}} {
+		srv, err := NewSession(append([]SessionOption{WithStandalone()}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli := newTestSession(t)
+		sc, cc := echoPair(t, srv, cli)
+		errs := make(chan error, 6)
+		for i := range 4 {
+			go func() {
+				_, err := sc.Recv(make([]byte, 8), 0, i)
+				errs <- err
+			}()
+		}
+		go func() {
+			_, err := sc.Probe(AnySource, 99)
+			errs <- err
+		}()
+		r, _ := sc.Irecv(make([]byte, 8), 0, 50)
+		go func() {
+			_, err := r.Wait()
+			errs <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // they park
+		if err := srv.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for range 6 {
+			select {
+			case err := <-errs:
+				if !errors.Is(err, ErrComm) && !errors.Is(err, ErrSession) {
+					t.Errorf("a call waiting at Close: %v, want ErrComm or ErrSession", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("a call waiting at Close did not return")
+			}
+		}
+		// The client sees its server gone.
+		if _, err := cc.Recv(nil, 0, 0); !errors.Is(err, ErrProcFailed) {
+			t.Fatalf("client after the server closed: %v, want ErrProcFailed", err)
+		}
+	}
+}

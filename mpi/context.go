@@ -559,7 +559,7 @@ func (c *Comm) pBarrierContext(ctx context.Context) error {
 	if err := c.check("BarrierContext"); err != nil {
 		return err
 	}
-	return c.fail(c.barrierContext("BarrierContext", ctx))
+	return c.fail(c.coll.barrierContext("BarrierContext", ctx))
 }
 
 // BufferDetachContext is BufferDetach bounded by ctx: the buffer once

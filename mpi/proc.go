@@ -23,10 +23,12 @@ type proc struct {
 	world     *Comm
 	self      *Comm
 	closer    func()
+	sess      *Session    // the session the rank is part of (Run's worlds have one of their own)
+	conn      *conn       // the connection whose world this is (connect.go), nil for a session's world
 	mu        sync.Mutex  // communicator creation; never the message path
 	nextCtx   uint32      // lowest context pair no communicator of this rank uses
 	abandoned []uint32    // collective contexts of communicators whose collectives were abandoned (Comm.abandon), under mu
-	done      bool        // finalized: every routine returns ErrNotInitialized
+	done      uint32      // 1 once finalized, closed or disconnected (end, ended): every routine returns endError's error
 	thread    ThreadLevel // the thread level provided (QueryThread)
 	appNum    int         // MPI_APPNUM: the launch block this rank came from, -1 if unknown
 	universe  int         // MPI_UNIVERSE_SIZE
@@ -56,6 +58,58 @@ type proc struct {
 
 	reqLock uint32
 	_       [64]byte
+}
+
+// ended reports whether p is done: a relaxed load, so that the message
+// path's checks stay one chain of compares (as a communicator's freed
+// flag). Close may set it from another goroutine.
+func (p *proc) ended() bool { return asm.LoadRelaxed32(&p.done) != 0 }
+
+// end marks p done; the caller holds p.mu.
+func (p *proc) end() { asm.StoreRelaxed32(&p.done, 1) }
+
+// endError is the error of a routine op on a communicator of p once p
+// is done: after Finalize, after its session's Close, after its
+// connection's Disconnect.
+func (p *proc) endError(op string) *Error {
+	switch {
+	case p.conn != nil:
+		return errorf(ErrComm, op, "the connection was disconnected (Disconnect, or its session's Close)")
+	case p.sess != nil && !p.sess.def && !p.sess.inRun:
+		return errorf(ErrSession, op, "session %s was closed", p.sess.cfg.name)
+	}
+	return errorf(ErrNotInitialized, op, "MPI was finalized")
+}
+
+// release undoes newProc's world when what made it fails: the endpoint
+// and what closer holds go, with nothing delivered.
+func (p *proc) release() {
+	p.ep.Close()
+	if p.closer != nil {
+		p.closer()
+	}
+}
+
+// close ends p locally, not collectively: it delivers what p sent while
+// ctx lasts (engine.Endpoint.CloseContext), then fails what is pending
+// and releases the endpoint. It returns ctx's error if ctx ended with
+// sends undelivered.
+func (p *proc) close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.ended() {
+		p.mu.Unlock()
+		return nil
+	}
+	p.end()
+	p.mu.Unlock()
+	err := p.ep.CloseContext(ctx)
+	if errors.Is(err, engine.ErrClosed) {
+		err = nil
+	}
+	if p.closer != nil {
+		p.closer()
+	}
+	return err
 }
 
 // maxFreeCalls bounds a rank's stack of Calls: one operation, and the
@@ -218,7 +272,7 @@ func (p *proc) finalize() error {
 		errs = append(errs, leftoverError(left, n))
 	}
 	p.mu.Lock()
-	p.done = true
+	p.end()
 	p.mu.Unlock()
 	p.ep.Close()
 	if p.closer != nil {
@@ -351,7 +405,8 @@ func finalizeError(errs []error) *Error {
 const (
 	tagBarrier = iota + 1
 	tagGather
-	tagClock // Init's stamp exchanges (measureSkew)
+	tagClock   // Init's stamp exchanges (measureSkew)
+	tagConnect // a connection's handshake within each group (connect.go)
 )
 
 // barrier is a dissemination barrier over c's collective context: in
@@ -474,4 +529,57 @@ func (c *Comm) allgather(op string, mine []uint64) ([][]uint64, error) {
 		}
 	}
 	return vals, nil
+}
+
+// gatherBytes gives root every rank's bytes, in rank order; the other
+// ranks get nil.
+func (c *Comm) gatherBytes(op string, root int, mine []byte) ([][]byte, error) {
+	ctx := c.ctx + 1
+	if c.rank != root {
+		return nil, c.engineErr(op, c.p.ep.Send(mine, c.group.worldRank(root), tagConnect, ctx, engine.Standard))
+	}
+	out := make([][]byte, c.size)
+	out[root] = mine
+	for r := range c.size {
+		if r == root {
+			continue
+		}
+		b, err := c.recvSized(op, c.group.worldRank(r), ctx)
+		if err != nil {
+			return nil, err
+		}
+		out[r] = b
+	}
+	return out, nil
+}
+
+// bcastBytes gives every rank root's bytes.
+func (c *Comm) bcastBytes(op string, root int, data []byte) ([]byte, error) {
+	ctx := c.ctx + 1
+	if c.rank != root {
+		return c.recvSized(op, c.group.worldRank(root), ctx)
+	}
+	for r := range c.size {
+		if r == root {
+			continue
+		}
+		if err := c.p.ep.Send(data, c.group.worldRank(r), tagConnect, ctx, engine.Standard); err != nil {
+			return nil, c.engineErr(op, err)
+		}
+	}
+	return data, nil
+}
+
+// recvSized receives the next handshake message from world rank w, of
+// whatever size it is.
+func (c *Comm) recvSized(op string, w int, ctx uint32) ([]byte, error) {
+	st, err := c.p.ep.Probe(w, tagConnect, ctx)
+	if err != nil {
+		return nil, c.engineErr(op, err)
+	}
+	b := make([]byte, st.Count)
+	if _, err := c.p.ep.Recv(b, w, tagConnect, ctx); err != nil {
+		return nil, c.engineErr(op, err)
+	}
+	return b, nil
 }

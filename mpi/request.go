@@ -176,7 +176,7 @@ func (r *Request) scatter(est engine.Status, err error) error {
 // Isend or Irecv started and no one has waited for: Wait and Waitall
 // collect it in line.
 func (r *Request) plain() bool {
-	return r.x == nil && !r.freed && !r.inactive && r.c != nil && !r.c.p.done &&
+	return r.x == nil && !r.freed && !r.inactive && r.c != nil && !r.c.p.ended() &&
 		(r.er != nil || r.sent.Valid())
 }
 
@@ -184,8 +184,8 @@ func (r *Request) usable(op string) error {
 	if r != nil && r.freed {
 		return r.fail(errorf(ErrRequest, op, "request was freed"))
 	}
-	if r != nil && r.c != nil && r.c.p.done {
-		return r.fail(errorf(ErrNotInitialized, op, "MPI was finalized"))
+	if r != nil && r.c != nil && r.c.p.ended() {
+		return r.fail(r.c.p.endError(op))
 	}
 	return nil
 }
@@ -501,7 +501,7 @@ func collectPlain(reqs []*Request, i int) int {
 			return i + j
 		}
 		if c := r.c; c != ok {
-			if c.p.done || c.p.thread >= ThreadMultiple {
+			if c.p.ended() || c.p.thread >= ThreadMultiple {
 				return i + j
 			}
 			ok = c

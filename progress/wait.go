@@ -124,9 +124,13 @@ func (w *idler) park(c condition) {
 		}
 	}
 	e.beforePark()
+	if !e.enterNap() {
+		return // closed: its doorbell may be gone
+	}
 	if e.bell.nap(timeout, c) {
 		pvParks.Add(1)
 	}
+	e.napping.Add(-1)
 	e.refreshCoarse() // the next poll may come a nap later than the last reading
 }
 

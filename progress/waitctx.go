@@ -210,7 +210,7 @@ func (k *ctxWait) park(w *idler, c condition) {
 // arm registers the wake-up of a parked waiter with the context and
 // bounds the waiter's naps by the context's deadline.
 func (k *ctxWait) arm(w *idler) {
-	k.wake = &ctxWaker{bell: w.e.bell}
+	k.wake = &ctxWaker{e: w.e, bell: w.e.bell}
 	k.stop = context.AfterFunc(k.ctx, k.wake.ring)
 	if d, ok := k.ctx.Deadline(); ok {
 		k.until = theClock.Load().read() + SecondsToCounts(time.Until(d).Seconds())
@@ -245,13 +245,15 @@ func (k *ctxWait) err() error {
 // that registered it is over.
 type ctxWaker struct {
 	mu   sync.Mutex
+	e    *Engine
 	bell *Doorbell // nil once the wait is over
 }
 
 func (wk *ctxWaker) ring() {
 	wk.mu.Lock()
-	if wk.bell != nil {
+	if wk.bell != nil && wk.e.enterNap() { // not once the engine is closed: its doorbell may be gone
 		wk.bell.wakeAll()
+		wk.e.napping.Add(-1)
 	}
 	wk.mu.Unlock()
 }

@@ -274,3 +274,47 @@ func BenchmarkRecvMessage(b *testing.B) {
 		}
 	}
 }
+
+// TestMprobeIntercomm: across an intercommunicator (Accept and Connect
+// between two worlds), a matched probe and RecvMessage name the source by
+// its rank in the remote group.
+func TestMprobeIntercomm(t *testing.T) {
+	send := func(inter *Comm) error {
+		for r := range 2 {
+			if err := inter.Send(pattern(1000*(inter.Rank()+1), inter.Rank()), r, 4); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	recv := func(inter *Comm) error {
+		got := map[int]bool{}
+		for k := range 2 {
+			var st Status
+			var data []byte
+			if k == 0 {
+				m, pst, err := inter.Mprobe(AnySource, 4)
+				if err != nil {
+					return err
+				}
+				data = make([]byte, pst.Count)
+				if st, err = m.Recv(data); err != nil {
+					return err
+				}
+			} else {
+				rv, err := inter.RecvMessage(context.Background(), AnySource, 4)
+				if err != nil {
+					return err
+				}
+				st, data = rv.Status, bytes.Clone(rv.Data)
+				rv.Release()
+			}
+			if got[st.Source] || st.Count != 1000*(st.Source+1) || !bytes.Equal(data, pattern(st.Count, st.Source)) {
+				return fmt.Errorf("message %d: status %+v, %d bytes", k, st, len(data))
+			}
+			got[st.Source] = true
+		}
+		return nil
+	}
+	twoWorlds(t, 2, 2, recv, send)
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/engine"
 	"github.com/tachyon-hpc/tachyon/internal/testname"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
@@ -123,4 +124,30 @@ func TestProcessFile(t *testing.T) {
 	if st.Session != "" {
 		t.Fatalf("session %q, want none", st.Session)
 	}
+}
+
+// BenchmarkPublishSession: the cost of one publication of a session's
+// file whose session holds three endpoints (as a world and two
+// connections: here a world of three ranks), beside BenchmarkPublish's
+// of the process's values.
+func BenchmarkPublishSession(b *testing.B) {
+	w, err := engine.NewWorld(3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owners := make([]*pvar.Owner, 3)
+	for i := range owners {
+		owners[i] = w.Endpoint(i).PvarOwner()
+		defer w.Endpoint(i).Close()
+	}
+	p, err := Start(Config{Dir: b.TempDir(), Interval: time.Hour, Session: "bench", Owners: func() []*pvar.Owner { return owners }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop()
+	b.ReportAllocs()
+	for b.Loop() {
+		p.publish()
+	}
+	b.ReportMetric(float64(len(p.vars)), "vars")
 }

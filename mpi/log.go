@@ -7,8 +7,9 @@ import "log/slog"
 // be made, the error that ends the job under ErrorsAreFatal) goes as a
 // log/slog record to the logger of the session it concerns (WithLogger;
 // slog.Default() otherwise), with the attribute tachyon_session naming
-// the session. Warn: something the session does without, and goes on;
-// Error: what ends the job.
+// the session. Info: what befell one connection (its other side gone);
+// Warn: something the session does without, and goes on; Error: what
+// ends the job.
 
 // logger returns the logger of p's session, slog.Default() for a proc of
 // none.

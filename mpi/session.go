@@ -35,11 +35,12 @@ import (
 type Session struct {
 	cfg   sessionConfig
 	id    uint64
-	world *proc              // the session's world: the job, or this process alone
-	pmi   *pmi.Client        // the PMI launcher's connection when the world is its job
-	def   bool               // the default session (Init's): it ends with Finalize
-	inRun bool               // the session of a world of Run: it ends with Run
-	pub   *statshm.Publisher // its tachyonstat file (stat.go), nil if none
+	world *proc       // the session's world: the job, or this process alone
+	pmi   *pmi.Client // the PMI launcher's connection when the world is its job
+	def   bool        // the default session (Init's): it ends with Finalize
+	inRun bool        // the session of a world of Run: it ends with Run
+
+	pub *statshm.Publisher // its tachyonstat file (stat.go), nil if none
 
 	mu      sync.Mutex
 	closed  bool
@@ -107,10 +108,10 @@ func WithStandalone() SessionOption {
 }
 
 // WithLogger sends the session's log records to l instead of
-// slog.Default(): a listener's failed handshakes and connections lost
-// (Warn), a tachyonstat file that could not be made (Warn), and the
-// error that ends the job under ErrorsAreFatal, ErrorsAbort or Abort
-// (Error, just before the process exits). Each carries the attribute
+// slog.Default(): a connection's other side gone (Info), a listener's
+// failed handshakes and a tachyonstat file that could not be made
+// (Warn), and the error that ends the job under ErrorsAreFatal,
+// ErrorsAbort or Abort (Error, just before the process exits). Each carries the attribute
 // tachyon_session, the session's name. The library writes nothing to
 // standard error itself.
 func WithLogger(l *slog.Logger) SessionOption {

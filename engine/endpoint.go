@@ -184,18 +184,16 @@ func Wtime() float64 { return progress.Wtime() }
 // Wtick returns the resolution of Wtime in seconds.
 func Wtick() float64 { return progress.Wtick() }
 
-// Abort ends this process with code as its exit status, after printing
-// msg and, in a shared-memory job, marking the job aborted in its segment
-// (ShmJobAborted): a launcher that sees a rank exit ends the others if it
-// aborted, whatever the code, or if its status is not zero (MPID_Abort).
-func (ep *Endpoint) Abort(code int, msg string) {
-	if msg == "" {
-		msg = "aborted"
-	}
+// Abort ends this process with code as its exit status, after marking
+// the job aborted in its segment in a shared-memory job (ShmJobAborted):
+// a launcher that sees a rank exit ends the others if it aborted,
+// whatever the code, or if its status is not zero (MPID_Abort). It
+// writes nothing: the caller says why first, where its user reads it
+// (package mpi logs it through the session's log/slog logger).
+func (ep *Endpoint) Abort(code int) {
 	if ep.onAbort != nil {
 		ep.onAbort(code)
 	}
-	fmt.Fprintf(os.Stderr, "tachyon: rank %d: %s (exit status %d)\n", ep.rank, msg, code)
 	os.Exit(code)
 }
 

@@ -278,7 +278,7 @@ func (s *Session) connect(ctx context.Context, local *Comm, root int, tc net.Con
 		if n, m, err = hello(tc, accepting, local.size); err != nil {
 			sizes = failPayload(err)
 		} else {
-			sizes = []byte(fmt.Sprintf("ok\nn=%d\nm=%d\n", n, m))
+			sizes = []byte(fmt.Sprintf("ok\nn=%d\nm=%d\npeer=%s\n", n, m, tc.RemoteAddr()))
 		}
 	}
 	sizes, err := local.bcastBytes(op, root, sizes)
@@ -313,7 +313,7 @@ func (s *Session) connect(ctx context.Context, local *Comm, root int, tc net.Con
 		return fail("making the connection's world", fmt.Errorf("joinJob made %d exchanges, the connection %d", x.round, joinRounds))
 	}
 	p.skew = connSkew
-	if err := s.adopt(p, op); err != nil {
+	if err := s.adopt(p, op, kv["peer"]); err != nil {
 		p.release()
 		return fail("setting the connection's endpoint up", err)
 	}

@@ -3,6 +3,7 @@ package mpi
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -129,7 +130,6 @@ func pInitThread(required ThreadLevel) (provided ThreadLevel, err error) {
 	s.def = true
 	env.s, env.p, env.pmi = s, s.world, s.pmi
 	env.state.Store(stateInit)
-	startStat(s.world)
 	return required, nil
 }
 
@@ -252,7 +252,7 @@ func pFinalize(c *Comm) error {
 	if env.state.Load() != stateInit {
 		return notInitialized("Finalize", "Finalize (c.Finalize)")
 	}
-	stopStat()
+	env.s.stopStat()
 	// The session's connections first, locally: Finalize is collective
 	// over the world alone.
 	env.s.mu.Lock()
@@ -282,27 +282,48 @@ func Version() (major, minor int) { return 4, 1 }
 // (MPI_ABORT). Ranks of an in-process world are goroutines of this
 // process, so the whole process exits. Under a PMI launcher (mpiexec),
 // the launcher is told first, so that it ends every rank and exits with
-// code.
-func Abort(c *Comm, code int) { abort(c, code, fmt.Sprintf("Abort(%d) called", code)) }
+// code. It says why in one Error record to c's session's logger
+// (WithLogger; slog.Default() for Init's) before it ends anything.
+func Abort(c *Comm, code int) { abort(c, code, fmt.Sprintf("Abort(%d) called", code), nil) }
 
-// abort is Abort with msg saying why.
-func abort(c *Comm, code int, msg string) {
-	stopStat()
+// abort is Abort with msg saying why, and the error that made the job
+// end, if one did (ErrorsAreFatal, ErrorsAbort).
+func abort(c *Comm, code int, msg string, cause error) {
+	lg, rank := abortLogger(c)
+	attrs := []any{"rank", rank, "reason", msg, "exit_status", code}
+	if cause != nil {
+		attrs = append(attrs, "err", cause)
+	}
+	// Said first: under a launcher the job may end as soon as it hears.
+	lg.Error("tachyon: aborting the job", attrs...)
+	stopAllStat(lg)
 	if p := current(); p != nil {
 		if c := env.pmi; c != nil {
-			// Under a PMI launcher, say so first: the launcher kills the
-			// job as soon as it reads the abort.
-			fmt.Fprintf(os.Stderr, "tachyon: rank %d: %s (exit status %d)\n", p.ep.Rank(), msg, code)
 			c.Abort(code, msg)
 			os.Exit(code)
 		}
-		p.ep.Abort(code, msg)
+		p.ep.Abort(code)
 	}
 	if c != nil && c.p != nil {
-		c.p.ep.Abort(code, msg)
+		c.p.ep.Abort(code)
 	}
-	fmt.Fprintf(os.Stderr, "tachyon: %s\n", msg)
 	os.Exit(code)
+}
+
+// abortLogger returns the logger abort says why on, c's session's or
+// else the default session's (slog.Default() when there is neither), and
+// the rank it speaks for: c's, else the process's, -1 if unknown.
+func abortLogger(c *Comm) (*slog.Logger, int) {
+	var p *proc
+	if c != nil && c.p != nil {
+		p = c.p
+	} else {
+		p = current()
+	}
+	if p == nil {
+		return slog.Default(), -1
+	}
+	return p.logger(), p.ep.Rank()
 }
 
 // current returns the process's initialized environment, nil if none.

@@ -84,6 +84,7 @@ func (p *proc) endError(op string) *Error {
 // release undoes newProc's world when what made it fails: the endpoint
 // and what closer holds go, with nothing delivered.
 func (p *proc) release() {
+	p.unlabel()
 	p.ep.Close()
 	if p.closer != nil {
 		p.closer()
@@ -103,6 +104,7 @@ func (p *proc) close(ctx context.Context) error {
 	p.end()
 	p.mu.Unlock()
 	err := p.ep.CloseContext(ctx)
+	p.unlabel()
 	if errors.Is(err, engine.ErrClosed) {
 		err = nil
 	}
@@ -275,6 +277,7 @@ func (p *proc) finalize() error {
 	p.end()
 	p.mu.Unlock()
 	p.ep.Close()
+	p.unlabel()
 	if p.closer != nil {
 		p.closer()
 	}

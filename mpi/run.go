@@ -38,6 +38,7 @@ func Run(n int, fn func(world *Comm) error) error {
 	for i := 0; i < n; i++ {
 		p := newProc(w.Endpoint(i), nil)
 		p.sess = s
+		p.label(peerWorld)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -79,6 +80,7 @@ func runRank(p *proc, fn func(*Comm) error) (err error) {
 		if !done {
 			p.ep.Close()
 		}
+		p.unlabel()
 	}()
 	return fn(p.world)
 }

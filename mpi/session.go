@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/metrics/statshm"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/pmi"
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -38,6 +39,8 @@ type Session struct {
 	pmi   *pmi.Client // the PMI launcher's connection when the world is its job
 	def   bool        // the default session (Init's): it ends with Finalize
 	inRun bool        // the session of a world of Run: it ends with Run
+
+	pub *statshm.Publisher // its tachyonstat file (stat.go), nil if none
 
 	mu      sync.Mutex
 	closed  bool
@@ -104,9 +107,13 @@ func WithStandalone() SessionOption {
 	}
 }
 
-// WithLogger sends the session's log records (connections refused or
-// lost, a listener's failed handshakes) to l instead of slog.Default().
-// The library writes nothing to standard error itself.
+// WithLogger sends the session's log records to l instead of
+// slog.Default(): a connection's other side gone (Info), a listener's
+// failed handshakes and a tachyonstat file that could not be made
+// (Warn), and the error that ends the job under ErrorsAreFatal,
+// ErrorsAbort or Abort (Error, just before the process exits). Each carries the attribute
+// tachyon_session, the session's name. The library writes nothing to
+// standard error itself.
 func WithLogger(l *slog.Logger) SessionOption {
 	return func(c *sessionConfig) error {
 		if l == nil {
@@ -183,8 +190,10 @@ func WithNetwork(iface string, mode NetMode) SessionOption {
 }
 
 // WithStat says whether the session publishes its performance variables
-// for tachyonstat (a file of shared memory readable by its owner only);
-// the default is the control variable metrics_stat's.
+// for tachyonstat while it is open: a file of shared memory, readable by
+// its owner only, that names the session and holds its own endpoints'
+// values (docs/tachyonstat.md). The default is the control variable
+// metrics_stat's.
 func WithStat(on bool) SessionOption {
 	return func(c *sessionConfig) error {
 		c.stat = &on
@@ -259,11 +268,12 @@ func newSession(cfg sessionConfig, op string) (*Session, error) {
 			return nil, &Error{Class: ErrOther, Op: op, Detail: "measuring the ranks' clocks", Err: err}
 		}
 	}
-	if err := s.adopt(p, op); err != nil {
+	if err := s.adopt(p, op, peerWorld); err != nil {
 		p.release()
 		return nil, err
 	}
 	s.world = p
+	s.startStat()
 	return s, nil
 }
 
@@ -293,10 +303,12 @@ func (s *Session) joinOptions() joinOptions {
 	return joinOptions{net: s.cfg.net, progress: s.cfg.idle}
 }
 
-// adopt makes p one of the session's procs: its thread level and its
-// progress goroutine.
-func (s *Session) adopt(p *proc, op string) error {
+// adopt makes p one of the session's procs, whose peer is peer (for its
+// performance variables' labels): its thread level and its progress
+// goroutine.
+func (s *Session) adopt(p *proc, op, peer string) error {
 	p.sess = s
+	p.label(peer)
 	p.thread = s.cfg.thread
 	if s.cfg.thread < ThreadMultiple {
 		err := p.ep.SetSerial(true)
@@ -360,6 +372,7 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.stopStat()
 	err := s.end(ctx, "Close")
 	if e := s.world.close(ctx); e != nil && err == nil {
 		err = e

@@ -90,24 +90,21 @@ func serve(ctx context.Context, addr string) error {
 	}
 }
 
-// answer echoes one client's requests until its goodbye.
+// answer echoes one client's requests until its goodbye. RecvMessage
+// takes each whole, whatever its size, in a pooled buffer.
 func answer(c *mpi.Comm) error {
-	buf := make([]byte, 64<<10)
 	for {
-		st, err := c.Probe(0, mpi.AnyTag)
+		m, err := c.RecvMessage(context.Background(), 0, mpi.AnyTag)
 		if err != nil {
 			return err
 		}
-		if st.Count > len(buf) {
-			buf = make([]byte, st.Count)
-		}
-		if st, err = c.Recv(buf, 0, st.Tag); err != nil {
-			return err
-		}
-		if st.Tag == tagBye {
+		if m.Tag == tagBye {
+			m.Release()
 			return nil
 		}
-		if err := c.Send(buf[:st.Count], 0, tagRequest); err != nil {
+		err = c.Send(m.Data, 0, tagRequest)
+		m.Release()
+		if err != nil {
 			return err
 		}
 	}

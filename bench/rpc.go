@@ -60,7 +60,7 @@ const defaultMax = 4 << 20
 
 func (r *rpcOptions) flags() {
 	flag.StringVar(&r.rpc, "rpc", "", "host, xdp or udp: measure the round trip of a request and its reply between two processes started separately, a server and a client connected by an address: on this host, or in two hosts (network namespaces joined by veth, as -net makes them; needs root) with Tachyon over AF_XDP or UDP (docs/bench.md)")
-	flag.StringVar(&r.rpcKind, "rpc-kind", "", "with -rpc, the kind of transport measured: "+strings.Join(rpcKindNames(), ", ")+" (default "+defaultRPCKind()+"; tachyon is built with -tags rpctachyon until the sessions API lands)")
+	flag.StringVar(&r.rpcKind, "rpc-kind", "", "with -rpc, the kind of transport measured: "+strings.Join(rpcKindNames(), ", ")+" (default "+defaultRPCKind()+")")
 	flag.StringVar(&r.sizes, "rpc-sizes", "64,4096", "with -rpc, the request (and reply) sizes in bytes, comma-separated")
 	flag.IntVar(&r.rpcN, "rpc-n", 20000, "with -rpc, the timed round trips of each size")
 	flag.IntVar(&r.warm, "rpc-warmup", 2000, "with -rpc, the untimed round trips of each size before the timed ones")
@@ -98,8 +98,8 @@ func (o options) checkRPC() error {
 		return fmt.Errorf("-rpc %q: want host, xdp or udp", o.rpc)
 	case o.format != "table" && o.format != "anchor":
 		return fmt.Errorf("-format %q: want table or anchor", o.format)
-	case o.max != defaultMax || o.transport != "shm" || o.thread != "" || o.phases || o.plot != "" || o.net != "" || o.loss != 0 || o.anchor != "":
-		return errors.New("-rpc measures requests and replies between two services: -max, -transport, -thread, -phases, -plot, -net, -loss and -anchor are the job benchmark's")
+	case o.max != defaultMax || o.transport != "shm" || o.phases || o.plot != "" || o.net != "" || o.loss != 0 || o.anchor != "":
+		return errors.New("-rpc measures requests and replies between two services: -max, -transport, -phases, -plot, -net, -loss and -anchor are the job benchmark's")
 	case o.runs < 1 || o.runs > maxRuns:
 		return fmt.Errorf("-runs %d: want 1 to %d", o.runs, maxRuns)
 	case o.runs > 1 && o.profile != "":
@@ -297,7 +297,7 @@ func (pl *rpcPlace) pass(ctx context.Context, o options, kind string, sizes []in
 		}
 		return o.profile + "." + kind + "." + role
 	}
-	server, err := pl.start(rpcJob{Role: "server", Kind: kind, Addr: addr, GCLoad: load, Profile: profile("server"), Fault: pl.fault}, 1)
+	server, err := pl.start(rpcJob{Role: "server", Kind: kind, Addr: addr, GCLoad: load, Profile: profile("server"), Fault: pl.fault, Thread: o.thread}, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: starting the server: %w", what, err)
 	}
@@ -305,7 +305,7 @@ func (pl *rpcPlace) pass(ctx context.Context, o options, kind string, sizes []in
 	if err := server.waitReady(ctx, rpcReady); err != nil {
 		return nil, fmt.Errorf("%s: the server: %w", what, err)
 	}
-	client, err := pl.start(rpcJob{Role: "client", Kind: kind, Addr: addr, Sizes: sizes, N: o.rpcN, Warm: o.warm, GCLoad: load, Profile: profile("client")}, 0)
+	client, err := pl.start(rpcJob{Role: "client", Kind: kind, Addr: addr, Sizes: sizes, N: o.rpcN, Warm: o.warm, GCLoad: load, Profile: profile("client"), Thread: o.thread}, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: starting the client: %w", what, err)
 	}

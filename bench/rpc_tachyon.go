@@ -37,9 +37,9 @@ const (
 const tachyonClose = 5 * time.Second
 
 // serveTachyon answers on addr, a goroutine per client, until ctx ends;
-// closing the session then ends the clients' receives.
+// at ThreadMultiple closing the session then ends the clients' receives.
 func serveTachyon(ctx context.Context, addr string, h rpcHandler, ready func()) error {
-	s, err := mpi.NewSession(mpi.WithStandalone(), mpi.WithName("rpc-server"))
+	s, err := mpi.NewSession(mpi.WithStandalone(), mpi.WithName("rpc-server"), mpi.WithThreadLevel(rpcLevel()))
 	if err != nil {
 		return err
 	}
@@ -55,9 +55,16 @@ func serveTachyon(ctx context.Context, addr string, h rpcHandler, ready func()) 
 			if ctx.Err() != nil {
 				err = nil
 			}
-			err = errors.Join(err, closeSession(s))
+			// The clients' goroutines end as their clients go; at
+			// ThreadSerialized the session closes only after them.
+			ln.Close()
+			if rpcLevel() == mpi.ThreadMultiple {
+				err = errors.Join(err, closeSession(s))
+				wg.Wait()
+				return err
+			}
 			wg.Wait()
-			return err
+			return errors.Join(err, closeSession(s))
 		}
 		wg.Add(1)
 		go func() {
@@ -91,8 +98,24 @@ type tachyonConn struct {
 	c *mpi.Comm
 }
 
+// rpcThread is -thread as the job gives it: "multiple" leaves the
+// sessions at ThreadMultiple; anything else makes them ThreadSerialized,
+// as the job benchmark's ranks are by default: the client's one
+// goroutine calls alone, and each of the server's goroutines alone on its
+// client's connection (and the server closes its session only once they
+// have ended).
+var rpcThread string
+
+// rpcLevel is the thread level rpcThread asks for.
+func rpcLevel() mpi.ThreadLevel {
+	if rpcThread == "multiple" {
+		return mpi.ThreadMultiple
+	}
+	return mpi.ThreadSerialized
+}
+
 func dialTachyon(ctx context.Context, addr string) (rpcConn, error) {
-	s, err := mpi.NewSession(mpi.WithStandalone(), mpi.WithName("rpc-client"))
+	s, err := mpi.NewSession(mpi.WithStandalone(), mpi.WithName("rpc-client"), mpi.WithThreadLevel(rpcLevel()))
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,7 @@ type rpcJob struct {
 	GCLoad  float64 // bytes a second the load allocates; 0: no load
 	Profile string  // a CPU profile's path, or ""
 	Fault   string  // server: a wrong reply to make (rpcFault; tests only)
+	Thread  string  // the thread level of the tachyon kind's sessions (-thread)
 }
 
 // rpcWorkerMain runs the job rpcEnv holds and exits, or returns at once
@@ -117,6 +118,7 @@ func (j rpcJob) serve(k *rpcKind, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	var load *gcLoad
+	rpcThread = j.Thread
 	err = k.serve(ctx, j.Addr, h, func() {
 		if j.GCLoad > 0 {
 			load = startGCLoad(j.GCLoad)
@@ -136,6 +138,7 @@ func (j rpcJob) client(k *rpcKind, out io.Writer) error {
 		return fmt.Errorf("sizes %v, %d calls, %d warm-up: nothing to measure", j.Sizes, j.N, j.Warm)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpcReady)
+	rpcThread = j.Thread
 	c, err := k.dial(ctx, j.Addr)
 	cancel()
 	if err != nil {

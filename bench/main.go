@@ -10,6 +10,11 @@
 // is one rank of a two-rank job. Process ranks run at ThreadSerialized, as
 // the anchor's ranks run at MPI_THREAD_SINGLE, unless -thread multiple.
 //
+// With -rpc it measures instead the round trip of a request and its reply
+// between two services started separately, a server and a client that
+// know each other by an address, beside gRPC-Go and a plain TCP
+// connection with -compare (rpc.go).
+//
 //	go run ./bench                       # the table
 //	go run ./bench -format anchor        # the anchor's line format
 //	go run ./bench -compare              # beside MPICH and Open MPI, same run
@@ -20,6 +25,8 @@
 //	go run ./bench -net xdp              # the two ranks on two hosts (root): AF_XDP
 //	go run ./bench -net udp -loss 0.01   # over the UDP fallback, 1% of frames lost
 //	go run ./bench -net xdp -compare     # beside MPICH over UCX's TCP and kernel UDP ping-pongs
+//	go run ./bench -rpc host -compare    # request/reply between two services, beside gRPC and TCP
+//	go run ./bench -rpc xdp -compare     # the same between two hosts (root)
 //
 // The build uses default.pgo, a CPU profile of this suite, for
 // profile-guided optimization (docs/bench.md says how to remake it).
@@ -62,12 +69,14 @@ type options struct {
 	net       string
 	loss      float64
 	mtu       int
+	rpcOptions
 }
 
 func main() {
 	nethost.EnterMain() // with -net, bench is also the shim that puts each rank in its host
+	rpcWorkerMain()     // a server or a client that -rpc started: its job, then exit
 	var o options
-	flag.IntVar(&o.max, "max", 4<<20, "largest message size in bytes")
+	flag.IntVar(&o.max, "max", defaultMax, "largest message size in bytes")
 	flag.StringVar(&o.format, "format", "table", "output: table, or anchor (the lines the comparison program, compare/pingpong.c, prints)")
 	flag.StringVar(&o.transport, "transport", "shm", "shm (two processes over shared memory) or inproc (two goroutines)")
 	flag.BoolVar(&o.compare, "compare", false, "also run the MPICH and Open MPI anchor and print ratios")
@@ -80,7 +89,8 @@ func main() {
 	flag.StringVar(&o.net, "net", "", "xdp or udp: run the two ranks as two hosts (network namespaces joined by a veth pair, as tachyonrun -netns does; needs root) talking over the network transport, on AF_XDP or the UDP fallback")
 	flag.Float64Var(&o.loss, "loss", 0, "with -net, the fraction of frames each rank's link drops on purpose (nic_drop_rate)")
 	flag.IntVar(&o.mtu, "mtu", 9000, "with -net, the MTU of the two hosts' interfaces; above 3868 the ranks' links use 4 KiB frame buffers (nic_frame_size), whose largest frame the MTU then is")
-	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto")
+	o.rpcOptions.flags()
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto; with -rpc, of each server and client with .KIND.server and .KIND.client added (.KIND.gc.server, .KIND.gc.client under -gc-load)")
 	flag.Parse()
 	if o.anchor == "" && o.net != "" {
 		o.anchor = defaultNetAnchor
@@ -100,6 +110,9 @@ func main() {
 }
 
 func (o options) check() error {
+	if o.rpc != "" {
+		return o.checkRPC()
+	}
 	switch {
 	case o.max < 1 || o.max > 1<<28:
 		return fmt.Errorf("-max %d: want 1 to %d bytes", o.max, 1<<28)
@@ -147,6 +160,9 @@ func (o options) level() mpi.ThreadLevel {
 
 // run measures and reports, and returns the exit status.
 func run(o options) (int, error) {
+	if o.rpc != "" {
+		return runRPC(o)
+	}
 	progress := io.Writer(os.Stderr)
 	if o.quiet {
 		progress = nil
@@ -247,6 +263,15 @@ func worker(o options, progress io.Writer) error {
 	if _, err := mpi.InitThread(o.level()); err != nil {
 		return err
 	}
+	if sizes, err := latencySizes(); err != nil || sizes != nil {
+		if err == nil {
+			var res []Result
+			if res, err = latencySuite(mpi.World(), sizes); err == nil {
+				writeAnchor(os.Stdout, res)
+			}
+		}
+		return errors.Join(err, mpi.Finalize())
+	}
 	writeAnchor(os.Stdout, rankSuite(o, max, progress))
 	return mpi.Finalize()
 }
@@ -316,7 +341,11 @@ func asRank(o options, progress io.Writer) ([][]Result, error) {
 
 // spawn runs two ranks of this program, pinned to two CPUs, and parses
 // rank 0's anchor lines.
-func spawn(o options) ([]Result, int, error) {
+func spawn(o options) ([]Result, int, error) { return spawnWith(o) }
+
+// spawnWith is spawn with extra KEY=VALUE entries in the ranks'
+// environment.
+func spawnWith(o options, extra ...string) ([]Result, int, error) {
 	cpus, err := twoCPUs()
 	if err != nil {
 		return nil, 1, err
@@ -328,7 +357,7 @@ func spawn(o options) ([]Result, int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var out strings.Builder
-	env := []string{workerEnv + "=" + strconv.Itoa(o.max)}
+	env := append([]string{workerEnv + "=" + strconv.Itoa(o.max)}, extra...)
 	if o.net != "" {
 		env = append(env, "TACHYON_NIC_MODE="+o.net, "TACHYON_NIC_DROP_RATE="+strconv.FormatFloat(o.loss, 'g', -1, 64))
 		if o.mtu > 2048-256-14 {

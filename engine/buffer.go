@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"sort"
@@ -113,7 +114,11 @@ func (ep *Endpoint) BufferAttach(buf []byte) error {
 
 // BufferDetach waits until every buffered send has left the attached
 // buffer, then returns it (MPI_BUFFER_DETACH).
-func (ep *Endpoint) BufferDetach() ([]byte, error) {
+func (ep *Endpoint) BufferDetach() ([]byte, error) { return ep.bufferDetach(nil, nil) }
+
+// bufferDetach is BufferDetach, and BufferDetachContext with done the
+// Done of its context cx (nil for none).
+func (ep *Endpoint) bufferDetach(done <-chan struct{}, cx context.Context) ([]byte, error) {
 	for {
 		ep.lock()
 		if ep.attached.buf == nil {
@@ -125,6 +130,10 @@ func (ep *Endpoint) BufferDetach() ([]byte, error) {
 			ep.attached.buf = nil
 			ep.unlock()
 			return b, nil
+		}
+		if closed(done) {
+			ep.unlock()
+			return nil, cx.Err()
 		}
 		ep.probing++ // keeps peer checks going while nothing is in flight
 		ep.unlock()

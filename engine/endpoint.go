@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -41,6 +42,10 @@ type Endpoint struct {
 	checkC   uint64        // the same in clock counts
 	onClose  []func()
 	onAbort  func(code int) // marks the job aborted where a launcher looks (a shared-memory job's segment); nil if none
+	failMu   sync.Mutex     // failed, against FailPeer from any goroutine; never the message path
+	failed   map[int]error  // peers the layer above marked gone (FailPeer), and why
+	failing  atomic.Bool    // failed is not empty: peer checks look at it
+	shut     bool           // under failMu: Close has begun, FailPeer does nothing
 	serial   bool           // no lock: one goroutine at a time (SetSerial)
 	notify   bool           // requests completed: ring this engine's doorbell at unlock
 	woken    []int32        // peers whose links got packets: wake them at unlock
@@ -179,18 +184,16 @@ func Wtime() float64 { return progress.Wtime() }
 // Wtick returns the resolution of Wtime in seconds.
 func Wtick() float64 { return progress.Wtick() }
 
-// Abort ends this process with code as its exit status, after printing
-// msg and, in a shared-memory job, marking the job aborted in its segment
-// (ShmJobAborted): a launcher that sees a rank exit ends the others if it
-// aborted, whatever the code, or if its status is not zero (MPID_Abort).
-func (ep *Endpoint) Abort(code int, msg string) {
-	if msg == "" {
-		msg = "aborted"
-	}
+// Abort ends this process with code as its exit status, after marking
+// the job aborted in its segment in a shared-memory job (ShmJobAborted):
+// a launcher that sees a rank exit ends the others if it aborted,
+// whatever the code, or if its status is not zero (MPID_Abort). It
+// writes nothing: the caller says why first, where its user reads it
+// (package mpi logs it through the session's log/slog logger).
+func (ep *Endpoint) Abort(code int) {
 	if ep.onAbort != nil {
 		ep.onAbort(code)
 	}
-	fmt.Fprintf(os.Stderr, "tachyon: rank %d: %s (exit status %d)\n", ep.rank, msg, code)
 	os.Exit(code)
 }
 
@@ -240,6 +243,9 @@ func (ep *Endpoint) sourceError(src, tag int) error {
 // see this rank gone once they have read what it sent, and the endpoint
 // leaves its progress engine.
 func (ep *Endpoint) Close() error {
+	ep.failMu.Lock()
+	ep.shut = true
+	ep.failMu.Unlock()
 	ep.lock()
 	if ep.closed {
 		ep.unlock()
@@ -265,7 +271,10 @@ func (ep *Endpoint) checkPeers() {
 			continue
 		}
 		ep.releaseHeld(p) // what was read counts as read, and Peek starts after it
-		err := p.in.Check()
+		err := ep.failedCause(i)
+		if err == nil {
+			err = p.in.Check()
+		}
 		if err == nil {
 			if err = p.out.Check(); err == nil {
 				continue
@@ -298,10 +307,13 @@ func (ep *Endpoint) peerGone(i int, cause error) {
 	p.ctl = p.ctl[:0]
 	p.sendq, p.dataq = reqQueue{}, reqQueue{}
 	if ep.net != nil {
+		if c := ep.net.conns[i]; c != nil {
+			c.fail(ep.net.clock(), "%v", cause) // gone for whatever reason: nothing to linger for at close
+		}
 		ep.net.bulkGone(i)
 	}
 	if u := p.rx.uq; u != nil {
-		ep.dropUnexpected(u)
+		ep.endPartial(u, p.dead)
 	}
 	p.rx = rxState{}
 	allGone := true

@@ -302,11 +302,12 @@ func (ep *Endpoint) abandonRx(p *peer) {
 		ep.complete(r, fmt.Errorf("%w: message from rank %d ended early", ErrMalformed, r.status.Source))
 	}
 	if u := p.rx.uq; u != nil {
+		err := fmt.Errorf("%w: message from rank %d ended early", ErrMalformed, u.src)
 		if r := u.waiter; r != nil {
 			r.uq = nil
-			ep.complete(r, fmt.Errorf("%w: message from rank %d ended early", ErrMalformed, r.status.Source))
+			ep.complete(r, err)
 		}
-		ep.dropUnexpected(u)
+		ep.endPartial(u, err)
 	}
 	p.rx = rxState{}
 }

@@ -17,14 +17,15 @@ type World struct {
 	eps []*Endpoint
 }
 
-// NewWorld makes a world of n ranks, each with its own progress engine;
-// with engine_net_force, ranks talk over the network transport.
-func NewWorld(n int) (*World, error) {
+// NewWorld makes a world of n ranks, each with its own progress engine,
+// made with opts; with engine_net_force, ranks talk over the network
+// transport.
+func NewWorld(n int, opts ...progress.Option) (*World, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: a world needs at least one rank, not %d", ErrConfig, n)
 	}
 	if netForce.Get() {
-		return newNetWorld(n)
+		return newNetWorld(n, opts)
 	}
 	size, err := pairRingSize()
 	if err != nil {
@@ -33,7 +34,7 @@ func NewWorld(n int) (*World, error) {
 	w := &World{eps: make([]*Endpoint, n)}
 	progs := make([]*progress.Engine, n)
 	for i := range progs {
-		if progs[i], err = progress.New(); err != nil {
+		if progs[i], err = progress.New(opts...); err != nil {
 			return nil, err
 		}
 	}

@@ -47,25 +47,36 @@ func ParseNetPeer(s string) (NetPeer, error) {
 	return NetPeer{Card: c, Epoch: uint32(e), Bulk: uint16(b)}, nil
 }
 
-// OpenNetLink opens this process's network link for a job with cookie:
-// on nic.DefaultInterface, in nic_mode (AF_XDP where it can be had; UDP
-// with engine_net_force, whose hosts share one address); the listener of
-// its bulk lane (engine_net_bulk, not with engine_net_auth; nil when
-// off); and draws its incarnation. It returns the link, the listener and
-// what the other ranks need to reach them.
-func OpenNetLink(cookie uint64) (nic.Link, *nic.StreamListener, NetPeer, error) {
-	ifc, err := nic.DefaultInterface()
-	if err != nil {
-		return nil, nil, NetPeer{}, fmt.Errorf("choosing the network interface: %w", err)
+// NetLinkConfig says how OpenNetLink opens a link. Its zero value takes
+// the control variables: the interface nic.DefaultInterface chooses, in
+// nic_mode.
+type NetLinkConfig struct {
+	Interface string   // "": nic.DefaultInterface
+	Mode      nic.Mode // nic.ModeAuto: nic_mode
+}
+
+// OpenNetLink opens this process's network link for a job with cookie,
+// as cfg says (AF_XDP where it can be had in ModeAuto; UDP with
+// engine_net_force, whose hosts share one address); the listener of its
+// bulk lane (engine_net_bulk, not with engine_net_auth; nil when off);
+// and draws its incarnation. It returns the link, the listener and what
+// the other ranks need to reach them.
+func OpenNetLink(cookie uint64, cfg NetLinkConfig) (nic.Link, *nic.StreamListener, NetPeer, error) {
+	ifc := cfg.Interface
+	if ifc == "" {
+		var err error
+		if ifc, err = nic.DefaultInterface(); err != nil {
+			return nil, nil, NetPeer{}, fmt.Errorf("choosing the network interface: %w", err)
+		}
 	}
-	cfg := nic.Config{Interface: ifc, Cookie: cookie}
+	ncfg := nic.Config{Interface: ifc, Cookie: cookie, Mode: cfg.Mode}
 	if netForce.Get() {
 		// Every process a host of its own on one machine: AF_XDP sends
 		// on the wire and never reaches this host's own address, so the
 		// kernel's UDP carries the frames, whatever nic_mode says.
-		cfg.Mode = nic.ModeUDP
+		ncfg.Mode = nic.ModeUDP
 	}
-	l, err := nic.Open(cfg)
+	l, err := nic.Open(ncfg)
 	if err != nil {
 		return nil, nil, NetPeer{}, fmt.Errorf("opening the network link on %s: %w", ifc, err)
 	}
@@ -110,6 +121,9 @@ type JobSpec struct {
 	// (engine_net_auth, NewJobKey): nil when they are not. Every rank
 	// must have the same.
 	Key []byte
+	// Progress configures the endpoint's progress engine (its idle
+	// strategy, say) beyond the control variables.
+	Progress []progress.Option
 }
 
 // Join makes the endpoint of spec.Rank in a job that may span hosts. The
@@ -147,7 +161,7 @@ func Join(spec JobSpec) (*Endpoint, error) {
 		return nil, err
 	}
 	if spec.Seg != nil {
-		a, err := attachShm(spec.Seg, local[rank])
+		a, err := attachShm(spec.Seg, local[rank], spec.Progress)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +176,7 @@ func Join(spec JobSpec) (*Endpoint, error) {
 		}
 	} else {
 		var err error
-		if prog, err = progress.New(); err != nil {
+		if prog, err = progress.New(spec.Progress...); err != nil {
 			return nil, err
 		}
 		closers = append(closers, func() { prog.Close() })

@@ -1,15 +1,17 @@
 package engine
 
 // Leftover is an operation a rank left unfinished: a message that came
-// and no receive took, a receive still posted, or a send that no receive
-// has taken (or, for a rendezvous, finished taking).
+// and no receive took (a matched probe's included), a receive still
+// posted, or a send that no receive has taken (or, for a rendezvous,
+// finished taking).
 type Leftover struct {
-	Kind  LeftoverKind
-	Peer  int    // the sender of an unreceived message, the source of a receive (AnySource), the destination of a send
-	Tag   int    // AnyTag for a receive of any tag
-	Ctx   uint32 // the context: which communicator, to the layer above
-	Bytes int    // the message's length; a receive's buffer
-	Freed bool   // a send or receive whose request the user freed
+	Kind   LeftoverKind
+	Peer   int    // the sender of an unreceived message, the source of a receive (AnySource), the destination of a send
+	Tag    int    // AnyTag for a receive of any tag
+	Ctx    uint32 // the context: which communicator, to the layer above
+	Bytes  int    // the message's length; a receive's buffer
+	Freed  bool   // a send or receive whose request the user freed
+	Probed bool   // an unreceived message a matched probe took (Improbe, Mprobe)
 }
 
 // LeftoverKind says what a Leftover is.
@@ -45,6 +47,9 @@ func (ep *Endpoint) Leftovers(max int) ([]Leftover, int) {
 				add(Leftover{Kind: Unreceived, Peer: int(u.src), Tag: int(u.tag), Ctx: u.ctx, Bytes: u.length})
 			}
 		}
+	}
+	for u := ep.m.held; u != nil; u = u.links[byExact].next {
+		add(Leftover{Kind: Unreceived, Peer: int(u.src), Tag: int(u.tag), Ctx: u.ctx, Bytes: u.length, Probed: true})
 	}
 	for c := 0; c < ep.reqs.n; c++ {
 		chunk := ep.reqs.chunks[c].Load()

@@ -83,6 +83,12 @@ type unexpected struct {
 	lists     [4]*uqList
 	freeNext  *unexpected
 	cancelled bool
+
+	// A message a matched probe took (mprobe.go) is in none of the four
+	// lists above but in the matcher's list of those, through
+	// links[byExact], until its receive. Both fit the padding above.
+	held bool
+	gen  uint32 // counts the probes that took this slot: a Message names one
 }
 
 type uqLink struct{ next, prev *unexpected }
@@ -180,6 +186,8 @@ type matcher struct {
 	uq       map[key]*uqList
 	nuq      int
 	uqFree   *unexpected
+	held     *unexpected           // messages matched by a probe and not yet received (mprobe.go)
+	heldErrs map[*unexpected]error // of those, the ones whose data will never come, and why
 	spare    []*reqList
 	uqSpare  []*uqList
 	maxLists int
@@ -300,7 +308,7 @@ func (m *matcher) newUnexpected(ctx uint32, src, tag int32) *unexpected {
 	u := m.uqFree
 	if u != nil {
 		m.uqFree = u.freeNext
-		*u = unexpected{}
+		*u = unexpected{gen: u.gen} // a Message naming the slot's last use stays stale
 	} else {
 		u = new(unexpected)
 	}
@@ -338,6 +346,6 @@ func (m *matcher) dequeue(u *unexpected) {
 }
 
 func (m *matcher) freeUnexpected(u *unexpected) {
-	*u = unexpected{freeNext: m.uqFree}
+	*u = unexpected{freeNext: m.uqFree, gen: u.gen}
 	m.uqFree = u
 }

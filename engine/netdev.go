@@ -122,6 +122,7 @@ type netDev struct {
 	malformed, deaths, kicks     *pvar.CounterShard
 	authFail, replays            *pvar.CounterShard
 	keepIdle, keepMin, keepSlice time.Duration
+	lingerUntil                  time.Time // CloseContext's deadline for close's linger; zero: engine_net_linger alone
 }
 
 // newNetDev makes the device of the endpoint of rank self, incarnation
@@ -484,12 +485,17 @@ func (d *netDev) nextDue() (uint64, bool) {
 
 // close lingers until every live peer has acknowledged all that this
 // endpoint sent, as a closed shared-memory ring still holds its packets
-// for the reader (for at most engine_net_linger); then tells the peers
-// it is going, gives back every frame and closes the link. The
-// endpoint's lock must be held.
+// for the reader (for at most engine_net_linger, and no later than
+// lingerUntil if set); then tells the peers it is going, gives back every
+// frame and closes the link. The endpoint's lock must be held.
 func (d *netDev) close() error {
 	d.stop.Store(true)
-	deadline := d.clock() + d.linger
+	linger := d.linger
+	if !d.lingerUntil.IsZero() {
+		// CloseContext's deadline, when sooner.
+		linger = min(linger, progress.SecondsToCounts(max(time.Until(d.lingerUntil), 0).Seconds()))
+	}
+	deadline := d.clock() + linger
 	for {
 		waiting := false
 		for _, c := range d.list {

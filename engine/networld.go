@@ -22,7 +22,7 @@ var netForce = cvar.NewBool("engine_net_force", false,
 
 // newNetWorld is NewWorld over the network transport: a rank's packets to
 // itself still go through a ring.
-func newNetWorld(n int) (*World, error) {
+func newNetWorld(n int, opts []progress.Option) (*World, error) {
 	size, err := pairRingSize()
 	if err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ func newNetWorld(n int) (*World, error) {
 			}
 			links[j], inboxes[j], counts[j] = c, c, countNet
 		}
-		prog, err := progress.New()
+		prog, err := progress.New(opts...)
 		if err != nil {
 			return fail(err)
 		}

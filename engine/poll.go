@@ -24,6 +24,12 @@ func (ep *Endpoint) Poll() int {
 	if !ep.tryLock() {
 		return 0
 	}
+	if ep.closed {
+		// A poll already under way when Close unregistered the
+		// endpoint: its rings may be unmapped.
+		ep.unlock()
+		return 0
+	}
 	n := ep.pollLocked()
 	ep.unlock()
 	return n

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -270,30 +271,12 @@ func (ep *Endpoint) probe(src, tag int, ctx uint32) (Status, bool, error) {
 // other rank) is gone. It waits as Wait does: spinning, then pausing,
 // then parked until a message arrives or a peer is found gone.
 func (ep *Endpoint) Probe(src, tag int, ctx uint32) (Status, error) {
-	ep.lock()
-	ep.probing++
-	ep.unlock()
-	defer func() {
-		ep.lock()
-		ep.probing--
-		ep.unlock()
-	}()
-	var st Status
-	var err error
-	ep.prog.WaitUntil(func() bool {
-		var ok bool
-		st, ok, err = ep.probe(src, tag, ctx)
-		if ok || err != nil {
-			return true
-		}
-		if src == AnySource && ep.size > 1 && ep.allPeersGone() {
-			err = fmt.Errorf("%w: every other rank is gone", ErrPeerDead)
-			return true
-		}
-		return false
-	})
-	return st, err
+	return ep.ProbeContext(context.Background(), src, tag, ctx)
 }
+
+// errPeersGone is the error of a probe of AnySource once every other
+// rank is gone.
+var errPeersGone = fmt.Errorf("%w: every other rank is gone", ErrPeerDead)
 
 // allPeersGone reports whether every rank but this one is gone.
 func (ep *Endpoint) allPeersGone() bool {

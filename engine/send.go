@@ -517,7 +517,12 @@ func (ep *Endpoint) queueCtl(i int, c ctlPacket) {
 // send not yet on the link, is cancelled at once; a send the receiver
 // holds unmatched is withdrawn by asking it. Either way r completes: Wait
 // reports Status.Cancelled if the cancel took effect.
-func (r *Request) Cancel() error {
+func (r *Request) Cancel() error { return r.cancel(true) }
+
+// cancel is Cancel; reopen says whether a send that has completed is
+// still to be withdrawn from its receiver (cancelDone), as MPI's cancel
+// wants; a context's (WaitOrCancel) leaves a completed operation be.
+func (r *Request) cancel(reopen bool) error {
 	ep := r.ep
 	ep.lock()
 	defer ep.unlock()
@@ -526,7 +531,9 @@ func (r *Request) Cancel() error {
 	}
 	switch {
 	case r.state == stDone:
-		ep.cancelDone(r)
+		if reopen {
+			ep.cancelDone(r)
+		}
 	case r.state == stPosted:
 		ep.m.unpost(r)
 		ep.posted.Sub(1)

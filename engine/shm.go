@@ -86,14 +86,15 @@ func OpenShmSegment(name string) (*Segment, error) { return rings.OpenSegment(na
 // creator died before it removed the name. It returns how many it removed.
 func RemoveStaleShmJobs(prefix string) (int, error) { return rings.RemoveStale(prefix) }
 
-// OpenShmJob opens the segment name and attaches rank to it (OpenShm); the
-// endpoint owns the segment and closes it when it closes.
-func OpenShmJob(name string, rank int) (*Endpoint, error) {
+// OpenShmJob opens the segment name and attaches rank to it (OpenShm),
+// its progress engine made with opts; the endpoint owns the segment and
+// closes it when it closes.
+func OpenShmJob(name string, rank int, opts ...progress.Option) (*Endpoint, error) {
 	seg, err := OpenShmSegment(name)
 	if err != nil {
 		return nil, fmt.Errorf("opening the job's segment: %w", err)
 	}
-	ep, err := OpenShm(seg, rank)
+	ep, err := openShm(seg, rank, opts)
 	if err != nil {
 		seg.Close()
 		return nil, err
@@ -235,7 +236,12 @@ func openPairRing(mem []byte) (pairRing, error) {
 // OpenShm attaches rank to the job in seg and returns its endpoint. The
 // segment must stay open while the endpoint is in use.
 func OpenShm(seg *Segment, rank int) (*Endpoint, error) {
-	a, err := attachShm(seg, rank)
+	return openShm(seg, rank, nil)
+}
+
+// openShm is OpenShm with options for the progress engine.
+func openShm(seg *Segment, rank int, opts []progress.Option) (*Endpoint, error) {
+	a, err := attachShm(seg, rank, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +274,7 @@ type shmSide struct {
 
 // attachShm attaches rank of the job in seg to the rings it sends and
 // receives on.
-func attachShm(seg *rings.Segment, rank int) (*shmSide, error) {
+func attachShm(seg *rings.Segment, rank int, opts []progress.Option) (*shmSide, error) {
 	job, err := openShmJob(seg)
 	if err != nil {
 		return nil, err
@@ -292,7 +298,7 @@ func attachShm(seg *rings.Segment, rank int) (*shmSide, error) {
 	if asm.LoadAcquire32((*uint32)(unsafe.Pointer(&mine[offCtlJoined]))) != 0 {
 		return nil, fmt.Errorf("%w: rank %d of segment %q is already attached", ErrConfig, rank, seg.Name())
 	}
-	prog, err := progress.New(progress.WithDoorbell(bells[rank]))
+	prog, err := progress.New(append([]progress.Option{progress.WithDoorbell(bells[rank])}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

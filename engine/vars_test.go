@@ -204,7 +204,7 @@ func testRingOccupancy(t *testing.T) {
 // endpoint's own are: each rank of a network world reads the data frames
 // it sent, and the ranks' counts add up to the process's.
 func TestNetVarsPerRank(t *testing.T) {
-	w, err := newNetWorld(2)
+	w, err := newNetWorld(2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,9 @@ import (
 
 // A re-executed test binary (internal/testrole) plays a role instead of
 // running the tests: one task of an srun, mpiexec or tachyonrun job,
-// TestShmJobNoRoom's child, TestNICPeer's echo peer or
-// TestNICProcessDeath's child.
+// TestShmJobNoRoom's child, TestNICPeer's echo peer,
+// TestNICProcessDeath's child or TestServerAcrossHostsLeaksNothing's
+// server.
 func TestMain(m *testing.M) {
 	nethost.EnterMain() // a rank started into a test host (netjob_test.go) enters it first
 	testrole.Main(m, func(role string) int {
@@ -23,6 +24,8 @@ func TestMain(m *testing.M) {
 			return nicEcho()
 		case "nichold":
 			return nicHold()
+		case "svcserver":
+			return svcServer()
 		}
 		return runRole(role)
 	})

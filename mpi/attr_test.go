@@ -237,7 +237,7 @@ func TestPredefinedAttributes(t *testing.T) {
 		for _, cm := range []*Comm{c, s} {
 			for k, want := range map[*Keyval]any{
 				AttrTagUB: TagUB, AttrHost: ProcNull, AttrIO: AnySource, AttrWtimeIsGlobal: true,
-				AttrAppNum: 0, AttrUniverseSize: 3, AttrLastUsedCode: lastUsedCode(), // 1001 until a test adds codes
+				AttrAppNum: 0, AttrUniverseSize: 3, AttrLastUsedCode: lastUsedCode(), // 1002 until a test adds codes
 			} {
 				if v, ok, err := cm.Attr(k); v != want || !ok || err != nil {
 					return fmt.Errorf("%s: %v %v %v, want %v", k.name, v, ok, err, want)

@@ -18,16 +18,22 @@ type Comm struct {
 	group  *Group
 	rank   int
 	size   int
+	peers  *Group                     // the ranks point-to-point names: group, or an intercommunicator's remote group
+	psize  int                        // peers' size
+	coll   *Comm                      // the intracommunicator collectives run over: c, or an intercommunicator's union of both groups
 	ctx    uint32                     // point-to-point context; ctx+1 carries internal collectives
 	freed  uint32                     // 1 once freed (asm.StoreRelaxed32), read with asm.LoadRelaxed32 so that the usual path's checks stay one chain of compares
 	errh   atomic.Pointer[Errhandler] // nil: ErrorsReturn
 	name   atomic.Pointer[string]     // SetName's, nil if none: any goroutine may name or read at ThreadMultiple
 	worldC bool                       // ranks are world ranks: no translation
 	attrs  attrs                      // SetAttr's, in the order set
+
+	abandoned atomic.Bool // a collective on c was abandoned by its context: the rest fail (collectiveLive)
 }
 
 func newComm(p *proc, g *Group, pair uint32) *Comm {
-	c := &Comm{p: p, group: g, rank: g.Rank(), size: g.Size(), ctx: 2 * pair}
+	c := &Comm{p: p, group: g, rank: g.Rank(), size: g.Size(), peers: g, psize: g.Size(), ctx: 2 * pair}
+	c.coll = c
 	c.worldC = g.Size() == p.ep.Size()
 	for i := 0; c.worldC && i < g.Size(); i++ {
 		c.worldC = g.worldRank(i) == i
@@ -38,7 +44,7 @@ func newComm(p *proc, g *Group, pair uint32) *Comm {
 // check validates c before a routine uses it; the error goes through c's
 // error handler, or for a nil communicator the process's Self's.
 func (c *Comm) check(op string) error {
-	if c == nil || c.p.done || asm.LoadRelaxed32(&c.freed) != 0 {
+	if c == nil || c.p.ended() || asm.LoadRelaxed32(&c.freed) != 0 {
 		return c.checkFailed(op)
 	}
 	return nil
@@ -49,8 +55,8 @@ func (c *Comm) checkFailed(op string) error {
 	switch {
 	case c == nil:
 		return noComm(errorf(ErrComm, op, "nil communicator (World and Self are nil before Init)"))
-	case c.p.done:
-		return c.handle(errorf(ErrNotInitialized, op, "MPI was finalized"))
+	case c.p.ended():
+		return c.handle(c.p.endError(op))
 	}
 	return c.handle(errorf(ErrComm, op, "communicator %s was freed", c.label()))
 }
@@ -94,6 +100,11 @@ func (c *Comm) classify(op string, err error) error {
 			cls = e.class
 			break
 		}
+	}
+	if s := c.p.sess; cls == ErrNotInitialized && (c.p.conn != nil || s != nil && !s.def && !s.inRun) {
+		// Closed by its session's Close or its connection's Disconnect,
+		// not by Finalize.
+		cls = c.p.endError(op).Class
 	}
 	return &Error{Class: cls, Op: op, Detail: "on " + c.label(), Err: err}
 }
@@ -158,7 +169,7 @@ func (c *Comm) pBarrier() error {
 	if err := c.check("Barrier"); err != nil {
 		return err
 	}
-	return c.fail(c.barrier("Barrier"))
+	return c.fail(c.coll.barrier("Barrier"))
 }
 
 // agreeContext settles, collectively over c, on a context pair that no
@@ -184,7 +195,8 @@ func (c *Comm) agreeContext(op string, extra ...uint64) (uint32, [][]uint64, err
 
 // Dup returns a new communicator with c's group and a context of its own
 // (MPI_COMM_DUP), and the attributes c's keyvals' copiers give it. It is
-// collective over c.
+// collective over c (over both groups of an intercommunicator, whose
+// duplicate joins the same groups).
 func (c *Comm) Dup() (*Comm, error) {
 	if intercepted() {
 		return newCall(OpDup, c).runComm()
@@ -196,6 +208,16 @@ func (c *Comm) Dup() (*Comm, error) {
 func (c *Comm) pDup() (*Comm, error) {
 	if err := c.check("Dup"); err != nil {
 		return nil, err
+	}
+	if c.IsInter() {
+		d, err := c.interDup("Dup")
+		if err == nil {
+			err = c.copyAttrs(d)
+		}
+		if err != nil {
+			return nil, c.fail(err)
+		}
+		return d, nil
 	}
 	pair, _, err := c.agreeContext("Dup")
 	if err != nil {
@@ -213,7 +235,9 @@ func (c *Comm) pDup() (*Comm, error) {
 // Split partitions c by color: ranks that pass the same color get a new
 // communicator together, ordered by key and then by their rank in c
 // (MPI_COMM_SPLIT). A rank that passes Undefined gets (nil, nil). It is
-// collective over c.
+// collective over c. On an intercommunicator each group splits so, and
+// each new local group is joined to the ranks of the remote group that
+// passed its color (nil if none did).
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	if intercepted() {
 		call := newCall(OpSplit, c)
@@ -230,6 +254,10 @@ func (c *Comm) pSplit(color, key int) (*Comm, error) {
 	}
 	if color < 0 && color != Undefined {
 		return nil, c.fail(errorf(ErrArg, "Split", "color %d: must be non-negative or Undefined", color))
+	}
+	if c.IsInter() {
+		d, err := c.interSplit("Split", color, key)
+		return d, c.fail(err)
 	}
 	pair, vals, err := c.agreeContext("Split", uint64(int64(color)), uint64(int64(key)))
 	if err != nil {
@@ -262,7 +290,9 @@ func (c *Comm) pSplit(color, key int) (*Comm, error) {
 
 // Create returns a communicator of the ranks of g, a subgroup of c's
 // group, to those ranks, and nil to the others (MPI_COMM_CREATE). It is
-// collective over c, and every rank must pass the same group.
+// collective over c, and every rank must pass the same group. On an
+// intercommunicator each group passes a subgroup of its own, and the
+// result joins the two (nil everywhere if either is empty).
 func (c *Comm) Create(g *Group) (*Comm, error) {
 	if intercepted() {
 		call := newCall(OpCreate, c)
@@ -285,8 +315,12 @@ func (c *Comm) pCreate(g *Group) (*Comm, error) {
 	}
 	for i := 0; i < g.Size(); i++ {
 		if c.group.rankOf(g.worldRank(i)) == Undefined {
-			return nil, c.fail(errorf(ErrGroup, "Create", "rank %d of the group is not in the communicator", i))
+			return nil, c.fail(errorf(ErrGroup, "Create", "rank %d of the group is not in the communicator's (local) group", i))
 		}
+	}
+	if c.IsInter() {
+		d, err := c.interCreate("Create", g)
+		return d, c.fail(err)
 	}
 	pair, _, err := c.agreeContext("Create")
 	if err != nil {
@@ -325,6 +359,7 @@ func (c *Comm) pFree() error {
 	}
 	err := c.clearAttrs("Free") // while c still works: a deleter may use it
 	asm.StoreRelaxed32(&c.freed, 1)
+	c.freedInter()
 	return c.fail(err)
 }
 
@@ -341,6 +376,9 @@ func Compare(a, b *Comm) (Comparison, error) {
 	if a == b {
 		return Ident, nil
 	}
+	if a.IsInter() || b.IsInter() {
+		return compareInter(a, b)
+	}
 	r, err := GroupCompare(a.group, b.group)
 	if err != nil {
 		return 0, err
@@ -351,25 +389,27 @@ func Compare(a, b *Comm) (Comparison, error) {
 	return r, nil
 }
 
-// worldOf returns the world rank of rank r of c.
+// worldOf returns the world rank of rank r of c (of its remote group,
+// for an intercommunicator).
 func (c *Comm) worldOf(r int) int {
 	if c.worldC {
 		return r
 	}
-	return c.group.worldRank(r)
+	return c.peers.worldRank(r)
 }
 
-// commRank returns the rank in c of world rank w.
+// commRank returns the rank in c (in its remote group, for an
+// intercommunicator) of world rank w.
 func (c *Comm) commRank(w int) int {
 	if c.worldC {
 		return w
 	}
-	return c.group.rankOf(w)
+	return c.peers.rankOf(w)
 }
 
 // usual reports whether c may be used and peer and tag name a rank of c
 // and a tag (no wildcard, no ProcNull): what the general checks would
 // pass without a word. Receives and sends take it in line.
 func (c *Comm) usual(peer, tag int) bool {
-	return c != nil && !c.p.done && asm.LoadRelaxed32(&c.freed) == 0 && uint(peer) < uint(c.size) && uint(tag) <= TagUB
+	return c != nil && !c.p.ended() && asm.LoadRelaxed32(&c.freed) == 0 && uint(peer) < uint(c.psize) && uint(tag) <= TagUB
 }

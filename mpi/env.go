@@ -1,19 +1,15 @@
 package mpi
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
-	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/pmi"
 	"github.com/tachyon-hpc/tachyon/progress"
 )
@@ -67,13 +63,15 @@ const (
 var env struct {
 	mu    sync.Mutex
 	state atomic.Int32
-	p     *proc
+	s     *Session    // the default session; set before state becomes stateInit
+	p     *proc       // its world
 	pmi   *pmi.Client // the PMI launcher's connection, for Finalize and Abort; set before state becomes stateInit
 }
 
-// Init starts MPI in this process (MPI_INIT). Started by a launcher, the
-// process joins its job as the rank the launcher gave it; started alone, it
-// is a world of one rank. A second call, or a call after Finalize, is an
+// Init starts MPI in this process (MPI_INIT): the default session, which
+// the package-level routines use. Started by a launcher, the process
+// joins its job as the rank the launcher gave it; started alone, it is a
+// world of one rank. A second call, or a call after Finalize, is an
 // error.
 //
 // Unlike MPI_INIT, whose thread level is MPI_THREAD_SINGLE, Init provides
@@ -122,35 +120,27 @@ func pInitThread(required ThreadLevel) (provided ThreadLevel, err error) {
 	if required < ThreadSingle || required > ThreadMultiple {
 		return 0, errorf(ErrArg, "InitThread", "thread level %v is not one of ThreadSingle..ThreadMultiple", required)
 	}
-	p, err := bootstrap()
+	cfg := defaultSessionConfig()
+	cfg.thread = required
+	cfg.name = "default"
+	s, err := newSession(cfg, "Init")
 	if err != nil {
 		return 0, err
 	}
-	if p.skew, err = p.measureSkew(); err != nil {
-		p.ep.Close()
-		if p.closer != nil {
-			p.closer()
-		}
-		return 0, &Error{Class: ErrOther, Op: "Init", Detail: "measuring the ranks' clocks", Err: err}
-	}
-	if required < ThreadMultiple {
-		err := p.ep.SetSerial(true)
-		if err == nil {
-			err = p.ep.Progress().SetSerial(true)
-		}
-		if err != nil {
-			p.ep.Close()
-			if p.closer != nil {
-				p.closer()
-			}
-			return 0, &Error{Class: ErrOther, Op: "InitThread", Detail: "serial message path", Err: err}
-		}
-	}
-	p.thread = required
-	env.p = p
+	s.def = true
+	env.s, env.p, env.pmi = s, s.world, s.pmi
 	env.state.Store(stateInit)
-	startStat(p)
 	return required, nil
+}
+
+// DefaultSession returns the session Init made, nil before Init and
+// after Finalize: a program that called Init listens and dials through
+// it. It ends with Finalize.
+func DefaultSession() *Session {
+	if current() == nil {
+		return nil
+	}
+	return env.s
 }
 
 // QueryThread returns the thread support level this process's MPI
@@ -165,44 +155,45 @@ func QueryThread() (ThreadLevel, error) {
 	return p.thread, nil
 }
 
-// bootstrap joins the job the environment describes, or makes a singleton.
-func bootstrap() (*proc, error) {
+// bootstrap joins the job the environment describes, or makes a
+// singleton; under a PMI launcher it returns the launcher's connection.
+func bootstrap(o joinOptions) (*proc, *pmi.Client, error) {
 	c, err := pmi.FromEnv()
 	if err != nil {
-		return nil, &Error{Class: ErrOther, Op: "Init", Detail: "connecting to the PMI launcher (PMI_FD or PMI_PORT is set)", Err: err}
+		return nil, nil, &Error{Class: ErrOther, Op: "Init", Detail: "connecting to the PMI launcher (PMI_FD or PMI_PORT is set)", Err: err}
 	}
 	if c != nil {
-		p, err := bootstrapPMI(c)
-		if err == nil {
-			env.pmi = c
+		p, err := bootstrapPMI(c, o)
+		if err != nil {
+			return nil, nil, err
 		}
-		return p, err
+		return p, c, nil
 	}
 	name := os.Getenv(EnvSegment)
 	if name == "" {
 		if err := unjoinable(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		w, err := engine.NewWorld(1)
+		w, err := engine.NewWorld(1, o.progress...)
 		if err != nil {
-			return nil, &Error{Class: ErrOther, Op: "Init", Detail: "singleton world", Err: err}
+			return nil, nil, &Error{Class: ErrOther, Op: "Init", Detail: "singleton world", Err: err}
 		}
-		return newProc(w.Endpoint(0), nil), nil
+		return newProc(w.Endpoint(0), nil), nil, nil
 	}
 	rank, err1 := strconv.Atoi(os.Getenv(EnvRank))
 	size, err2 := strconv.Atoi(os.Getenv(EnvSize))
 	if err1 != nil || err2 != nil || rank < 0 || rank >= size {
-		return nil, errorf(ErrOther, "Init", "%s=%q and %s=%q do not give a rank and a size", EnvRank, os.Getenv(EnvRank), EnvSize, os.Getenv(EnvSize))
+		return nil, nil, errorf(ErrOther, "Init", "%s=%q and %s=%q do not give a rank and a size", EnvRank, os.Getenv(EnvRank), EnvSize, os.Getenv(EnvSize))
 	}
-	ep, err := engine.OpenShmJob(name, rank)
+	ep, err := engine.OpenShmJob(name, rank, o.progress...)
 	if err != nil {
-		return nil, &Error{Class: ErrOther, Op: "Init", Detail: "joining the job", Err: err}
+		return nil, nil, &Error{Class: ErrOther, Op: "Init", Detail: "joining the job", Err: err}
 	}
 	if ep.Size() != size {
 		ep.Close()
-		return nil, errorf(ErrOther, "Init", "%s=%d but the job's segment holds %d ranks", EnvSize, size, ep.Size())
+		return nil, nil, errorf(ErrOther, "Init", "%s=%d but the job's segment holds %d ranks", EnvSize, size, ep.Size())
 	}
-	return newProc(ep, nil), nil
+	return newProc(ep, nil), nil, nil
 }
 
 // unjoinable returns an error if a launcher whose jobs Tachyon cannot join
@@ -223,228 +214,6 @@ func unjoinable() error {
 		return errorf(ErrOther, "Init", "a PMIx launcher started this process as rank %s, but Tachyon speaks only PMI-1: launch with tachyonrun, MPICH's mpiexec or srun --mpi=pmi2", r)
 	}
 	return nil
-}
-
-// PMI key-value space keys through which the ranks of a job find one
-// another: each rank's host (engine.HostID) and, where the job spans
-// hosts, its network card and incarnation; the first rank of each host
-// the name of the host's shared-memory segment; rank 0 the job's cookie
-// and key.
-const (
-	pmiKeyCookie  = "tachyon-cookie"
-	pmiKeyAuth    = "tachyon-auth"  // the job key (engine_net_auth), pmiNone if frames go unauthenticated
-	pmiKeyHost    = "tachyon-host-" // + rank
-	pmiKeySegment = "tachyon-shm-"  // + the host's first rank
-	pmiKeyCard    = "tachyon-card-" // + rank: "card epoch"
-	pmiNone       = "-"             // the rank could not make what the key names
-	pmiPrefix     = "tachyon-pmi-"  // starts the names of the job's segments
-)
-
-// bootstrapPMI joins the job of a PMI launcher (MPICH's Hydra, Slurm),
-// which may span hosts:
-//
-//  1. Every rank publishes its host; rank 0 the job's cookie. Barrier.
-//  2. The ranks that share a host form its group; the group's first rank
-//     creates the group's shared-memory segment and publishes its name.
-//     A rank with peers on other hosts opens its network link
-//     (nic.DefaultInterface, nic_mode) and publishes its card. Barrier.
-//  3. Every rank attaches to its group's segment and joins the job
-//     (engine.Join): shared memory within its host, the network across.
-//     Barrier: then each group's first rank unlinks the segment's name,
-//     so that nothing is left behind however the job ends.
-//
-// A rank that fails publishes what it could not make as "-" where the
-// others wait for it, so that they fail at once rather than wait, and
-// returns its error; the launcher ends the job when that process exits.
-// A job of one is a singleton world.
-func bootstrapPMI(c *pmi.Client) (*proc, error) {
-	me, n := c.Rank(), c.Size()
-	fail := func(detail string, err error) (*proc, error) {
-		return nil, &Error{Class: ErrOther, Op: "Init", Detail: fmt.Sprintf("rank %d of %d under PMI: %s", me, n, detail), Err: err}
-	}
-	if n == 1 {
-		w, err := engine.NewWorld(1)
-		if err != nil {
-			return fail("singleton world", err)
-		}
-		return newProc(w.Endpoint(0), nil), nil
-	}
-
-	// 1. Hosts, the cookie and the job key.
-	host := engine.HostID()
-	err := c.Put(pmiKeyHost+strconv.Itoa(me), host)
-	if err == nil && me == 0 {
-		var b [8]byte
-		if _, err = rand.Read(b[:]); err == nil {
-			err = c.Put(pmiKeyCookie, hex.EncodeToString(b[:]))
-		}
-		var key []byte
-		if err == nil {
-			key, err = engine.NewJobKey()
-		}
-		if err == nil {
-			v := pmiNone
-			if key != nil {
-				v = hex.EncodeToString(key)
-			}
-			err = c.Put(pmiKeyAuth, v)
-		}
-	}
-	if err == nil {
-		err = c.Barrier()
-	}
-	if err != nil {
-		return fail("publishing this rank's host", err)
-	}
-	var local []int
-	for r := range n {
-		h, err := c.Get(pmiKeyHost + strconv.Itoa(r))
-		if err != nil {
-			return fail(fmt.Sprintf("looking up rank %d's host", r), err)
-		}
-		if h == host {
-			local = append(local, r)
-		}
-	}
-	hexCookie, err := c.Get(pmiKeyCookie)
-	cookie, perr := strconv.ParseUint(hexCookie, 16, 64)
-	if err != nil || perr != nil {
-		return fail("looking up the job's cookie", errors.Join(err, perr))
-	}
-	var key []byte
-	if len(local) < n {
-		v, err := c.Get(pmiKeyAuth)
-		if err == nil && v != pmiNone {
-			key, err = hex.DecodeString(v)
-		}
-		if err != nil {
-			return fail("looking up the job's key", err)
-		}
-	}
-
-	// 2. The host's segment, and this rank's network link.
-	leader := local[0]
-	var seg *engine.Segment
-	var failed error
-	if len(local) > 1 && me == leader {
-		engine.RemoveStaleShmJobs(pmiPrefix) // leftovers of jobs whose first rank died before the unlink
-		name := fmt.Sprintf("%s%d-%d", pmiPrefix, os.Getpid(), time.Now().UnixNano())
-		if seg, failed = engine.CreateShmJob(name, len(local)); failed != nil {
-			name = pmiNone
-		}
-		if err := c.Put(pmiKeySegment+strconv.Itoa(me), name); err != nil && failed == nil {
-			failed = err
-		}
-		if failed != nil {
-			failed = fmt.Errorf("creating this host's shared-memory segment: %w", failed)
-		}
-	}
-	var link nic.Link
-	var bulk *nic.StreamListener
-	var epoch uint32
-	if len(local) < n {
-		card := pmiNone
-		var err error
-		var self engine.NetPeer
-		link, bulk, self, err = engine.OpenNetLink(cookie)
-		if err == nil {
-			card, epoch = self.String(), self.Epoch
-		} else if failed == nil {
-			failed = err
-		}
-		if err := c.Put(pmiKeyCard+strconv.Itoa(me), card); err != nil && failed == nil {
-			failed = err
-		}
-	}
-	closeAll := func() {
-		if link != nil {
-			link.Close()
-		}
-		if bulk != nil {
-			bulk.Close()
-		}
-		if seg != nil {
-			if me == leader {
-				seg.Remove()
-			}
-			seg.Close()
-		}
-	}
-	if err := c.Barrier(); err != nil && failed == nil {
-		failed = err
-	}
-	if failed != nil {
-		closeAll()
-		return fail("preparing to join the job", failed)
-	}
-
-	// 3. Attach and join.
-	if len(local) > 1 && me != leader {
-		name, err := c.Get(pmiKeySegment + strconv.Itoa(leader))
-		if err == nil && name == pmiNone {
-			err = fmt.Errorf("rank %d could not create this host's segment (see its error)", leader)
-		}
-		if err == nil {
-			seg, err = engine.OpenShmSegment(name)
-		}
-		if err != nil {
-			closeAll()
-			return fail("opening this host's segment", err)
-		}
-	}
-	peers := make([]engine.NetPeer, n)
-	if link != nil {
-		for r := range n {
-			if slices.Contains(local, r) {
-				continue
-			}
-			v, err := c.Get(pmiKeyCard + strconv.Itoa(r))
-			if err == nil && v == pmiNone {
-				err = errors.New("the rank could not open its network link (see its error)")
-			}
-			if err == nil {
-				peers[r], err = engine.ParseNetPeer(v)
-			}
-			if err != nil {
-				closeAll()
-				return fail(fmt.Sprintf("looking up rank %d's network card", r), err)
-			}
-		}
-	}
-	ep, err := engine.Join(engine.JobSpec{Rank: me, Size: n, Local: local, Seg: seg, Link: link, Bulk: bulk,
-		Cookie: cookie, Epoch: epoch, Peers: peers, Key: key})
-	if err != nil {
-		closeAll()
-		return fail("joining the job", err)
-	}
-	link, bulk = nil, nil // the endpoint's now
-	if err := c.Barrier(); err != nil {
-		ep.Close()
-		closeAll()
-		return fail("waiting for every rank to join", err)
-	}
-	if seg != nil && me == leader {
-		if err := seg.Remove(); err != nil {
-			ep.Close()
-			seg.Close()
-			return fail("unlinking this host's segment", err)
-		}
-	}
-	p := newProc(ep, nil)
-	if seg != nil {
-		p.closer = func() { seg.Close() }
-	}
-	// The launcher's word for two predefined attributes; one that does
-	// not answer leaves MPI_APPNUM unset and the universe the world.
-	if a, err := c.AppNum(); err == nil && a >= 0 {
-		p.appNum = a
-	} else {
-		p.appNum = -1
-	}
-	if u, err := c.UniverseSize(); err == nil && u >= n {
-		p.universe = u
-	}
-	return p, nil
 }
 
 // Initialized reports whether Init has been called (MPI_INITIALIZED); it
@@ -473,6 +242,9 @@ func pFinalize(c *Comm) error {
 		if err := c.check("Finalize"); err != nil {
 			return err
 		}
+		if s := c.p.sess; c.p.conn != nil || s != nil && !s.inRun && !s.def {
+			return c.fail(errorf(ErrSession, "Finalize", "%s belongs to a session of NewSession or a connection: it ends with Session.Close or Disconnect", c.label()))
+		}
 		return c.p.finalize()
 	}
 	env.mu.Lock()
@@ -480,8 +252,19 @@ func pFinalize(c *Comm) error {
 	if env.state.Load() != stateInit {
 		return notInitialized("Finalize", "Finalize (c.Finalize)")
 	}
-	stopStat()
+	env.s.stopStat()
+	// The session's connections first, locally: Finalize is collective
+	// over the world alone.
+	env.s.mu.Lock()
+	env.s.closed = true
+	env.s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout.Get())
+	cerr := env.s.end(ctx, "Finalize")
+	cancel()
 	err := env.p.finalize()
+	if cerr != nil && err == nil {
+		err = sessionCloseError("Finalize", cerr)
+	}
 	if c := env.pmi; c != nil {
 		if e := c.Finalize(); e != nil && err == nil {
 			err = &Error{Class: ErrOther, Op: "Finalize", Detail: "finalizing the PMI connection", Err: e}
@@ -499,27 +282,48 @@ func Version() (major, minor int) { return 4, 1 }
 // (MPI_ABORT). Ranks of an in-process world are goroutines of this
 // process, so the whole process exits. Under a PMI launcher (mpiexec),
 // the launcher is told first, so that it ends every rank and exits with
-// code.
-func Abort(c *Comm, code int) { abort(c, code, fmt.Sprintf("Abort(%d) called", code)) }
+// code. It says why in one Error record to c's session's logger
+// (WithLogger; slog.Default() for Init's) before it ends anything.
+func Abort(c *Comm, code int) { abort(c, code, fmt.Sprintf("Abort(%d) called", code), nil) }
 
-// abort is Abort with msg saying why.
-func abort(c *Comm, code int, msg string) {
-	stopStat()
+// abort is Abort with msg saying why, and the error that made the job
+// end, if one did (ErrorsAreFatal, ErrorsAbort).
+func abort(c *Comm, code int, msg string, cause error) {
+	lg, rank := abortLogger(c)
+	attrs := []any{"rank", rank, "reason", msg, "exit_status", code}
+	if cause != nil {
+		attrs = append(attrs, "err", cause)
+	}
+	// Said first: under a launcher the job may end as soon as it hears.
+	lg.Error("tachyon: aborting the job", attrs...)
+	stopAllStat(lg)
 	if p := current(); p != nil {
 		if c := env.pmi; c != nil {
-			// Under a PMI launcher, say so first: the launcher kills the
-			// job as soon as it reads the abort.
-			fmt.Fprintf(os.Stderr, "tachyon: rank %d: %s (exit status %d)\n", p.ep.Rank(), msg, code)
 			c.Abort(code, msg)
 			os.Exit(code)
 		}
-		p.ep.Abort(code, msg)
+		p.ep.Abort(code)
 	}
 	if c != nil && c.p != nil {
-		c.p.ep.Abort(code, msg)
+		c.p.ep.Abort(code)
 	}
-	fmt.Fprintf(os.Stderr, "tachyon: %s\n", msg)
 	os.Exit(code)
+}
+
+// abortLogger returns the logger abort says why on, c's session's or
+// else the default session's (slog.Default() when there is neither), and
+// the rank it speaks for: c's, else the process's, -1 if unknown.
+func abortLogger(c *Comm) (*slog.Logger, int) {
+	var p *proc
+	if c != nil && c.p != nil {
+		p = c.p
+	} else {
+		p = current()
+	}
+	if p == nil {
+		return slog.Default(), -1
+	}
+	return p.logger(), p.ep.Rank()
 }
 
 // current returns the process's initialized environment, nil if none.

@@ -3,7 +3,6 @@ package mpi
 import (
 	"errors"
 	"fmt"
-	"os"
 )
 
 // Errhandler says what routines do with an error on a communicator
@@ -23,10 +22,11 @@ type Errhandler struct {
 var (
 	// ErrorsReturn returns errors to the caller (MPI_ERRORS_RETURN).
 	ErrorsReturn = &Errhandler{name: "ErrorsReturn"}
-	// ErrorsAreFatal prints the error and ends the whole job with exit
-	// status 1 (MPI_ERRORS_ARE_FATAL).
+	// ErrorsAreFatal logs the error (an Error record to the session's
+	// logger, WithLogger) and ends the whole job with exit status 1
+	// (MPI_ERRORS_ARE_FATAL).
 	ErrorsAreFatal = &Errhandler{name: "ErrorsAreFatal", fn: func(c *Comm, err error) { fatal(c, err, "ErrorsAreFatal") }}
-	// ErrorsAbort prints the error and aborts the communicator's ranks,
+	// ErrorsAbort logs the error and aborts the communicator's ranks,
 	// as Abort(c, 1) does, which ends the whole job here
 	// (MPI_ERRORS_ABORT).
 	ErrorsAbort = &Errhandler{name: "ErrorsAbort", fn: func(c *Comm, err error) { fatal(c, err, "ErrorsAbort") }}
@@ -130,12 +130,7 @@ func selfHandles(err *error) {
 }
 
 // fatal ends the job on an error under ErrorsAreFatal or ErrorsAbort,
-// saying what the error was.
+// saying what the error was (abort logs it).
 func fatal(c *Comm, err error, handler string) {
-	rank := -1
-	if c != nil && c.p != nil {
-		rank = c.p.ep.Rank()
-	}
-	fmt.Fprintf(os.Stderr, "tachyon: rank %d: %v\n", rank, err)
-	abort(c, 1, fmt.Sprintf("an error on %s, whose handler is %s", c.label(), handler))
+	abort(c, 1, fmt.Sprintf("an error on %s, whose handler is %s", c.label(), handler), err)
 }

@@ -35,10 +35,21 @@ var (
 	ErrIntern         error = &class{17, "internal error"}
 	ErrProcFailed     error = &class{75, "process failed"}
 	ErrNotInitialized error = &class{1001, "MPI is not initialized, or already finalized"}
+	ErrName           error = &class{33, "invalid service name"} // LookupName: nothing published under it
+	ErrPort           error = &class{38, "invalid port"}         // a port name or address no one accepts on
+	ErrService        error = &class{41, "invalid service name"} // UnpublishName: not published by this process
+	ErrSession        error = &class{74, "invalid session"}      // a closed session, or one that cannot be made
+	// ErrCanceled is the class of a call that its context.Context ended
+	// before the operation did (the Context forms: RecvContext,
+	// Request.WaitContext, Dial, Listener.Accept, Session.Close...). Its
+	// *Error's cause is the context's error, so errors.Is matches
+	// context.Canceled or context.DeadlineExceeded too.
+	ErrCanceled error = &class{1002, "operation canceled by its context"}
 )
 
 var classes = []error{ErrBuffer, ErrCount, ErrTag, ErrComm, ErrRank, ErrRequest, ErrGroup,
-	ErrArg, ErrTruncate, ErrKeyval, ErrOther, ErrIntern, ErrProcFailed, ErrNotInitialized}
+	ErrArg, ErrTruncate, ErrKeyval, ErrOther, ErrIntern, ErrProcFailed, ErrNotInitialized,
+	ErrName, ErrPort, ErrService, ErrSession, ErrCanceled}
 
 // Error is what MPI routines return: the class, the routine, and what went
 // wrong. errors.Is matches its class (and whatever caused it); errors.As

@@ -34,6 +34,9 @@ var (
 func TestMain(m *testing.M) { testrole.Main(m, runScenarioProcess) }
 
 func runScenarioProcess(name string) int {
+	if svc := serviceRoles[name]; svc != nil {
+		return svc() // a process started on its own: no launcher, no Init
+	}
 	fn := scenarios[name]
 	if fn == nil {
 		fmt.Fprintf(os.Stderr, "unknown scenario %q\n", name)

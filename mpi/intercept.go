@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"sync"
@@ -76,6 +77,11 @@ const (
 	OpSplit
 	OpCreate
 	OpCommFree
+	OpMprobe
+	OpImprobe
+	OpMrecv  // Message.Recv
+	OpImrecv // Message.Irecv
+	OpRecvMessage
 	opEnd
 )
 
@@ -86,7 +92,8 @@ var opCallNames = [...]string{"", "Init", "Finalize", "Pcontrol",
 	"IsendLayout", "IssendLayout", "IrsendLayout", "IbsendLayout", "RecvLayout", "IrecvLayout",
 	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "Start", "Startall",
 	"Wait", "Test", "Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome",
-	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CommFree"}
+	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CommFree",
+	"Mprobe", "Improbe", "Mrecv", "Imrecv", "RecvMessage"}
 
 // String returns the name of the routine ("Send", "Waitall").
 func (o Op) String() string {
@@ -105,7 +112,7 @@ func (o Op) String() string {
 type Call struct {
 	Op   Op    // the routine called; changing it changes nothing
 	Rank int   // the caller's rank in its world; Undefined before Init
-	Comm *Comm // the communicator: of a request for Wait, Test, Start, Cancel, RequestFree; nil for none
+	Comm *Comm // the communicator: of a request for Wait, Test, Start, Cancel, RequestFree, of the message for Mrecv, Imrecv; nil for none
 
 	Peer  int // the destination of a send, the source of a receive or probe (AnySource, ProcNull as given)
 	Tag   int // the tag (AnyTag as given)
@@ -115,9 +122,16 @@ type Call struct {
 	RecvTag  int // Sendrecv's receive tag
 
 	Request  *Request   // the request a Wait, Test, Start, Cancel or RequestFree is for
+	Message  *Message   // the message an Mrecv or Imrecv receives (Peer and Tag are its source and tag)
 	Requests []*Request // the requests of Startall, Waitall, Testall, Waitany, Testany, Waitsome, Testsome
 
 	Level int // Pcontrol's level; InitThread's required thread level
+
+	// Ctx is the context of a Context form (RecvContext, WaitContext,
+	// BarrierContext...), which is its plain form's operation with Ctx
+	// set; nil for the plain form. An interceptor may replace it (or set
+	// one on a plain call): the routine is bounded by the Ctx next sees.
+	Ctx context.Context
 
 	Result Result // what the routine returned besides its error, once next has returned
 
@@ -128,6 +142,7 @@ type Call struct {
 	layout    *Layout
 	statuses  []Status // WaitallInto's; into is true when the caller gave them
 	into      bool
+	received  Received // RecvMessage's message, whose status is Result.Status
 
 	// Buffers a pooled Call keeps: the copies of a routine's requests and
 	// statuses that Requests and statuses are, so that the caller's
@@ -144,12 +159,13 @@ type Call struct {
 // Result is what an operation returned besides its error, as
 // interceptors see and may change it.
 type Result struct {
-	Status   Status      // of a receive, probe, Sendrecv, Wait, Test, Waitany, Testany
+	Status   Status      // of a receive, probe, Sendrecv, Wait, Test, Waitany, Testany, RecvMessage
 	Flag     bool        // Iprobe found a message; Test, Testall, Testany completed
 	Index    int         // Waitany, Testany: the request that completed (Undefined if none)
 	Indices  []int       // Waitsome, Testsome: the requests that completed
 	Statuses []Status    // Waitall, Testall, Waitsome, Testsome: the statuses
 	Request  *Request    // started by a nonblocking send or receive, or made by a persistent Init
+	Message  *Message    // taken by Mprobe, Improbe
 	NewComm  *Comm       // made by Dup, Split, Create
 	Provided ThreadLevel // InitThread's
 }
@@ -246,9 +262,10 @@ func rebuildTools() {
 }
 
 // The entries of the routines on the message path (Send, Recv, Isend,
-// Irecv, Wait): each routine is one call through its entry, the routine
-// itself (pSend...) or, while interceptors are registered, it through
-// them (sendTooled...). The call is small enough for the compiler to put
+// Irecv, Wait, and the Context forms of Send, Recv and Wait): each
+// routine is one call through its entry, the routine itself (pSend...)
+// or, while interceptors are registered, it through them
+// (sendTooled...). The call is small enough for the compiler to put
 // in line in the routine's caller, so that without tools a program calls
 // the routine's own code as directly as if there were no interception:
 // the entry costs one load and an indirect call whose target does not
@@ -259,6 +276,10 @@ var (
 	isendEntry = (*Comm).pIsend
 	irecvEntry = (*Comm).pIrecv
 	waitEntry  = (*Request).pWait
+
+	sendContextEntry = (*Comm).pSendContext
+	recvContextEntry = (*Comm).pRecvContext
+	waitContextEntry = (*Request).pWaitContext
 )
 
 // setEntries points the entries at the routines' forms through the
@@ -267,10 +288,14 @@ func setEntries(tooled bool) {
 	if tooled {
 		sendEntry, recvEntry, isendEntry = (*Comm).sendTooled, (*Comm).recvTooled, (*Comm).isendTooled
 		irecvEntry, waitEntry = (*Comm).irecvTooled, (*Request).waitTooled
+		sendContextEntry, recvContextEntry = (*Comm).sendContextTooled, (*Comm).recvContextTooled
+		waitContextEntry = (*Request).waitContextTooled
 		return
 	}
 	sendEntry, recvEntry, isendEntry = (*Comm).pSend, (*Comm).pRecv, (*Comm).pIsend
 	irecvEntry, waitEntry = (*Comm).pIrecv, (*Request).pWait
+	sendContextEntry, recvContextEntry = (*Comm).pSendContext, (*Comm).pRecvContext
+	waitContextEntry = (*Request).pWaitContext
 }
 
 // intercepted reports whether any interceptor is registered.
@@ -456,6 +481,11 @@ func (c *Call) runComm() (*Comm, error) {
 // invoke carries out c with the routine's own implementation: the end of
 // every chain.
 func invoke(c *Call) (err error) {
+	if c.Ctx != nil {
+		if ok, err := invokeContext(c); ok {
+			return err
+		}
+	}
 	r := &c.Result
 	m := c.Comm
 	switch c.op {
@@ -484,6 +514,21 @@ func invoke(c *Call) (err error) {
 		r.Status, err = m.pProbe(c.Peer, c.Tag)
 	case OpIprobe:
 		r.Status, r.Flag, err = m.pIprobe(c.Peer, c.Tag)
+	case OpMprobe:
+		r.Message, r.Status, err = m.pMprobe(c.Peer, c.Tag)
+	case OpImprobe:
+		r.Message, r.Status, r.Flag, err = m.pImprobe(c.Peer, c.Tag)
+	case OpMrecv:
+		r.Status, err = c.Message.pRecv(c.buf)
+	case OpImrecv:
+		r.Request, err = c.Message.pIrecv(c.buf)
+	case OpRecvMessage:
+		ctx := c.Ctx
+		if ctx == nil { // an interceptor took it away
+			ctx = context.Background()
+		}
+		c.received, err = m.pRecvMessage(ctx, c.Peer, c.Tag)
+		r.Status = c.received.Status
 	case OpSendLayout, OpSsendLayout, OpRsendLayout, OpBsendLayout:
 		err = m.pSendLayout(c.op, c.buf, *c.layout, c.Peer, c.Tag)
 	case OpIsendLayout, OpIssendLayout, OpIrsendLayout, OpIbsendLayout:
@@ -536,6 +581,48 @@ func invoke(c *Call) (err error) {
 		err = errorf(ErrArg, c.Op.String(), "a Call that was not made by the facade")
 	}
 	return err
+}
+
+// invokeContext is invoke for a Call with a context: the Context form of
+// its routine. It reports false for a routine that has none (one that
+// does not block, or a communicator constructor, Finalize), which then
+// runs as if Ctx were nil.
+func invokeContext(c *Call) (ok bool, err error) {
+	r := &c.Result
+	m := c.Comm
+	switch c.op {
+	case OpSend, OpSsend, OpRsend:
+		err = m.sendContextOp(c.Ctx, c.op, c.buf, c.Peer, c.Tag)
+	case OpRecv:
+		r.Status, err = m.pRecvContext(c.Ctx, c.buf, c.Peer, c.Tag)
+	case OpSendrecv:
+		r.Status, err = m.pSendrecvContext(c.Ctx, c.buf, c.Peer, c.Tag, c.buf2, c.RecvPeer, c.RecvTag)
+	case OpProbe:
+		r.Status, err = m.pProbeContext(c.Ctx, c.Peer, c.Tag)
+	case OpMprobe:
+		r.Message, r.Status, err = m.mprobe("MprobeContext", c.Ctx, c.Peer, c.Tag)
+	case OpSendLayout, OpSsendLayout, OpRsendLayout:
+		err = m.pSendLayoutContext(c.Ctx, c.op, c.buf, *c.layout, c.Peer, c.Tag)
+	case OpRecvLayout:
+		r.Status, err = m.pRecvLayoutContext(c.Ctx, c.buf, *c.layout, c.Peer, c.Tag)
+	case OpWait:
+		r.Status, err = c.Request.pWaitContext(c.Ctx)
+	case OpWaitall:
+		if !c.into {
+			r.Statuses, err = pWaitallContext(c.Ctx, c.Requests)
+		} else if err = waitDoneContext(c.Ctx, "WaitallInto", c.Requests); err == nil {
+			r.Statuses, err = c.statuses, pWaitallInto(c.Requests, c.statuses)
+		}
+	case OpWaitany:
+		r.Index, r.Status, err = pWaitanyContext(c.Ctx, c.Requests)
+	case OpWaitsome:
+		r.Indices, r.Statuses, err = pWaitsomeContext(c.Ctx, c.Requests)
+	case OpBarrier:
+		err = m.pBarrierContext(c.Ctx)
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 // sendMode returns the engine's mode of the send op.

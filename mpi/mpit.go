@@ -18,7 +18,7 @@ func (c *Comm) MPITBind() pvar.Bind { return pvar.BindComm }
 // variables kept per communicator. It returns false for a nil or freed
 // communicator or one whose rank has finalized.
 func (c *Comm) MPITKey() (pvar.Key, bool) {
-	if c == nil || c.p.done || asm.LoadRelaxed32(&c.freed) != 0 {
+	if c == nil || c.p.ended() || asm.LoadRelaxed32(&c.freed) != 0 {
 		return pvar.Key{}, false
 	}
 	return pvar.Key{Owner: c.p.ep.PvarOwner(), Context: c.ctx, Contexts: 2}, true

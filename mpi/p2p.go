@@ -20,8 +20,8 @@ var emptyStatus = Status{Source: AnySource, Tag: AnyTag}
 var procNullStatus = Status{Source: ProcNull, Tag: AnyTag}
 
 func (c *Comm) checkDest(op string, dest, tag int) error {
-	if dest != ProcNull && (dest < 0 || dest >= c.size) {
-		return errorf(ErrRank, op, "destination %d is not a rank of a %d-rank communicator (nor ProcNull)", dest, c.size)
+	if dest != ProcNull && (dest < 0 || dest >= c.psize) {
+		return errorf(ErrRank, op, "destination %d is not a rank of a %d-rank %s (nor ProcNull)", dest, c.psize, c.peerGroupWord())
 	}
 	if tag < 0 || tag > TagUB {
 		return errorf(ErrTag, op, "tag %d is not in [0, TagUB]", tag)
@@ -30,8 +30,8 @@ func (c *Comm) checkDest(op string, dest, tag int) error {
 }
 
 func (c *Comm) checkSource(op string, source, tag int) error {
-	if source != ProcNull && source != AnySource && (source < 0 || source >= c.size) {
-		return errorf(ErrRank, op, "source %d is not a rank of a %d-rank communicator (nor AnySource, ProcNull)", source, c.size)
+	if source != ProcNull && source != AnySource && (source < 0 || source >= c.psize) {
+		return errorf(ErrRank, op, "source %d is not a rank of a %d-rank %s (nor AnySource, ProcNull)", source, c.psize, c.peerGroupWord())
 	}
 	if tag != AnyTag && (tag < 0 || tag > TagUB) {
 		return errorf(ErrTag, op, "tag %d is not in [0, TagUB] nor AnyTag", tag)

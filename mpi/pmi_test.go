@@ -106,7 +106,7 @@ func TestHydraAbort(t *testing.T) {
 	if code != 7 {
 		t.Fatalf("exit %d, want 7:\n%s", code, out)
 	}
-	if !strings.Contains(out, "rank 1: Abort(7) called") {
+	if !strings.Contains(out, `rank=1 reason="Abort(7) called"`) {
 		// mpiexec may end the job before it forwards the aborting rank's
 		// last line: the exit status is the contract, the line a courtesy.
 		t.Logf("abort message not forwarded:\n%s", out)

@@ -1,9 +1,12 @@
 package mpi
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,18 +18,21 @@ import (
 // proc is one rank's MPI state: the process's, after Init, or one
 // goroutine rank's under Run.
 type proc struct {
-	_        [64]byte // reqFree and reqLock are written per request: no line shared with another rank's proc
-	ep       *engine.Endpoint
-	world    *Comm
-	self     *Comm
-	closer   func()
-	mu       sync.Mutex  // communicator creation; never the message path
-	nextCtx  uint32      // lowest context pair no communicator of this rank uses
-	done     bool        // finalized: every routine returns ErrNotInitialized
-	thread   ThreadLevel // the thread level provided (QueryThread)
-	appNum   int         // MPI_APPNUM: the launch block this rank came from, -1 if unknown
-	universe int         // MPI_UNIVERSE_SIZE
-	skew     float64     // the bound on two ranks' Wtime disagreement, Init's measure (WtimeSkew)
+	_         [64]byte // reqFree and reqLock are written per request: no line shared with another rank's proc
+	ep        *engine.Endpoint
+	world     *Comm
+	self      *Comm
+	closer    func()
+	sess      *Session    // the session the rank is part of (Run's worlds have one of their own)
+	conn      *conn       // the connection whose world this is (connect.go), nil for a session's world
+	mu        sync.Mutex  // communicator creation; never the message path
+	nextCtx   uint32      // lowest context pair no communicator of this rank uses
+	abandoned []uint32    // collective contexts of communicators whose collectives were abandoned (Comm.abandon), under mu
+	done      uint32      // 1 once finalized, closed or disconnected (end, ended): every routine returns endError's error
+	thread    ThreadLevel // the thread level provided (QueryThread)
+	appNum    int         // MPI_APPNUM: the launch block this rank came from, -1 if unknown
+	universe  int         // MPI_UNIVERSE_SIZE
+	skew      float64     // the bound on two ranks' Wtime disagreement, Init's measure (WtimeSkew)
 
 	// Requests WaitallInto completed, for Isend and Irecv to reuse: a
 	// plain stack while one goroutine at a time calls MPI (thread levels
@@ -52,6 +58,60 @@ type proc struct {
 
 	reqLock uint32
 	_       [64]byte
+}
+
+// ended reports whether p is done: a relaxed load, so that the message
+// path's checks stay one chain of compares (as a communicator's freed
+// flag). Close may set it from another goroutine.
+func (p *proc) ended() bool { return asm.LoadRelaxed32(&p.done) != 0 }
+
+// end marks p done; the caller holds p.mu.
+func (p *proc) end() { asm.StoreRelaxed32(&p.done, 1) }
+
+// endError is the error of a routine op on a communicator of p once p
+// is done: after Finalize, after its session's Close, after its
+// connection's Disconnect.
+func (p *proc) endError(op string) *Error {
+	switch {
+	case p.conn != nil:
+		return errorf(ErrComm, op, "the connection was disconnected (Disconnect, or its session's Close)")
+	case p.sess != nil && !p.sess.def && !p.sess.inRun:
+		return errorf(ErrSession, op, "session %s was closed", p.sess.cfg.name)
+	}
+	return errorf(ErrNotInitialized, op, "MPI was finalized")
+}
+
+// release undoes newProc's world when what made it fails: the endpoint
+// and what closer holds go, with nothing delivered.
+func (p *proc) release() {
+	p.unlabel()
+	p.ep.Close()
+	if p.closer != nil {
+		p.closer()
+	}
+}
+
+// close ends p locally, not collectively: it delivers what p sent while
+// ctx lasts (engine.Endpoint.CloseContext), then fails what is pending
+// and releases the endpoint. It returns ctx's error if ctx ended with
+// sends undelivered.
+func (p *proc) close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.ended() {
+		p.mu.Unlock()
+		return nil
+	}
+	p.end()
+	p.mu.Unlock()
+	err := p.ep.CloseContext(ctx)
+	p.unlabel()
+	if errors.Is(err, engine.ErrClosed) {
+		err = nil
+	}
+	if p.closer != nil {
+		p.closer()
+	}
+	return err
 }
 
 // maxFreeCalls bounds a rank's stack of Calls: one operation, and the
@@ -208,15 +268,16 @@ func (p *proc) finalize() error {
 	}
 	if err := p.world.barrier("Finalize"); err != nil {
 		errs = append(errs, err)
-	} else if left, n := p.ep.Leftovers(maxLeftovers); n > 0 {
+	} else if left, n := p.leftovers(); n > 0 {
 		// Every rank has called Finalize, and what each sent before is
 		// here (its barrier packets came after): what is left stays so.
 		errs = append(errs, leftoverError(left, n))
 	}
 	p.mu.Lock()
-	p.done = true
+	p.end()
 	p.mu.Unlock()
 	p.ep.Close()
+	p.unlabel()
 	if p.closer != nil {
 		p.closer()
 	}
@@ -224,6 +285,29 @@ func (p *proc) finalize() error {
 		return finalizeError(errs)
 	}
 	return nil
+}
+
+// leftovers is the engine's Leftovers, up to maxLeftovers, but for the
+// messages of collectives abandoned by their contexts.
+func (p *proc) leftovers() ([]engine.Leftover, int) {
+	p.mu.Lock()
+	skip := p.abandoned
+	p.mu.Unlock()
+	if len(skip) == 0 {
+		return p.ep.Leftovers(maxLeftovers)
+	}
+	all, _ := p.ep.Leftovers(math.MaxInt)
+	var left []engine.Leftover
+	n := 0
+	for _, l := range all {
+		if slices.Contains(skip, l.Ctx) {
+			continue
+		}
+		if n++; len(left) < maxLeftovers {
+			left = append(left, l)
+		}
+	}
+	return left, n
 }
 
 // maxLeftovers bounds the unfinished operations Finalize names.
@@ -241,6 +325,9 @@ func leftoverError(left []engine.Leftover, n int) *Error {
 		switch l.Kind {
 		case engine.Unreceived:
 			fmt.Fprintf(&b, "a message from rank %d, tag %d, %d bytes, %s, that no receive took", l.Peer, l.Tag, l.Bytes, ctxLabel(l.Ctx))
+			if l.Probed {
+				b.WriteString(" (a matched probe took it: its Message was never received)")
+			}
 		case engine.PendingRecv:
 			fmt.Fprintf(&b, "a receive from %s, %s, into %d bytes, %s, still pending", peerLabel(l.Peer), tagLabel(l.Tag), l.Bytes, ctxLabel(l.Ctx))
 		case engine.PendingSend:
@@ -321,36 +408,78 @@ func finalizeError(errs []error) *Error {
 const (
 	tagBarrier = iota + 1
 	tagGather
-	tagClock // Init's stamp exchanges (measureSkew)
+	tagClock   // Init's stamp exchanges (measureSkew)
+	tagConnect // a connection's handshake within each group (connect.go)
 )
 
 // barrier is a dissemination barrier over c's collective context: in
 // round k each rank signals rank+2^k and waits for rank-2^k.
-func (c *Comm) barrier(op string) error {
+func (c *Comm) barrier(op string) error { return c.barrierContext(op, context.Background()) }
+
+// barrierContext is barrier bounded by ctx (BarrierContext). A context
+// that has ended before it starts ends it before anything is sent; one
+// that ends half way abandons it, with c's collectives (abandon).
+func (c *Comm) barrierContext(op string, ctx context.Context) error {
+	if err := c.collectiveLive(op); err != nil {
+		return err
+	}
+	if ended(ctx.Done()) {
+		return contextErr(op, c, ctx, ctx.Err())
+	}
 	n := c.size
-	ctx := c.ctx + 1
+	cctx := c.ctx + 1
 	for k := 1; k < n; k <<= 1 {
 		to := c.group.worldRank((c.rank + k) % n)
 		from := c.group.worldRank((c.rank - k + n) % n)
-		r, err := c.p.ep.Irecv(nil, from, tagBarrier, ctx)
+		r, err := c.p.ep.Irecv(nil, from, tagBarrier, cctx)
 		if err != nil {
 			return c.engineErr(op, err)
 		}
-		if err := c.p.ep.Send(nil, to, tagBarrier, ctx, engine.Standard); err != nil {
+		if err := c.p.ep.SendContext(ctx, nil, to, tagBarrier, cctx, engine.Standard); err != nil {
 			r.Cancel()
 			r.Wait()
-			return c.engineErr(op, err)
+			return c.abandon(op, ctx, err)
 		}
-		if _, err := r.Wait(); err != nil {
-			return c.engineErr(op, err)
+		if _, err := r.WaitOrCancel(ctx); err != nil {
+			return c.abandon(op, ctx, err)
 		}
 	}
 	return nil
 }
 
+// collectiveLive returns nil unless a collective on c was abandoned
+// (abandon): the ranks' collectives on c are then out of step, and
+// another would match the abandoned one's messages.
+func (c *Comm) collectiveLive(op string) error {
+	if c.abandoned.Load() {
+		return errorf(ErrComm, op, "an earlier collective on %s was abandoned by its context: its ranks' collectives are out of step (use another communicator)", c.label())
+	}
+	return nil
+}
+
+// abandon returns the error err ended collective op on c with: a
+// context's, which abandons the collective half way and with it every
+// later collective on c (collectiveLive), or the engine's. The messages
+// of an abandoned collective left unreceived are not Finalize's
+// leftovers: the program was told.
+func (c *Comm) abandon(op string, ctx context.Context, err error) error {
+	if !isContextErr(ctx, err) {
+		return c.engineErr(op, err)
+	}
+	if !c.abandoned.Swap(true) {
+		c.p.mu.Lock()
+		c.p.abandoned = append(c.p.abandoned, c.ctx+1)
+		c.p.mu.Unlock()
+	}
+	return contextErr(op, c, ctx, err)
+}
+
 // allgather gives every rank of c the 8-byte words every rank contributed,
 // in rank order.
 func (c *Comm) allgather(op string, mine []uint64) ([][]uint64, error) {
+	if err := c.collectiveLive(op); err != nil {
+		return nil, err
+	}
 	n, ctx := c.size, c.ctx+1
 	size := 8 * len(mine)
 	out := make([]byte, size)
@@ -403,4 +532,57 @@ func (c *Comm) allgather(op string, mine []uint64) ([][]uint64, error) {
 		}
 	}
 	return vals, nil
+}
+
+// gatherBytes gives root every rank's bytes, in rank order; the other
+// ranks get nil.
+func (c *Comm) gatherBytes(op string, root int, mine []byte) ([][]byte, error) {
+	ctx := c.ctx + 1
+	if c.rank != root {
+		return nil, c.engineErr(op, c.p.ep.Send(mine, c.group.worldRank(root), tagConnect, ctx, engine.Standard))
+	}
+	out := make([][]byte, c.size)
+	out[root] = mine
+	for r := range c.size {
+		if r == root {
+			continue
+		}
+		b, err := c.recvSized(op, c.group.worldRank(r), ctx)
+		if err != nil {
+			return nil, err
+		}
+		out[r] = b
+	}
+	return out, nil
+}
+
+// bcastBytes gives every rank root's bytes.
+func (c *Comm) bcastBytes(op string, root int, data []byte) ([]byte, error) {
+	ctx := c.ctx + 1
+	if c.rank != root {
+		return c.recvSized(op, c.group.worldRank(root), ctx)
+	}
+	for r := range c.size {
+		if r == root {
+			continue
+		}
+		if err := c.p.ep.Send(data, c.group.worldRank(r), tagConnect, ctx, engine.Standard); err != nil {
+			return nil, c.engineErr(op, err)
+		}
+	}
+	return data, nil
+}
+
+// recvSized receives the next handshake message from world rank w, of
+// whatever size it is.
+func (c *Comm) recvSized(op string, w int, ctx uint32) ([]byte, error) {
+	st, err := c.p.ep.Probe(w, tagConnect, ctx)
+	if err != nil {
+		return nil, c.engineErr(op, err)
+	}
+	b := make([]byte, st.Count)
+	if _, err := c.p.ep.Recv(b, w, tagConnect, ctx); err != nil {
+		return nil, c.engineErr(op, err)
+	}
+	return b, nil
 }

@@ -1,11 +1,10 @@
 package mpi
 
 import (
+	"context"
 	"math"
-	"runtime"
 	"sync"
 
-	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/engine"
 	"github.com/tachyon-hpc/tachyon/progress"
 )
@@ -70,10 +69,11 @@ const (
 	opRsendInit
 	opRecvInit
 	opTimerCreate
+	opImrecv
 )
 
 var opNames = [...]string{"Isend", "Issend", "Irsend", "Ibsend", "Irecv",
-	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "TimerCreate"}
+	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "TimerCreate", "Imrecv"}
 
 func (o opcode) String() string { return opNames[o] }
 
@@ -176,7 +176,7 @@ func (r *Request) scatter(est engine.Status, err error) error {
 // Isend or Irecv started and no one has waited for: Wait and Waitall
 // collect it in line.
 func (r *Request) plain() bool {
-	return r.x == nil && !r.freed && !r.inactive && r.c != nil && !r.c.p.done &&
+	return r.x == nil && !r.freed && !r.inactive && r.c != nil && !r.c.p.ended() &&
 		(r.er != nil || r.sent.Valid())
 }
 
@@ -184,8 +184,8 @@ func (r *Request) usable(op string) error {
 	if r != nil && r.freed {
 		return r.fail(errorf(ErrRequest, op, "request was freed"))
 	}
-	if r != nil && r.c != nil && r.c.p.done {
-		return r.fail(errorf(ErrNotInitialized, op, "MPI was finalized"))
+	if r != nil && r.c != nil && r.c.p.ended() {
+		return r.fail(r.c.p.endError(op))
 	}
 	return nil
 }
@@ -501,7 +501,7 @@ func collectPlain(reqs []*Request, i int) int {
 			return i + j
 		}
 		if c := r.c; c != ok {
-			if c.p.done || c.p.thread >= ThreadMultiple {
+			if c.p.ended() || c.p.thread >= ThreadMultiple {
 				return i + j
 			}
 			ok = c
@@ -802,43 +802,12 @@ func pollAll(reqs []*Request) {
 	}
 }
 
-// waitAny waits until an active request of reqs needs no more waiting and
-// returns its index, -1 if none is active. Requests of one engine (the
+// waitAny waits until an active request of reqs needs no more waiting
+// and returns its index, -1 if none is active. Requests of one engine (the
 // usual case) wait the engine's way, parking when idle; requests spread
 // over several engines (a timer made outside the rank, say) are polled in
-// turn.
+// turn (waitAnyContext).
 func waitAny(reqs []*Request) int {
-	i, any := ready(reqs)
-	if i >= 0 || !any {
-		return i
-	}
-	var eng *progress.Engine
-	cs := make([]*progress.Completion, len(reqs))
-	single := true
-	for j, r := range reqs {
-		c, e := r.completionIfActive()
-		cs[j] = c
-		if e == nil {
-			continue
-		}
-		if eng == nil {
-			eng = e
-		} else if e != eng {
-			single = false
-		}
-	}
-	if single {
-		return eng.WaitAny(cs)
-	}
-	for spins := 0; ; spins++ {
-		pollAll(reqs)
-		if i, _ := ready(reqs); i >= 0 {
-			return i
-		}
-		if spins < 1000 {
-			asm.Pause()
-		} else {
-			runtime.Gosched()
-		}
-	}
+	i, _ := waitAnyContext(context.Background(), reqs)
+	return i
 }

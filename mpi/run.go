@@ -33,8 +33,12 @@ func Run(n int, fn func(world *Comm) error) error {
 	)
 	runWorlds.Add(1)
 	defer runWorlds.Add(-1)
+	s := runSession()
+	defer s.endRun()
 	for i := 0; i < n; i++ {
 		p := newProc(w.Endpoint(i), nil)
+		p.sess = s
+		p.label(peerWorld)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -70,12 +74,13 @@ func runRank(p *proc, fn func(*Comm) error) (err error) {
 			err = fmt.Errorf("mpi: rank %d panicked: %v\n%s", p.ep.Rank(), v, debug.Stack())
 		}
 		p.mu.Lock()
-		done := p.done
-		p.done = true
+		done := p.ended()
+		p.end()
 		p.mu.Unlock()
 		if !done {
 			p.ep.Close()
 		}
+		p.unlabel()
 	}()
 	return fn(p.world)
 }
@@ -164,7 +169,7 @@ func Launched() bool {
 func Main(n int, fn func(world *Comm) error) error {
 	if !Launched() {
 		return runStat(n, func(world *Comm) error {
-			if err := fn(world); err != nil || world.p.done {
+			if err := fn(world); err != nil || world.p.ended() {
 				return err
 			}
 			return world.Finalize()

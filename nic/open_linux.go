@@ -17,8 +17,9 @@ import (
 // Open opens a link as cfg says; with nic_dup_rate or nic_reorder_rate
 // set, one that injects those faults (WithFaults). In ModeAuto (after nic_mode) it tries
 // XDP and falls back to UDP when AF_XDP cannot be had: no privilege, a
-// kernel without XDP sockets, or an interface that refuses; the link's
-// Status says why. Other errors (a missing interface, an address in
+// kernel without XDP sockets, an interface that refuses, or a queue this
+// process's own AF_XDP link holds (one socket a queue); the link's Status
+// says why. Other errors (a missing interface, an address in
 // use) fail in every mode. Sockets, attachments and frame memory belong
 // to the network namespace of the calling thread.
 func Open(cfg Config) (Link, error) {
@@ -53,6 +54,12 @@ func open(cfg Config) (Link, error) {
 	case ModeUDP:
 		return udpOrNil(openUDP(cfg, ""))
 	case ModeAuto:
+		if cfg.Interface != "" && xdpHeld(cfg.Interface, cfg.Queue) {
+			// The process's own link has the queue: AF_XDP cannot be
+			// had there until it closes, and the bind would only wait
+			// nic_rebind_wait to say so.
+			return udpOrNil(openUDP(cfg, fmt.Sprintf("this process's AF_XDP link holds %s queue %d", cfg.Interface, cfg.Queue)))
+		}
 		l, err := openXDP(cfg)
 		if err == nil {
 			return l, nil

@@ -44,6 +44,20 @@ func (l *xskLink) register() {
 	openLinks.xsk[l] = struct{}{}
 }
 
+// xdpHeld reports whether this process holds an open AF_XDP link bound
+// to queue of interface ifc: a queue takes one socket, and another bind
+// there fails with EBUSY.
+func xdpHeld(ifc string, queue int) bool {
+	openLinks.Lock()
+	defer openLinks.Unlock()
+	for l := range openLinks.xsk {
+		if l.status.Interface == ifc && int(l.card.Queue) == queue {
+			return true
+		}
+	}
+	return false
+}
+
 // retire takes l out of the open links, keeping its final counts.
 func (l *xskLink) retire() {
 	openLinks.Lock()

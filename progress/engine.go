@@ -146,7 +146,8 @@ type Engine struct {
 	pending                         *pvar.LevelShard
 	lateHWM                         *pvar.WatermarkShard
 
-	mu       sync.Mutex // registration, Start/Stop, Close: never the message path
+	napping  atomic.Int32 // goroutines using the doorbell (a nap, a context's wake-up) from enterNap on: Close waits for none
+	mu       sync.Mutex   // registration, Start/Stop, Close: never the message path
 	running  atomic.Bool
 	stopping atomic.Bool
 	stopped  chan struct{}
@@ -465,13 +466,23 @@ func (s stopCondition) ready() bool { return s.e.stopping.Load() || s.e.Progress
 
 // Close stops the progress goroutine, removes every poller, completes every
 // pending timer request as cancelled, and releases the engine's performance
-// variable shards. Using the engine afterwards returns ErrClosed.
+// variable shards. Using the engine afterwards returns ErrClosed. Goroutines
+// still waiting on it keep polling, but no longer park: once Close has
+// returned, nothing touches its doorbell, whose memory the caller may
+// release.
 func (e *Engine) Close() error {
 	e.Stop()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed.Swap(true) {
 		return ErrClosed
+	}
+	// Goroutines parked on the doorbell leave it before Close returns,
+	// and none parks afterwards (enterNap): a doorbell in shared memory
+	// may be unmapped once the engine is closed.
+	for e.napping.Load() > 0 {
+		e.bell.Ring()
+		time.Sleep(10 * time.Microsecond)
 	}
 	e.lock()
 	e.pollers.Store(new([]Poller))
@@ -489,6 +500,19 @@ func (e *Engine) Close() error {
 	e.pending.Close()
 	e.lateHWM.Close()
 	return nil
+}
+
+// enterNap counts a goroutine about to park on the doorbell (or to wake
+// its sleepers from outside the engine's own paths), unless the engine is
+// closed: Close waits until the count is zero, and sets closed before it
+// looks, so a goroutine either sees closed here or is waited for.
+func (e *Engine) enterNap() bool {
+	e.napping.Add(1)
+	if e.closed.Load() {
+		e.napping.Add(-1)
+		return false
+	}
+	return true
 }
 
 // durationToCounts converts d to counts of clock c, rounding up.

@@ -139,8 +139,9 @@ func (e *Engine) setIdle(c *clock) {
 type idler struct {
 	e *Engine
 	stretch
-	role role   // among the engine's waiters (IdlePark)
-	mark uint64 // its last mark in Engine.activeAt, 0 if none
+	role  role   // among the engine's waiters (IdlePark)
+	mark  uint64 // its last mark in Engine.activeAt, 0 if none
+	until uint64 // the waiter's own deadline (a context's) in clock counts, 0 if none: bounds its naps as a timer does
 
 	dedicated bool     // the engine's dedicated progress goroutine (Start)
 	watch     *sleeper // the dedicated goroutine's place as the engine's watcher, once it has one
@@ -267,23 +268,32 @@ func (w *idler) yield() {
 }
 
 // park sleeps until c is ready or the goroutine should poll again (see
-// IdlePark): at once if a timer or a poller's deadline (Deadliner) is
-// close, so that the caller polls it in time.
+// IdlePark): at once if a timer, a poller's deadline (Deadliner) or the
+// waiter's own (until) is close, so that the caller polls it in time, or
+// if the engine is closed (its doorbell may be gone).
 func (w *idler) park(c condition) {
 	e := w.e
-	if due := e.nextDeadline(); due != ^uint64(0) && due <= theClock.Load().read()+e.marginC {
+	due := e.nextDeadline()
+	if w.until != 0 && w.until < due {
+		due = w.until
+	}
+	if due != ^uint64(0) && due <= theClock.Load().read()+e.marginC {
 		return // a timer is close: keep polling so it fires on time
 	}
 	e.beforePark()
+	if !e.enterNap() {
+		return // closed: its doorbell may be gone
+	}
 	seq, sure := e.bell.announce()
 	if !c.ready() {
 		if sure {
 			e.parkInLot(w, c, seq)
 		} else {
-			e.napAlone(seq)
+			e.napAlone(w, seq)
 		}
 	}
 	e.bell.leave()
+	e.napping.Add(-1)
 	e.refreshCoarse() // the next poll may come a nap later than the last reading
 }
 
@@ -291,23 +301,30 @@ func (w *idler) park(c condition) {
 // announce itself (Doorbell.announce): it sleeps on the doorbell's futex
 // beside the watcher, for at most a millisecond, since a ring may have
 // been missed before the wakers knew to fence.
-func (e *Engine) napAlone(seq uint32) {
-	timeout := min(e.parkMax, time.Millisecond)
+func (e *Engine) napAlone(w *idler, seq uint32) {
+	timeout, due := e.napTime(w.dedicated || !e.running.Load(), w.until)
+	if due != 0 {
+		return // a deadline is close: poll
+	}
 	pvParks.Add(1)
-	futexWait(&e.bell.seq, seq, timeout)
+	futexWait(&e.bell.seq, seq, min(timeout, time.Millisecond))
 }
 
 // napTime returns how long the watcher may sleep on the doorbell: until
-// progress_park_max passes or, for a goroutine that polls (c polls the
-// engine), until progress_park_margin before the next timer or poller's
+// progress_park_max passes, progress_park_margin before the deadline
+// until (its own, or a follower's, 0 if none) or, for a goroutine that
+// polls (c polls the engine), before the next timer or poller's
 // deadline. It returns 0 and the deadline if that is within the margin
 // already, so that the caller polls until it has passed.
-func (e *Engine) napTime(polls bool) (time.Duration, uint64) {
+func (e *Engine) napTime(polls bool, until uint64) (time.Duration, uint64) {
 	timeout := e.parkMax
-	if !polls {
-		return timeout, 0 // the dedicated goroutine keeps the timers
+	due := ^uint64(0)
+	if polls {
+		due = e.nextDeadline() // else the dedicated goroutine keeps the timers
 	}
-	due := e.nextDeadline()
+	if until != 0 && until < due {
+		due = until
+	}
 	if due == ^uint64(0) {
 		return timeout, 0
 	}

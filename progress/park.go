@@ -58,6 +58,12 @@ func met(c condition) (holds, known bool) {
 		return firstDone(c.cs) >= 0, true
 	case waitFunc:
 		return c.f(), true
+	case waitOneCtx:
+		return c.c.Done() || closed(c.done), true
+	case *anyDoneCtx:
+		return closed(c.done) || firstDone(c.cs) >= 0, true
+	case waitFuncCtx:
+		return closed(c.done) || c.f(), true
 	}
 	return false, false
 }
@@ -65,6 +71,7 @@ func met(c condition) (holds, known bool) {
 // sleeper is one parked goroutine's place in its engine's lot.
 type sleeper struct {
 	c         condition
+	until     uint64        // the goroutine's own deadline (idler.until), 0 if none: the watcher wakes it by then
 	wake      chan struct{} // buffered: a wake-up sent before the sleeper blocks is kept
 	next      *sleeper      // the next follower, or the next free sleeper
 	promoted  bool          // woken to be the watcher (written before the wake-up)
@@ -80,19 +87,20 @@ type lot struct {
 	watcher    *sleeper      // nil if none; while there are followers, never nil
 	head, tail *sleeper      // followers, first parked first
 	n          atomic.Int32  // followers, read unlocked by wakeFollowers and idler.reset
+	untilAt    atomic.Uint64 // the earliest of the followers' own deadlines, 0 if none
 	free       *sleeper      // sleepers to reuse: parking allocates only the first time
 	wakes      atomic.Uint64 // parked goroutines woken: the watcher by a ring, a follower by the watcher
 }
 
-// get returns a sleeper for condition c; the caller holds the lock.
-func (lk *lot) get(c condition, dedicated bool) *sleeper {
+// get returns a sleeper for w's condition c; the caller holds the lock.
+func (lk *lot) get(w *idler, c condition) *sleeper {
 	s := lk.free
 	if s != nil {
 		lk.free = s.next
 	} else {
 		s = &sleeper{wake: make(chan struct{}, 1)}
 	}
-	s.c, s.next, s.promoted, s.dedicated = c, nil, false, dedicated
+	s.c, s.until, s.next, s.promoted, s.dedicated = c, w.until, nil, false, w.dedicated
 	s.demoted.Store(false)
 	return s
 }
@@ -113,6 +121,9 @@ func (lk *lot) push(s *sleeper) {
 		lk.tail.next = s
 	}
 	lk.tail = s
+	if u := lk.untilAt.Load(); s.until != 0 && (u == 0 || s.until < u) {
+		lk.untilAt.Store(s.until)
+	}
 }
 
 // pop takes the first follower, nil if none; the caller holds the lock.
@@ -137,6 +148,15 @@ func (lk *lot) unlink(prev, s *sleeper) {
 	}
 	s.next = nil
 	lk.n.Add(-1)
+	if s.until != 0 && s.until == lk.untilAt.Load() {
+		u := uint64(0)
+		for f := lk.head; f != nil; f = f.next {
+			if f.until != 0 && (u == 0 || f.until < u) {
+				u = f.until
+			}
+		}
+		lk.untilAt.Store(u)
+	}
 }
 
 // parkInLot is steps 2 and 3 for a goroutine announced on the doorbell at
@@ -153,7 +173,7 @@ func (e *Engine) parkInLot(w *idler, c condition, seq uint32) {
 		e.watch(w, w.watch)
 		return
 	case lk.watcher == nil:
-		s := lk.get(c, w.dedicated)
+		s := lk.get(w, c)
 		lk.watcher = s
 		lk.mu.Unlock()
 		if w.dedicated {
@@ -170,7 +190,7 @@ func (e *Engine) parkInLot(w *idler, c condition, seq uint32) {
 		// The poller takes the watch from a waiter, which need not poll:
 		// a ring then wakes the goroutine that acts on it.
 		old := lk.watcher
-		s := lk.get(c, true)
+		s := lk.get(w, c)
 		lk.watcher, w.watch = s, s
 		old.demoted.Store(true)
 		lk.mu.Unlock()
@@ -188,7 +208,7 @@ func (e *Engine) parkInLot(w *idler, c condition, seq uint32) {
 		lk.mu.Unlock()
 		return // a ring since the recheck: it may have been for this goroutine
 	}
-	s := lk.get(c, false)
+	s := lk.get(w, c)
 	lk.push(s)
 	lk.mu.Unlock()
 	pvParks.Add(1)
@@ -214,6 +234,14 @@ func (e *Engine) watch(w *idler, s *sleeper) {
 		if s.demoted.Load() {
 			return
 		}
+		if e.closed.Load() {
+			e.disband() // Close waits for every parked goroutine to leave
+			return
+		}
+		if w.until != 0 && w.until <= theClock.Load().readCoarse()+e.marginC {
+			e.resign(s) // its own deadline: its wait loop ends the wait
+			return
+		}
 		polls := w.dedicated || !e.running.Load()
 		// A poll that waits for the polling flag: one that returned at
 		// once, finding it held, would trust its holder to find the work
@@ -230,7 +258,7 @@ func (e *Engine) watch(w *idler, s *sleeper) {
 			// Only a poll that found work, for others: stay the watcher.
 		}
 		e.wakeFollowers()
-		timeout, due := e.napTime(polls)
+		timeout, due := e.napTime(polls, e.lot.firstUntil(w.until))
 		if due != 0 {
 			// A deadline within the margin: poll until it has passed.
 			for theClock.Load().read() <= due && !s.c.ready() {
@@ -268,27 +296,38 @@ func (e *Engine) pollNow() int {
 }
 
 // watchAway is step 4's check for the dedicated goroutine while it polls
-// and keeps the watch: seen is the sequence it last checked at.
+// and keeps the watch: seen is the sequence it last checked at. It checks
+// when the sequence has moved or a follower's own deadline has come.
 func (e *Engine) watchAway(seen *uint32) {
 	if s := atomic.LoadUint32(&e.bell.seq); s != *seen {
 		*seen = s
 		e.wakeFollowers()
+	} else if u := e.lot.untilAt.Load(); u != 0 && u <= theClock.Load().readCoarse()+e.marginC {
+		e.wakeFollowers() // a follower's own deadline
 	}
 }
 
 // wakeFollowers wakes each follower whose condition is met or cannot be
-// checked.
+// checked, or whose own deadline is within progress_park_margin.
 func (e *Engine) wakeFollowers() {
 	lk := &e.lot
 	if lk.n.Load() == 0 {
 		return
 	}
 	woke := false
+	var now uint64 // read at the first follower with a deadline
 	lk.mu.Lock()
 	var prev *sleeper
 	for f := lk.head; f != nil; {
 		next := f.next
-		if holds, known := met(f.c); known && !holds {
+		due := false
+		if f.until != 0 {
+			if now == 0 {
+				now = theClock.Load().readCoarse()
+			}
+			due = f.until <= now+e.marginC
+		}
+		if holds, known := met(f.c); known && !holds && !due {
 			prev, f = f, next
 			continue
 		}
@@ -303,6 +342,29 @@ func (e *Engine) wakeFollowers() {
 		// before this goroutine blocks in a system call holding it.
 		runtime.Gosched()
 	}
+}
+
+// firstUntil returns the earliest of until and the followers' own
+// deadlines, 0 if none.
+func (lk *lot) firstUntil(until uint64) uint64 {
+	if u := lk.untilAt.Load(); u != 0 && (until == 0 || u < until) {
+		return u
+	}
+	return until
+}
+
+// disband wakes every follower and leaves the engine without a watcher:
+// the watcher calls it when the engine is closed, so that no goroutine
+// stays parked on a doorbell that may be unmapped (Close waits for them;
+// enterNap keeps them from parking again).
+func (e *Engine) disband() {
+	lk := &e.lot
+	lk.mu.Lock()
+	lk.watcher = nil
+	for f := lk.pop(); f != nil; f = lk.pop() {
+		f.wake <- struct{}{}
+	}
+	lk.mu.Unlock()
 }
 
 // resign is step 5: watcher s leaves, and the first follower, if any,

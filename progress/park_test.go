@@ -1,6 +1,8 @@
 package progress
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -373,5 +375,83 @@ func BenchmarkParkedWake(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
 			b.ReportMetric(float64(lat[(len(lat)-1)*99/100]), "p99-ns")
 		})
+	}
+}
+
+// TestFollowersContextAndClose: goroutines parked as followers behind a
+// watcher that waits on something else: one whose context is cancelled
+// wakes (the context's ring wakes the watcher, which finds the context
+// ended), one whose deadline passes wakes by it on this package's clock
+// though its context's Done never closes (the watcher naps no longer
+// than the follower's deadline), and Close, while the others stay
+// parked, has every one of them leave the doorbell before it returns.
+func TestFollowersContextAndClose(t *testing.T) {
+	e, err := New(WithIdle(0, 0, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain Completion
+	plainLeft := make(chan struct{})
+	go func() { e.Wait(&plain); close(plainLeft) }()
+	waitParked(t, e, 1)
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	never, stop := context.WithCancel(context.Background())
+	defer stop()
+	deadline := time.Now().Add(60 * time.Millisecond)
+	errs := make(chan error, 3)
+	go func() { errs <- e.WaitContext(cancelled, new(Completion)) }()
+	go func() {
+		err := e.WaitContext(deadlineOnly{never, deadline}, new(Completion))
+		if late := time.Since(deadline); err == nil || late < -100*time.Microsecond || late > 5*time.Second {
+			err = fmt.Errorf("deadline: %v, %v after it", err, late)
+		}
+		errs <- err
+	}()
+	var other Completion
+	left := make(chan struct{})
+	go func() { e.Wait(&other); close(left) }()
+	waitParked(t, e, 4)
+
+	cancel()
+	select {
+	case err := <-errs:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled follower returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a follower whose context was cancelled stayed parked")
+	}
+	select {
+	case err := <-errs:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a follower whose deadline passed stayed parked")
+	}
+	if w, f := e.parked(); !w || f != 1 {
+		t.Fatalf("watcher %v, %d followers; want the two plain waiters still parked", w, f)
+	}
+
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return while goroutines were parked")
+	}
+	if w, f := e.parked(); w || f != 0 {
+		t.Errorf("after Close: watcher %v, %d followers", w, f)
+	}
+	plain.MarkDone() // they poll a closed engine now: let them go
+	other.MarkDone()
+	<-left
+	<-plainLeft
+	if n := e.napping.Load(); n != 0 {
+		t.Errorf("%d goroutines on the doorbell after Close and the waits", n)
 	}
 }

@@ -40,6 +40,7 @@ func WithBind(b Bind) Option { return func(v *Var) { v.bind = b } }
 type Owner struct {
 	mu      sync.Mutex
 	retired map[*Var]int64 // closed shards: counts summed, watermarks' maxima
+	labels  []Label        // under labeled.mu (label.go); replaced whole, never changed in place
 }
 
 // NewOwner returns a new owner, distinct from every other.

@@ -13,8 +13,13 @@
 // A shard may name its Owner, the rank whose endpoint writes it (ShardOf):
 // Read is the process-wide value, ReadAt(Key{Owner: o}) the value of o's
 // shards alone, which is how the ranks of a world of goroutine ranks are
-// told apart. A variable records the type of object it is bound to
-// (WithBind): a tool reads a bound variable for one object at a time.
+// told apart. An Owner may carry labels (SetLabels: package mpi gives
+// each rank's owner its session's name and its peer), and an exporter
+// reads every variable for the labeled owners (Labeled) at once, with
+// the rest of the process's value beside them (ReadSplit): how
+// metrics/prom shows one series per session and peer. A variable records
+// the type of object it is bound to (WithBind): a tool reads a bound
+// variable for one object at a time.
 // High watermarks also keep windows (Window): marks since a start or reset
 // of a tool's own, which writers keep up with one more load of their own
 // cache line while no window is open.
@@ -76,10 +81,11 @@ type Var struct {
 	class                     Class
 	bind                      Bind
 	read                      func() int64
-	readAt                    func(Key) int64    // nil: ReadAt is Read
-	ofOwner                   func(*Owner) int64 // a sharded variable's value for one owner (nil: all), even where WithReadAt replaced readAt
-	level                     *Var               // a watermark's level (WithLevel), nil if none
-	windows                   *HighWatermark     // the marks of the watermark this Var describes, nil if it is none
+	readAt                    func(Key) int64                          // nil: ReadAt is Read
+	ofOwner                   func(*Owner) int64                       // a sharded variable's value for one owner (nil: all), even where WithReadAt replaced readAt
+	split                     func(owners []*Owner, per []int64) int64 // a sharded variable's ReadSplit (split.go); nil for functions
+	level                     *Var                                     // a watermark's level (WithLevel), nil if none
+	windows                   *HighWatermark                           // the marks of the watermark this Var describes, nil if it is none
 }
 
 // Name returns the variable's name, lowercase with underscores.
@@ -272,6 +278,7 @@ func NewCounter(name, doc string, opts ...Option) *Counter {
 	c := &Counter{}
 	c.Var = register(name, doc, ClassCounter, func() int64 { return int64(c.Value()) },
 		func(k Key) int64 { return int64(c.ValueOf(k.Owner)) }, opts)
+	c.Var.split = c.split
 	return c
 }
 
@@ -350,6 +357,7 @@ func NewLevel(name, doc string, opts ...Option) *Level {
 	l := &Level{}
 	l.Var = register(name, doc, ClassLevel, l.Value, func(k Key) int64 { return l.ValueOf(k.Owner) }, opts)
 	l.Var.ofOwner = l.ValueOf
+	l.Var.split = l.split
 	return l
 }
 

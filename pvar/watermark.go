@@ -31,6 +31,7 @@ func NewHighWatermark(name, doc string, opts ...Option) *HighWatermark {
 	h := &HighWatermark{}
 	h.Var = register(name, doc, ClassHighWatermark, h.Value, func(k Key) int64 { return h.ValueOf(k.Owner) }, opts)
 	h.Var.windows = h
+	h.Var.split = h.split
 	return h
 }
 
@@ -327,6 +328,7 @@ func NewLowWatermark(name, doc string, opts ...Option) *LowWatermark {
 	l.Var = register(name, doc, ClassLowWatermark, l.Value, func(k Key) int64 { return l.ValueOf(k.Owner) }, opts)
 	l.h.Var = &Var{name: name, class: ClassHighWatermark, level: l.Var.level}
 	l.Var.windows = l.h
+	l.Var.split = l.h.split
 	return l
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
@@ -310,8 +311,9 @@ func touch(mem []byte) {
 	for off := 0; off < len(mem); off += CacheLine {
 		sum += mem[off]
 	}
-	touchSink = sum
+	touchSink.Store(uint32(sum))
 }
 
-// touchSink keeps touch's reads from being optimized away.
-var touchSink byte
+// touchSink keeps touch's reads from being optimized away; atomic, since
+// goroutines attaching at once all touch.
+var touchSink atomic.Uint32

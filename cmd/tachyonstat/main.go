@@ -1,18 +1,19 @@
 // Command tachyonstat shows the performance variables of running Tachyon
 // processes from outside, without stopping or asking them, as AeronStat
 // does for Aeron: every process that called mpi.Init publishes its
-// variables in a file of shared memory (package metrics/statshm), and
-// tachyonstat reads those files with atomic loads alone, taking no lock
-// the job takes.
+// variables in a file of shared memory (package metrics/statshm), one file
+// per session (mpi.NewSession's, or Init's "default"), and tachyonstat
+// reads those files with atomic loads alone, taking no lock the job
+// takes.
 //
-//	tachyonstat [-dir D] [-job J] [-rank R] [-pid P] [-stale] [-json] [-watch T [-count N]] [prefix...]
+//	tachyonstat [-dir D] [-job J] [-rank R] [-pid P] [-session S] [-stale] [-json] [-watch T [-count N]] [prefix...]
 //	tachyonstat -remove-stale [-dir D]
 //
-// With no selection it lists the live processes it finds, one line each:
-// pid, rank, size, job, host, command, variables, age of the values. With
-// a selection (-job, -rank, -pid, or name prefixes) it shows the selected
-// processes' variables whose names start with one of the prefixes (all
-// without prefixes). -json writes one JSON document instead, for scripts:
+// With no selection it lists the live files it finds, one line each:
+// pid, rank, size, session, job, host, command, variables, age of the
+// values. With a selection (-job, -rank, -pid, -session, or name
+// prefixes) it shows the selected files' variables whose names start
+// with one of the prefixes (all without prefixes). -json writes one JSON document instead, for scripts:
 // every selected process with its header and variables. -watch shows the
 // variables again every T (with each counter's rate per second between
 // two refreshes) until interrupted, or -count times; with -json it writes
@@ -20,7 +21,9 @@
 //
 // Files whose processes died without Finalize (killed, or exited early)
 // are stale: they are left out (-stale shows them, marked) and counted on
-// standard error; -remove-stale removes them.
+// standard error; -remove-stale removes them. Each file is readable by its
+// owner only: other users' files are skipped, counted in one line on
+// standard error (root reads them all).
 //
 // Flags:
 //
@@ -28,6 +31,7 @@
 //	-job J          processes whose job name starts with J
 //	-rank R         the processes of world rank R
 //	-pid P          the process P
+//	-session S      the sessions named S
 //	-stale          show stale files' last values too
 //	-json           write JSON
 //	-watch T        refresh every T (a duration: 1s, 500ms)
@@ -46,6 +50,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"slices"
@@ -61,7 +66,7 @@ import (
 )
 
 // usage is the command line's one-line summary, printed by -h and with every misuse.
-var usage = cli.Usage{Name: "tachyonstat", Line: "usage: tachyonstat [-dir D] [-job J] [-rank R] [-pid P] [-stale] [-json] [-watch T [-count N]] [-remove-stale] [prefix...]"}
+var usage = cli.Usage{Name: "tachyonstat", Line: "usage: tachyonstat [-dir D] [-job J] [-rank R] [-pid P] [-session S] [-stale] [-json] [-watch T [-count N]] [-remove-stale] [prefix...]"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -73,15 +78,16 @@ func main() {
 // options are the parsed command line.
 type options struct {
 	dir, job       string
+	session        string
 	rank, pid      int
 	stale, json    bool
 	watch          time.Duration
 	count          int
 	removeStale    bool
 	prefixes       []string
-	selected       bool // a selection was given: show variables
-	clear          bool // stdout is a terminal: clear it between refreshes
-	warnedBadFiles map[string]bool
+	selected       bool            // a selection was given: show variables
+	clear          bool            // stdout is a terminal: clear it between refreshes
+	warnedBadFiles map[string]bool // files reported unreadable, other users' included
 }
 
 // run is tachyonstat with its arguments and output; it returns the exit
@@ -93,6 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.job, "job", "", "processes whose job name starts with `J`")
 	fs.IntVar(&o.rank, "rank", -1, "the processes of world rank `R`")
 	fs.IntVar(&o.pid, "pid", 0, "the process `P`")
+	fs.StringVar(&o.session, "session", "", "the sessions named `S`")
 	fs.BoolVar(&o.stale, "stale", false, "show stale files' last values too")
 	fs.BoolVar(&o.json, "json", false, "write JSON")
 	fs.DurationVar(&o.watch, "watch", 0, "refresh every `T`")
@@ -118,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case o.removeStale && len(set) > 1+btoi(set["dir"]) || o.removeStale && len(o.prefixes) > 0:
 		return usage.Error(stderr, "-remove-stale takes no other flag than -dir")
 	}
-	o.selected = set["job"] || set["rank"] || set["pid"] || len(o.prefixes) > 0
+	o.selected = set["job"] || set["rank"] || set["pid"] || set["session"] || len(o.prefixes) > 0
 	if f, ok := stdout.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			o.clear = true
@@ -198,9 +205,10 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", ";
 
 // collect reads every file of o.dir, through the readers it keeps open
 // between refreshes (opening new files, closing those gone), and returns
-// the selected processes sorted by job, rank and pid, and the paths of
-// stale files. A file it cannot read is reported once on stderr and left
-// out.
+// the selected files sorted by job, rank, pid and session, and the paths
+// of stale files. A file it cannot read is reported once on stderr and
+// left out; other users' files, which it may not read, are counted in
+// one line.
 func collect(o *options, readers map[string]*statshm.Reader, stderr io.Writer) ([]*statshm.Stat, []string, error) {
 	paths, err := statshm.List(o.dir)
 	if err != nil {
@@ -214,10 +222,18 @@ func collect(o *options, readers map[string]*statshm.Reader, stderr io.Writer) (
 	}
 	var stats []*statshm.Stat
 	var stale []string
+	denied := 0
 	for _, p := range paths {
 		r := readers[p]
 		if r == nil {
 			if r, err = statshm.Open(p); err != nil {
+				if errors.Is(err, fs.ErrPermission) {
+					if !o.warnedBadFiles[p] {
+						o.warnedBadFiles[p] = true
+						denied++
+					}
+					continue
+				}
 				warnBad(o, p, err, stderr)
 				continue
 			}
@@ -236,7 +252,8 @@ func collect(o *options, readers map[string]*statshm.Reader, stderr io.Writer) (
 				continue
 			}
 		}
-		if o.job != "" && !strings.HasPrefix(st.Job, o.job) || o.rank >= 0 && st.Rank != o.rank || o.pid > 0 && st.PID != o.pid {
+		if o.job != "" && !strings.HasPrefix(st.Job, o.job) || o.rank >= 0 && st.Rank != o.rank || o.pid > 0 && st.PID != o.pid ||
+			o.session != "" && st.Session != o.session {
 			continue
 		}
 		if len(o.prefixes) > 0 {
@@ -253,8 +270,14 @@ func collect(o *options, readers map[string]*statshm.Reader, stderr io.Writer) (
 		if a.Rank != b.Rank {
 			return a.Rank - b.Rank
 		}
-		return a.PID - b.PID
+		if a.PID != b.PID {
+			return a.PID - b.PID
+		}
+		return strings.Compare(a.Session, b.Session)
 	})
+	if denied > 0 {
+		fmt.Fprintf(stderr, "tachyonstat: skipping %d file(s) of other users in %s: each is readable by its owner only (root reads them all)\n", denied, o.dir)
+	}
 	return stats, stale, nil
 }
 
@@ -320,14 +343,14 @@ func showList(stats []*statshm.Stat, w io.Writer) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tRANK\tSIZE\tJOB\tHOST\tCOMMAND\tVARS\tAGE")
+	fmt.Fprintln(tw, "PID\tRANK\tSIZE\tSESSION\tJOB\tHOST\tCOMMAND\tVARS\tAGE")
 	for _, st := range stats {
 		stale := ""
 		if st.Stale {
 			stale = "\tSTALE (process gone)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s%s\n", st.PID, rankString(st.Rank), sizeString(st.Size),
-			orDash(st.Job), orDash(st.Host), orDash(st.Command), len(st.Vars), age(st), stale)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s%s\n", st.PID, rankString(st.Rank), sizeString(st.Size),
+			orDash(st.Session), orDash(st.Job), orDash(st.Host), orDash(st.Command), len(st.Vars), age(st), stale)
 	}
 	tw.Flush()
 }
@@ -340,8 +363,8 @@ func showVars(stats []*statshm.Stat, prev map[string]*statshm.Stat, w io.Writer)
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "pid %d  rank %s of %s  job %s  host %s  command %s  updated %s ago", st.PID, rankString(st.Rank),
-			sizeString(st.Size), orDash(st.Job), orDash(st.Host), orDash(st.Command), age(st))
+		fmt.Fprintf(w, "pid %d  rank %s of %s  session %s  job %s  host %s  command %s  updated %s ago", st.PID, rankString(st.Rank),
+			sizeString(st.Size), orDash(st.Session), orDash(st.Job), orDash(st.Host), orDash(st.Command), age(st))
 		if st.Stale {
 			fmt.Fprint(w, "  STALE (process gone)")
 		}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +37,10 @@ func runRole(role string) int {
 	switch role {
 	case "spin": // two ranks ping-pong, counting rounds, until the stop file appears
 		return testrole.Status(role, spin())
+	case "sessions": // two sessions, each publishing, until standard input ends
+		return testrole.Status(role, sessions())
+	case "tachyonstat": // the command itself, for another user
+		return run(context.Background(), os.Args[2:], os.Stdout, os.Stderr)
 	case "publish": // publish without MPI, say the path, wait to be killed
 		p, err := statshm.Start(statshm.Config{Rank: 3, Size: 4, Job: "killed"})
 		if err != nil {
@@ -90,6 +95,27 @@ func spin() error {
 		}
 	}
 	return mpi.Finalize()
+}
+
+// sessions opens two standalone sessions, alpha and beta, says "ready",
+// and closes them when its standard input ends.
+func sessions() error {
+	var open []*mpi.Session
+	for _, name := range []string{"alpha", "beta"} {
+		s, err := mpi.NewSession(mpi.WithStandalone(), mpi.WithName(name))
+		if err != nil {
+			return err
+		}
+		open = append(open, s)
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	for _, s := range open {
+		if err := s.Close(context.Background()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tachyonstat runs the command in this process.
@@ -177,7 +203,8 @@ func TestRunningJob(t *testing.T) {
 	}
 	p0, p1 := doc.Processes[0], doc.Processes[1]
 	if p0.Rank != 0 || p1.Rank != 1 || p0.Size != 2 || p1.Size != 2 || p0.Job != p1.Job ||
-		!strings.HasPrefix(p0.Job, "tachyon-job") || p0.PID == p1.PID || p0.Stale || !p0.Consistent || p0.Host == "" {
+		!strings.HasPrefix(p0.Job, "tachyon-job") || p0.PID == p1.PID || p0.Stale || !p0.Consistent || p0.Host == "" ||
+		p0.Session != "default" || p1.Session != "default" {
 		t.Fatalf("processes:\n%+v\n%+v", *p0, *p1)
 	}
 	for _, name := range []string{"progress_polls", "engine_unexpected_queue", "tachyonstat_test_rounds"} {
@@ -318,5 +345,109 @@ func TestUsageErrors(t *testing.T) {
 	code, out, errs := tachyonstat("-dir", filepath.Join(t.TempDir(), "missing"))
 	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "missing") {
 		t.Errorf("missing directory: exit %d, %q, %q", code, out, errs)
+	}
+}
+
+// TestSessions: a process's sessions each have a file, which names the
+// session: listed, selected with -session, gone when the session closes.
+func TestSessions(t *testing.T) {
+	dir := t.TempDir()
+	cmd := testrole.Command("sessions", []string{"TACHYON_METRICS_STAT_DIR=" + dir, "TACHYON_METRICS_STAT=1"})
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatalf("the process said %q\n%s", sc.Text(), errb.String())
+	}
+	pid := fmt.Sprint(cmd.Process.Pid)
+	code, out, errs := tachyonstat("-dir", dir)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.Contains(lines[0], "SESSION") ||
+		!strings.HasPrefix(lines[1], pid) || !strings.Contains(lines[1], "alpha") || !strings.Contains(lines[2], "beta") {
+		t.Fatalf("listing: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = tachyonstat("-json", "-dir", dir, "-session", "beta", "progress_polls")
+	doc := decode(t, out)
+	if code != 0 || len(doc.Processes) != 1 || doc.Processes[0].Session != "beta" || doc.Processes[0].Rank != 0 || doc.Processes[0].Size != 1 {
+		t.Fatalf("-session beta: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = tachyonstat("-dir", dir, "-session", "alpha", "progress_")
+	if code != 0 || !strings.Contains(out, "session alpha") || strings.Contains(out, "beta") {
+		t.Fatalf("-session alpha: exit %d\n%s", code, out)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil || errb.Len() != 0 {
+		t.Fatalf("%v; the process wrote on standard error:\n%s", err, errb.String())
+	}
+	if paths, err := statshm.List(dir); err != nil || len(paths) != 0 {
+		t.Fatalf("left after Close: %q, %v", paths, err)
+	}
+}
+
+// TestOtherUsers: run as another user, tachyonstat lists the files it may
+// read and skips the others' (each readable by its owner only) with one
+// line on standard error, not an error that stops the listing.
+func TestOtherUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testskip.Skip(t, testskip.NotRoot, "runs tachyonstat as another user")
+	}
+	const nobody = 65534
+	dir := t.TempDir()
+	for d := filepath.Dir(dir); strings.HasPrefix(d, os.TempDir()+string(filepath.Separator)); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil { // t.TempDir's are 0700
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil { // as /dev/shm
+		t.Fatal(err)
+	}
+	// The test binary, where the other user may run it.
+	bin := filepath.Join(dir, "tachyonstat.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := statshm.Start(statshm.Config{Dir: dir, Rank: -1, Session: "root's"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Stop()
+	theirs, err := statshm.Start(statshm.Config{Dir: dir, Rank: -1, Session: "nobody's"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer theirs.Stop()
+	if err := os.Chown(theirs.Path(), nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, testrole.NoTests, "-dir", dir)
+	cmd.Env = append(os.Environ(), testrole.Setting("tachyonstat"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	if err != nil || !strings.Contains(out.String(), "nobody's") || strings.Contains(out.String(), "root's") ||
+		strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), "skipping 1 file(s) of other users") {
+		t.Fatalf("as another user: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	// Root reads both.
+	code, o, errs := tachyonstat("-dir", dir)
+	if code != 0 || !strings.Contains(o, "nobody's") || !strings.Contains(o, "root's") || errs != "" {
+		t.Fatalf("as root: exit %d\n%s\n%s", code, o, errs)
 	}
 }

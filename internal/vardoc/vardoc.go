@@ -140,7 +140,7 @@ func List() []byte {
 		n += len(g)
 	}
 	fmt.Fprintf(&b, "\n### Performance variables (%d)\n", n)
-	b.WriteString("\nValues are the process's, over all its ranks. MPI_T, tachyonstat, metrics/expvars and metrics/prom read them; timers count clock ticks there, but seconds in Prometheus.\n")
+	b.WriteString("\nValues are the process's, over all its ranks; those bound to communicators are kept per rank too, which MPI_T reads through a communicator, tachyonstat per session and metrics/prom per session and peer. metrics/expvars reads the process's; timers count clock ticks there, but seconds in Prometheus.\n")
 	for _, g := range pvars {
 		fmt.Fprintf(&b, "\n#### %s\n\n", cell(g[0].Category()))
 		b.WriteString("| Name | Class | Unit | Description |\n")

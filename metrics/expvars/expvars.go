@@ -1,6 +1,10 @@
 // Package expvars publishes Tachyon's performance variables on expvar, so
 // that a service's /debug/vars (net/http's DefaultServeMux, once expvar is
 // imported) shows them beside the runtime's.
+//
+// The values are the process's, every session and connection together:
+// expvar has no labels. metrics/prom shows the variables kept per rank
+// by session and peer.
 package expvars
 
 import (

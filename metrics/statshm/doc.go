@@ -6,14 +6,17 @@
 // Aeron's counters.
 //
 // A Publisher (Start) owns one file, metrics_stat_dir/tachyon-stat-PID-N
-// (/dev/shm by default), laid out as a header (who publishes: pid, rank,
-// job, host), an append-only table of variable descriptors (name, class,
-// unit) and one 8-byte value slot per variable. Every metrics_stat_interval
-// a goroutine of the publisher reads every variable and stores the values
-// into the slots; variables registered since the last time join the
-// table. Stop removes the file. The facade's Init (and Main's in-process
-// world) starts a publisher unless metrics_stat is off; Finalize and Abort
-// stop it.
+// (/dev/shm by default), readable and writable by its owner alone (0600),
+// laid out as a header (who publishes: pid, rank, job, session, host), an
+// append-only table of variable descriptors (name, class, unit) and one
+// 8-byte value slot per variable. Every metrics_stat_interval a goroutine
+// of the publisher reads every variable and stores the values into the
+// slots; variables registered since the last time join the table. Stop
+// removes the file. Each session of package mpi (NewSession, and Init's)
+// starts a publisher unless metrics_stat is off (or WithStat says), whose
+// file names the session and holds its own ranks' values (Config.Owners);
+// Close, Finalize and Abort stop it. Main's in-process world publishes
+// the process's values.
 //
 // A Reader (Open) maps the file read-only and reads it with atomic loads
 // alone: every value is read whole, and a sequence number that is odd

@@ -18,6 +18,13 @@ import (
 // The header's first line holds what never changes after the file is
 // made; the second line what the publisher rewrites at every interval, on
 // a cache line of its own.
+//
+// Compatibility: a reader refuses a version it does not know
+// (ErrVersion). Within a version a field may only be added where every
+// older file of that version holds zeros (bytes no field used), so that a
+// reader of either age reads the other's files: an older reader skips the
+// new field, a newer one reads an older file's as zero or "". The session
+// name (offSession) came that way.
 const (
 	magic   = "TACHSTAT" // the first 8 bytes of every file (offMagic)
 	version = 1          // the layout described here
@@ -35,6 +42,7 @@ const (
 	offStarted     = 80  // int64 when the file was made, Unix nanoseconds
 	offInterval    = 88  // int64 the publishing interval, nanoseconds
 	offSecPerCount = 96  // float64 bits: seconds per clock count, for timer variables
+	offSession     = 104 // [sessionLen]byte the name of the session whose values these are (mpi.WithName); "" for a process's
 	offSeq         = 128 // uint64 sequence: odd while the publisher writes, even between
 	offCount       = 136 // uint64 descriptors published, at most capacity
 	offUpdated     = 144 // int64 the last publication, Unix nanoseconds
@@ -47,6 +55,7 @@ const (
 	jobLen     = 128
 	hostLen    = 64
 	commandLen = 128
+	sessionLen = 24
 
 	// A descriptor: the variable's name, unit and class.
 	descName  = 0   // [nameLen]byte

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,19 @@ type Config struct {
 	Rank int    // world rank; -1 unknown
 	Size int    // ranks in the job; 0 unknown
 
+	// Session names the session whose values the file holds (an mpi
+	// session's name), "" for a whole process's; cut to 24 bytes.
+	Session string
+	// Owners, if set, returns the owners of the ranks whose values the
+	// file holds (a session's endpoints), asked at every publication.
+	// A variable bound to communicators (pvar.BindComm) then holds what
+	// those owners counted together, and what owners that have left the
+	// list since Start counted (for counters, aggregates, timers and
+	// watermarks, which keep it: a value never goes back when a
+	// connection closes); every other variable holds the process's
+	// value. Nil: every variable holds the process's value.
+	Owners func() []*pvar.Owner
+
 	Dir      string        // directory of the file; "" for metrics_stat_dir
 	Interval time.Duration // between two publications; 0 for metrics_stat_interval
 	Capacity int           // variables the table holds; 0 for the default (see DefaultCapacity)
@@ -53,6 +67,11 @@ type Publisher struct {
 	vars    []*pvar.Var    // by slot
 	dropped map[string]bool
 	scratch []int64
+
+	owners func() []*pvar.Owner // Config.Owners
+	live   []*pvar.Owner        // the owners of the last publication
+	gone   []int64              // by slot: what owners no longer listed counted
+	per    []int64              // ReadSplit's scratch
 
 	stop chan struct{}
 	done chan struct{}
@@ -96,7 +115,7 @@ func Start(cfg Config) (*Publisher, error) {
 	name := Prefix + strconv.Itoa(pid) + "-" + strconv.FormatInt(started.Add(1)-1, 10)
 	path := filepath.Join(dir, name)
 	tmp := filepath.Join(dir, "."+name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := create(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("statshm: %w", err)
 	}
@@ -113,7 +132,7 @@ func Start(cfg Config) (*Publisher, error) {
 		return fail(err)
 	}
 	p := &Publisher{path: path, mem: mem, capacity: capacity, index: make(map[string]int),
-		dropped: make(map[string]bool), stop: make(chan struct{}), done: make(chan struct{})}
+		dropped: make(map[string]bool), owners: cfg.Owners, stop: make(chan struct{}), done: make(chan struct{})}
 	if fi, err := f.Stat(); err == nil {
 		p.dev, p.ino = fileID(fi)
 	}
@@ -134,6 +153,7 @@ func Start(cfg Config) (*Publisher, error) {
 	store(mem, offInterval, uint64(every))
 	store(mem, offSecPerCount, math.Float64bits(progress.CountsToSeconds(1)))
 	putString(mem, offJob, jobLen, cfg.Job)
+	putString(mem, offSession, sessionLen, cfg.Session)
 	putString(mem, offHost, hostLen, host)
 	putString(mem, offCommand, commandLen, filepath.Base(os.Args[0]))
 	p.publish()
@@ -143,6 +163,23 @@ func Start(cfg Config) (*Publisher, error) {
 	}
 	go p.run(every)
 	return p, nil
+}
+
+// create makes the file at path anew, readable and writable by its owner
+// alone (0600, as the job's own segments are: the values say what the
+// job does). It never opens what is there already: a leftover of a
+// process that had this pid, or anything planted in a shared directory
+// such as /dev/shm (a link to another file), is removed first, which in a
+// sticky directory only its owner can do.
+func create(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	return f, err
 }
 
 // Path returns the file's path.
@@ -188,10 +225,7 @@ func (p *Publisher) publish() {
 		p.index[v.Name()] = len(p.vars)
 		p.vars = append(p.vars, v)
 	}
-	p.scratch = p.scratch[:0]
-	for _, v := range p.vars {
-		p.scratch = append(p.scratch, v.Read())
-	}
+	p.readValues()
 
 	mem := p.mem
 	seq := load(mem, offSeq)
@@ -211,6 +245,85 @@ func (p *Publisher) publish() {
 	store(mem, offDropped, uint64(len(p.dropped)))
 	store(mem, offUpdated, uint64(time.Now().UnixNano()))
 	store(mem, offSeq, seq+2) // even: whole
+}
+
+// readValues reads every published variable into p.scratch, by slot:
+// the process's values, or the owners' (Config.Owners).
+func (p *Publisher) readValues() {
+	p.scratch = p.scratch[:0]
+	if p.owners == nil {
+		for _, v := range p.vars {
+			p.scratch = append(p.scratch, v.Read())
+		}
+		return
+	}
+	for len(p.gone) < len(p.vars) {
+		p.gone = append(p.gone, identity(p.vars[len(p.gone)]))
+	}
+	owners := p.owners()
+	p.retire(owners)
+	p.per = slices.Grow(p.per[:0], len(owners))[:len(owners)]
+	for i, v := range p.vars {
+		if v.Bind() != pvar.BindComm {
+			p.scratch = append(p.scratch, v.Read())
+			continue
+		}
+		x := p.gone[i]
+		v.ReadSplit(owners, p.per)
+		for _, y := range p.per {
+			x = v.Merge(x, y)
+		}
+		p.scratch = append(p.scratch, x)
+	}
+}
+
+// retire folds into p.gone what the owners of the last publication that
+// owners no longer lists counted, for the variables that keep it, and
+// makes owners the last publication's.
+func (p *Publisher) retire(owners []*pvar.Owner) {
+	now := make(map[*pvar.Owner]bool, len(owners))
+	for _, o := range owners {
+		now[o] = true
+	}
+	var left []*pvar.Owner
+	for _, o := range p.live {
+		if !now[o] {
+			left = append(left, o)
+		}
+	}
+	p.live = append(p.live[:0], owners...)
+	if len(left) == 0 {
+		return
+	}
+	per := make([]int64, len(left))
+	for i, v := range p.vars {
+		if v.Bind() != pvar.BindComm || !keeps(v.Class()) {
+			continue
+		}
+		v.ReadSplit(left, per)
+		for _, y := range per {
+			p.gone[i] = v.Merge(p.gone[i], y)
+		}
+	}
+}
+
+// keeps reports whether a variable of class c keeps what an owner counted
+// after the owner's rank closed: the levels and states of a closed rank
+// are gone with it.
+func keeps(c pvar.Class) bool {
+	switch c {
+	case pvar.ClassCounter, pvar.ClassAggregate, pvar.ClassTimer, pvar.ClassHighWatermark, pvar.ClassLowWatermark:
+		return true
+	}
+	return false
+}
+
+// identity is the value of v for no owner: what Merge leaves unchanged.
+func identity(v *pvar.Var) int64 {
+	if v.Class() == pvar.ClassLowWatermark {
+		return math.MaxInt64
+	}
+	return 0
 }
 
 // Stop stops publishing, removes the file (unless another file has taken

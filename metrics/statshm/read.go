@@ -35,6 +35,7 @@ type Stat struct {
 	Rank     int           `json:"rank"` // -1 unknown
 	Size     int           `json:"size"` // 0 unknown
 	Job      string        `json:"job"`
+	Session  string        `json:"session"` // the session's name; "" for a whole process's values
 	Host     string        `json:"host"`
 	Command  string        `json:"command"`
 	Started  time.Time     `json:"started"`
@@ -149,6 +150,7 @@ func (r *Reader) header() (capacity int, err error) {
 		Rank:            int(max(int64(load(mem, offRank)), -1)),
 		Size:            int(max(int64(load(mem, offSize)), 0)),
 		Job:             cleanString(mem, offJob, jobLen),
+		Session:         cleanString(mem, offSession, sessionLen),
 		Host:            cleanString(mem, offHost, hostLen),
 		Command:         cleanString(mem, offCommand, commandLen),
 		Started:         time.Unix(0, int64(load(mem, offStarted))),

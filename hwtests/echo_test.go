@@ -1,0 +1,327 @@
+//go:build linux
+
+package hwtests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/mpi"
+)
+
+// TestEchoAcrossHosts runs examples/echo as two programs started on
+// their own on two test hosts (network namespaces joined by a veth pair,
+// each with its own /dev/shm): the server on one, clients on the other,
+// which find it by its address and talk over the network transport, on
+// AF_XDP and on UDP (the clients' nic_mode forced, so that no fallback
+// hides a failure). Clients of small and rendezvous-sized requests come
+// and go, three at once, one is killed mid-stream, and the server serves
+// the next and ends cleanly on SIGTERM.
+func TestEchoAcrossHosts(t *testing.T) {
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		testskip.Skip(t, testskip.NoGoCommand, "no go command to build examples/echo")
+	}
+	bin := t.TempDir() + "/echo"
+	if out, err := exec.Command(gocmd, "build", "-o", bin, "github.com/tachyon-hpc/tachyon/examples/echo").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/echo: %v\n%s", err, out)
+	}
+	nw, err := nethost.New(nethost.Config{MTU: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	for _, mode := range []string{"xdp", "udp"} {
+		t.Run(mode, func(t *testing.T) { echoAcross(t, nw, bin, mode) })
+	}
+}
+
+func echoAcross(t *testing.T, nw *nethost.Network, bin, mode string) {
+	env := []string{"TACHYON_NIC_MODE=" + mode, "TACHYON_NIC_FRAME_SIZE=4096"}
+	// The server's connections share its interface, whose queue takes one
+	// AF_XDP socket: in auto mode the first gets it, the others UDP.
+	srvEnv := env
+	if mode == "xdp" {
+		srvEnv = []string{"TACHYON_NIC_MODE=auto", "TACHYON_NIC_FRAME_SIZE=4096"}
+	}
+	addr := fmt.Sprintf("%s:7000", nw.Hosts[1].IP)
+	srv, err := nw.Hosts[1].Command(bin, "-listen", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Env = append(srv.Env, srvEnv...)
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvErr strings.Builder
+	srv.Stderr = &srvErr
+	if err := nw.Hosts[1].Start(srv); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Process.Kill()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "echo: listening") {
+		t.Fatalf("server: %q\n%s", lines.Text(), srvErr.String())
+	}
+	go io.Copy(io.Discard, out)
+
+	client := func(env []string, args ...string) *exec.Cmd {
+		cmd, err := nw.Hosts[0].Command(bin, append([]string{"-connect", addr}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, env...)
+		return cmd
+	}
+	runWith := func(env []string, n, size int) {
+		cmd := client(env, "-n", fmt.Sprint(n), "-size", fmt.Sprint(size))
+		var b strings.Builder
+		cmd.Stdout, cmd.Stderr = &b, &b
+		if err := nw.Hosts[0].Start(cmd); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := cmd.Wait(); err != nil || !strings.Contains(b.String(), fmt.Sprintf("echo ok %d", n)) {
+			t.Errorf("client of %d requests of %d bytes: %v\n%s\nserver:\n%s", n, size, err, b.String(), srvErr.String())
+		}
+		t.Logf("%d requests of %d bytes: %s", n, size, strings.TrimSpace(b.String()))
+	}
+	run := func(n, size int) { runWith(env, n, size) }
+	run(2000, 64)
+	run(200, 100000) // rendezvous: the bulk lane
+
+	// Clients at once, processes of one host: each connection has a link
+	// of its own, and an interface queue takes one AF_XDP socket, so in
+	// auto mode the first on each host gets it and the others UDP.
+	auto := []string{"TACHYON_NIC_MODE=auto", "TACHYON_NIC_FRAME_SIZE=4096", "TACHYON_NIC_REBIND_WAIT=10ms"}
+	if mode == "udp" {
+		auto = env
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runWith(auto, 3000, 64)
+		}()
+	}
+	wg.Wait()
+
+	// A client killed mid-stream.
+	killed := client(env, "-n", "100000000", "-size", "64")
+	if err := nw.Hosts[0].Start(killed); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	killed.Process.Kill()
+	killed.Wait()
+
+	run(500, 4096)
+	srv.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("server: %v\n%s", err, srvErr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the server did not end within 20 s of SIGTERM:\n%s", srvErr.String())
+	}
+	if s := srvErr.String(); strings.Contains(s, "panic") || strings.Contains(s, "fatal") {
+		t.Fatalf("server:\n%s", s)
+	}
+}
+
+// svcServer is the role of TestServerAcrossHostsLeaksNothing's server:
+// examples/echo's protocol (requests on tag 1, echoed; goodbye on tag 2)
+// on SVC_ADDR, and on its standard input "stats", answered with its live
+// connections, open files and goroutines. It closes its session and
+// exits 0 when its standard input ends.
+func svcServer() int {
+	s, err := mpi.NewSession(mpi.WithStandalone(), mpi.WithName("hw-server"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ln, err := s.Listen(os.Getenv("SVC_ADDR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var live atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			live.Add(1)
+			go func() {
+				defer live.Add(-1)
+				defer c.Disconnect()
+				buf := make([]byte, 1<<20)
+				for {
+					st, err := c.Recv(buf, 0, mpi.AnyTag)
+					if err != nil || st.Tag == 2 {
+						return
+					}
+					if c.Send(buf[:st.Count], 0, 1) != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		fmt.Printf("stats conns=%d fds=%d goroutines=%d\n", live.Load(), len(fds), runtime.NumGoroutine())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "Close:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestServerAcrossHostsLeaksNothing: a server process of sessions on one
+// test host, clients (examples/echo) on another coming and going, at
+// once, and killed mid-stream, over AF_XDP and UDP: afterwards the
+// server holds no connection, and no more open files (AF_XDP and UDP
+// sockets, bulk lane listeners) or goroutines than after its first
+// client.
+func TestServerAcrossHostsLeaksNothing(t *testing.T) {
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		testskip.Skip(t, testskip.NoGoCommand, "no go command to build examples/echo")
+	}
+	bin := t.TempDir() + "/echo"
+	if out, err := exec.Command(gocmd, "build", "-o", bin, "github.com/tachyon-hpc/tachyon/examples/echo").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/echo: %v\n%s", err, out)
+	}
+	nw, err := nethost.New(nethost.Config{MTU: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("%s:7001", nw.Hosts[1].IP)
+	env := []string{"TACHYON_NIC_MODE=auto", "TACHYON_NIC_FRAME_SIZE=4096", "TACHYON_NIC_REBIND_WAIT=10ms"}
+	srv := exec.Command(exe, testrole.NoTests)
+	srv.Env = append(os.Environ(), append(env, testrole.Setting("svcserver"), "SVC_ADDR="+addr)...)
+	in, err := srv.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvErr strings.Builder
+	srv.Stderr = &srvErr
+	if err := nw.Hosts[1].Start(srv); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Process.Kill()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("server: %q\n%s", lines.Text(), srvErr.String())
+	}
+	stats := func() (conns, fds, goroutines int) {
+		fmt.Fprintln(in, "stats")
+		if !lines.Scan() {
+			t.Fatalf("server ended:\n%s", srvErr.String())
+		}
+		if _, err := fmt.Sscanf(lines.Text(), "stats conns=%d fds=%d goroutines=%d", &conns, &fds, &goroutines); err != nil {
+			t.Fatalf("%q: %v", lines.Text(), err)
+		}
+		return
+	}
+	client := func(mode string, args ...string) *exec.Cmd {
+		cmd, err := nw.Hosts[0].Command(bin, append([]string{"-connect", addr}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, "TACHYON_NIC_MODE="+mode, "TACHYON_NIC_FRAME_SIZE=4096", "TACHYON_NIC_REBIND_WAIT=10ms")
+		return cmd
+	}
+	run := func(mode string, n, size int) {
+		cmd := client(mode, "-n", fmt.Sprint(n), "-size", fmt.Sprint(size))
+		var b strings.Builder
+		cmd.Stdout, cmd.Stderr = &b, &b
+		if err := nw.Hosts[0].Start(cmd); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := cmd.Wait(); err != nil || !strings.Contains(b.String(), fmt.Sprintf("echo ok %d", n)) {
+			t.Errorf("client (%s) of %d requests of %d bytes: %v\n%s", mode, n, size, err, b.String())
+		}
+	}
+	run("xdp", 500, 64)
+	waitIdle := func(f0, g0 int) (int, int) {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			conns, fds, gs := stats()
+			if conns == 0 && (f0 < 0 || fds <= f0) && (g0 < 0 || gs <= g0) {
+				return fds, gs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("server: %d connections, %d open files (%d before), %d goroutines (%d before)", conns, fds, f0, gs, g0)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	f0, g0 := waitIdle(-1, -1)
+	for _, mode := range []string{"xdp", "udp", "auto"} {
+		run(mode, 100, 100000) // alone: the queue's AF_XDP socket is free on both hosts
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				run(map[string]string{"xdp": "auto", "udp": "udp", "auto": "auto"}[mode], 2000, 64)
+			}()
+		}
+		wg.Wait()
+		killed := client(mode, "-n", "100000000", "-size", "4096")
+		if err := nw.Hosts[0].Start(killed); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		killed.Process.Kill()
+		killed.Wait()
+	}
+	waitIdle(f0, g0)
+	in.Close()
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("server: %v\n%s", err, srvErr.String())
+	}
+}

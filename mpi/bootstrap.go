@@ -1,0 +1,278 @@
+package mpi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/pmi"
+	"github.com/tachyon-hpc/tachyon/progress"
+)
+
+// Joining a job whose ranks may span hosts. The ranks find one another
+// through an exchange: a key-value space with a barrier. Under a PMI
+// launcher (MPICH's Hydra, Slurm) that is the launcher's space; for the
+// world of a connection between processes started apart (Listen and
+// Dial, Comm.Accept and Comm.Connect) it is the roots' TCP connection
+// (connect.go). Either way the ranks then talk through shared memory
+// within a host and over the network across hosts.
+
+// exchange is a key-value space shared by the ranks of a job being made,
+// rank Rank of Size: what one rank Puts, the others Get after the Barrier
+// that follows the Put.
+type exchange interface {
+	Rank() int
+	Size() int
+	Put(key, value string) error
+	Barrier() error
+	Get(key string) (string, error)
+}
+
+var _ exchange = (*pmi.Client)(nil)
+
+// Exchange keys through which the ranks of a job find one another: each
+// rank's host (engine.HostID) and, where the job spans hosts, its network
+// card and incarnation; the first rank of each host the name of the
+// host's shared-memory segment; rank 0 the job's cookie and key.
+const (
+	pmiKeyCookie  = "tachyon-cookie"
+	pmiKeyAuth    = "tachyon-auth"  // the job key (engine_net_auth), pmiNone if frames go unauthenticated
+	pmiKeyHost    = "tachyon-host-" // + rank
+	pmiKeySegment = "tachyon-shm-"  // + the host's first rank
+	pmiKeyCard    = "tachyon-card-" // + rank: "card epoch"
+	pmiNone       = "-"             // the rank could not make what the key names
+	pmiPrefix     = "tachyon-pmi-"  // starts the names of the job's segments
+)
+
+// joinOptions is what a session sets for the endpoints it makes.
+type joinOptions struct {
+	net      engine.NetLinkConfig
+	progress []progress.Option
+}
+
+// bootstrapPMI joins the job of a PMI launcher (joinJob over the
+// launcher's key-value space); a job of one is a singleton world. The
+// launcher's word for two predefined attributes follows: one that does
+// not answer leaves MPI_APPNUM unset and the universe the world.
+func bootstrapPMI(c *pmi.Client, o joinOptions) (*proc, error) {
+	me, n := c.Rank(), c.Size()
+	if n == 1 {
+		w, err := engine.NewWorld(1, o.progress...)
+		if err != nil {
+			return nil, &Error{Class: ErrOther, Op: "Init", Detail: fmt.Sprintf("rank %d of %d under PMI: singleton world", me, n), Err: err}
+		}
+		return newProc(w.Endpoint(0), nil), nil
+	}
+	p, err := joinJob(c, o, "Init", fmt.Sprintf("rank %d of %d under PMI", me, n))
+	if err != nil {
+		return nil, err
+	}
+	if a, err := c.AppNum(); err == nil && a >= 0 {
+		p.appNum = a
+	} else {
+		p.appNum = -1
+	}
+	if u, err := c.UniverseSize(); err == nil && u >= n {
+		p.universe = u
+	}
+	return p, nil
+}
+
+// joinJob makes this rank's endpoint in the job whose ranks share x,
+// which may span hosts:
+//
+//  1. Every rank publishes its host; rank 0 the job's cookie and key.
+//     Barrier.
+//  2. The ranks that share a host form its group; the group's first rank
+//     creates the group's shared-memory segment and publishes its name.
+//     A rank with peers on other hosts opens its network link (o.net) and
+//     publishes its card. Barrier.
+//  3. Every rank attaches to its group's segment and joins the job
+//     (engine.Join): shared memory within its host, the network across.
+//     Barrier: then each group's first rank unlinks the segment's name,
+//     so that nothing is left behind however the job ends.
+//
+// A rank that fails publishes what it could not make as "-" where the
+// others wait for it, so that they fail at once rather than wait, and
+// returns its error (op's, with who as its first words). Its caller ends
+// the job: the launcher when the process exits, the connection's roots
+// when one of them hangs up.
+func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
+	me, n := x.Rank(), x.Size()
+	fail := func(detail string, err error) (*proc, error) {
+		return nil, &Error{Class: ErrOther, Op: op, Detail: who + ": " + detail, Err: err}
+	}
+
+	// 1. Hosts, the cookie and the job key.
+	host := engine.HostID()
+	err := x.Put(pmiKeyHost+strconv.Itoa(me), host)
+	if err == nil && me == 0 {
+		var b [8]byte
+		if _, err = rand.Read(b[:]); err == nil {
+			err = x.Put(pmiKeyCookie, hex.EncodeToString(b[:]))
+		}
+		var key []byte
+		if err == nil {
+			key, err = engine.NewJobKey()
+		}
+		if err == nil {
+			v := pmiNone
+			if key != nil {
+				v = hex.EncodeToString(key)
+			}
+			err = x.Put(pmiKeyAuth, v)
+		}
+	}
+	if err == nil {
+		err = x.Barrier()
+	}
+	if err != nil {
+		return fail("publishing this rank's host", err)
+	}
+	var local []int
+	for r := range n {
+		h, err := x.Get(pmiKeyHost + strconv.Itoa(r))
+		if err != nil {
+			return fail(fmt.Sprintf("looking up rank %d's host", r), err)
+		}
+		if h == host {
+			local = append(local, r)
+		}
+	}
+	hexCookie, err := x.Get(pmiKeyCookie)
+	cookie, perr := strconv.ParseUint(hexCookie, 16, 64)
+	if err != nil || perr != nil {
+		return fail("looking up the job's cookie", errors.Join(err, perr))
+	}
+	var key []byte
+	if len(local) < n {
+		v, err := x.Get(pmiKeyAuth)
+		if err == nil && v != pmiNone {
+			key, err = hex.DecodeString(v)
+		}
+		if err != nil {
+			return fail("looking up the job's key", err)
+		}
+	}
+
+	// 2. The host's segment, and this rank's network link.
+	leader := local[0]
+	var seg *engine.Segment
+	var failed error
+	if len(local) > 1 && me == leader {
+		engine.RemoveStaleShmJobs(pmiPrefix) // leftovers of jobs whose first rank died before the unlink
+		name := fmt.Sprintf("%s%d-%d", pmiPrefix, os.Getpid(), time.Now().UnixNano())
+		if seg, failed = engine.CreateShmJob(name, len(local)); failed != nil {
+			name = pmiNone
+		}
+		if err := x.Put(pmiKeySegment+strconv.Itoa(me), name); err != nil && failed == nil {
+			failed = err
+		}
+		if failed != nil {
+			failed = fmt.Errorf("creating this host's shared-memory segment: %w", failed)
+		}
+	}
+	var link nic.Link
+	var bulk *nic.StreamListener
+	var epoch uint32
+	if len(local) < n {
+		card := pmiNone
+		var err error
+		var self engine.NetPeer
+		link, bulk, self, err = engine.OpenNetLink(cookie, o.net)
+		if err == nil {
+			card, epoch = self.String(), self.Epoch
+		} else if failed == nil {
+			failed = err
+		}
+		if err := x.Put(pmiKeyCard+strconv.Itoa(me), card); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	closeAll := func() {
+		if link != nil {
+			link.Close()
+		}
+		if bulk != nil {
+			bulk.Close()
+		}
+		if seg != nil {
+			if me == leader {
+				seg.Remove()
+			}
+			seg.Close()
+		}
+	}
+	if err := x.Barrier(); err != nil && failed == nil {
+		failed = err
+	}
+	if failed != nil {
+		closeAll()
+		return fail("preparing to join the job", failed)
+	}
+
+	// 3. Attach and join.
+	if len(local) > 1 && me != leader {
+		name, err := x.Get(pmiKeySegment + strconv.Itoa(leader))
+		if err == nil && name == pmiNone {
+			err = fmt.Errorf("rank %d could not create this host's segment (see its error)", leader)
+		}
+		if err == nil {
+			seg, err = engine.OpenShmSegment(name)
+		}
+		if err != nil {
+			closeAll()
+			return fail("opening this host's segment", err)
+		}
+	}
+	peers := make([]engine.NetPeer, n)
+	if link != nil {
+		for r := range n {
+			if slices.Contains(local, r) {
+				continue
+			}
+			v, err := x.Get(pmiKeyCard + strconv.Itoa(r))
+			if err == nil && v == pmiNone {
+				err = errors.New("the rank could not open its network link (see its error)")
+			}
+			if err == nil {
+				peers[r], err = engine.ParseNetPeer(v)
+			}
+			if err != nil {
+				closeAll()
+				return fail(fmt.Sprintf("looking up rank %d's network card", r), err)
+			}
+		}
+	}
+	ep, err := engine.Join(engine.JobSpec{Rank: me, Size: n, Local: local, Seg: seg, Link: link, Bulk: bulk,
+		Cookie: cookie, Epoch: epoch, Peers: peers, Key: key, Progress: o.progress})
+	if err != nil {
+		closeAll()
+		return fail("joining the job", err)
+	}
+	link, bulk = nil, nil // the endpoint's now
+	if err := x.Barrier(); err != nil {
+		ep.Close()
+		closeAll()
+		return fail("waiting for every rank to join", err)
+	}
+	if seg != nil && me == leader {
+		if err := seg.Remove(); err != nil {
+			ep.Close()
+			seg.Close()
+			return fail("unlinking this host's segment", err)
+		}
+	}
+	p := newProc(ep, nil)
+	if seg != nil {
+		p.closer = func() { seg.Close() }
+	}
+	return p, nil
+}

@@ -157,6 +157,43 @@ func WithIdle(spin, pause, parkMax time.Duration) SessionOption {
 	}
 }
 
+// IdleStrategy is what a goroutine waiting on the session does while
+// there is nothing to do (progress.IdleStrategy, docs/progress.md).
+type IdleStrategy int
+
+// Idle strategies.
+const (
+	// IdlePark spins, then yields its P and thread now and then, then
+	// parks: the default (the control variable progress_idle's).
+	IdlePark IdleStrategy = iota
+	// IdleYield spins, then yields for the rest of the wait, never
+	// parking: no wake-up latency, at a CPU's cost.
+	IdleYield
+	// IdleSpin spins for the whole wait, holding its P and thread: the
+	// least latency, for a goroutine that has a CPU to itself.
+	IdleSpin
+)
+
+// WithIdleStrategy sets the session's idle strategy, over the control
+// variable progress_idle.
+func WithIdleStrategy(st IdleStrategy) SessionOption {
+	return func(c *sessionConfig) error {
+		var ps progress.IdleStrategy
+		switch st {
+		case IdlePark:
+			ps = progress.IdlePark
+		case IdleYield:
+			ps = progress.IdleYield
+		case IdleSpin:
+			ps = progress.IdleSpin
+		default:
+			return fmt.Errorf("idle strategy %d is not IdlePark, IdleYield or IdleSpin", st)
+		}
+		c.idle = append(c.idle, progress.WithIdleStrategy(ps))
+		return nil
+	}
+}
+
 // NetMode says how connections across hosts reach the network: AF_XDP
 // where it can be had (NetAuto), AF_XDP only (NetXDP), or the kernel's
 // UDP (NetUDP).

@@ -317,3 +317,33 @@ func TestSessionCloseWhileWaiting(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionIdleStrategy: every strategy connects and talks; an unknown
+// one is ErrArg.
+func TestSessionIdleStrategy(t *testing.T) {
+	for _, st := range []IdleStrategy{IdlePark, IdleYield, IdleSpin} {
+		srv := newTestSession(t, WithIdleStrategy(st))
+		cli := newTestSession(t, WithIdleStrategy(st))
+		sc, cc := echoPair(t, srv, cli)
+		if got := sc.p.ep.Progress().IdleStrategy(); int(got) != int(st) {
+			t.Fatalf("strategy %d: the endpoint's engine has %v", st, got)
+		}
+		go func() {
+			b := make([]byte, 8)
+			if _, err := sc.Recv(b, 0, 1); err == nil {
+				sc.Send(b, 0, 1)
+			}
+		}()
+		time.Sleep(5 * time.Millisecond) // the server waits in its strategy's phases
+		b := make([]byte, 8)
+		if err := cc.Send(b, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cc.Recv(b, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := NewSession(WithIdleStrategy(7)); !errors.Is(err, ErrArg) {
+		t.Fatalf("an unknown strategy: %v, want ErrArg", err)
+	}
+}

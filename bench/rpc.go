@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/launch"
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
 
@@ -53,6 +54,7 @@ type rpcOptions struct {
 	rpcN    int     // timed calls of each size
 	warm    int     // untimed calls of each size before them
 	gcLoad  float64 // GB/s each process allocates in the second pass; 0: no second pass
+	perProc int     // CPUs each process is bound to (-rpc-cpus)
 }
 
 // defaultMax is -max's default, which -rpc leaves alone.
@@ -64,6 +66,7 @@ func (r *rpcOptions) flags() {
 	flag.StringVar(&r.sizes, "rpc-sizes", "64,4096", "with -rpc, the request (and reply) sizes in bytes, comma-separated")
 	flag.IntVar(&r.rpcN, "rpc-n", 20000, "with -rpc, the timed round trips of each size")
 	flag.IntVar(&r.warm, "rpc-warmup", 2000, "with -rpc, the untimed round trips of each size before the timed ones")
+	flag.IntVar(&r.perProc, "rpc-cpus", 1, "with -rpc, the CPUs each of the two processes is bound to (its GOMAXPROCS): the client the first of the allowed CPUs, the server the next; more than 1 leaves the -gc-load goroutines CPUs of their own beside the calls'")
 	flag.Float64Var(&r.gcLoad, "gc-load", 1, "with -rpc, GB/s that goroutines of the client and of the server allocate in a second pass, whose figures are printed beside the quiet pass's; 0: no second pass")
 }
 
@@ -147,9 +150,22 @@ func (o options) rpcKindsToRun() []string {
 	return kinds
 }
 
+// rpcCPUs returns the CPUs of the client and of the server, n each, of
+// those this process may use.
+func rpcCPUs(n int) ([][]int, error) {
+	cpus, err := launch.AllowedCPUs()
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 || len(cpus) < 2*n {
+		return nil, fmt.Errorf("-rpc-cpus %d: needs %d CPUs to bind the two processes apart, %d allowed", n, 2*n, len(cpus))
+	}
+	return [][]int{cpus[:n], cpus[n : 2*n]}, nil
+}
+
 // runRPC measures and reports an -rpc run, and returns the exit status.
 func runRPC(o options) (int, error) {
-	cpus, err := twoCPUs()
+	cpus, err := rpcCPUs(o.perProc)
 	if err != nil {
 		return 1, err
 	}
@@ -157,7 +173,7 @@ func runRPC(o options) (int, error) {
 	defer stop()
 	var h *host
 	if o.compare {
-		h = measureHost(cpus)
+		h = measureHost([]int{cpus[0][0], cpus[1][0]})
 	}
 	pl, err := newRPCPlace(o, cpus)
 	if err != nil {
@@ -222,7 +238,7 @@ func (pl *rpcPlace) runs(ctx context.Context, o options) ([]Result, map[string][
 // the addresses.
 type rpcPlace struct {
 	self     string
-	cpus     []int            // the client's, the server's
+	cpus     [][]int          // the client's, the server's
 	nw       *nethost.Network // the two hosts, or nil for this one
 	env      []string         // for both processes, beside their job
 	starter  *pinnedStarter
@@ -233,7 +249,7 @@ type rpcPlace struct {
 }
 
 // newRPCPlace makes the hosts of -rpc xdp|udp, if asked for.
-func newRPCPlace(o options, cpus []int) (*rpcPlace, error) {
+func newRPCPlace(o options, cpus [][]int) (*rpcPlace, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err

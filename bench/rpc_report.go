@@ -173,7 +173,7 @@ func writeRPCTable(w io.Writer, o options, res []Result, anchors map[string][]Re
 		figs[n] = index(anchors[n])
 	}
 	fmt.Fprintf(w, "Request/reply round trip between two processes started separately, a server (CPU %s) and a client (CPU %s) %s\n",
-		cpuLabel(1), cpuLabel(0), rpcWhere(o))
+		cpuLabel(o, 1), cpuLabel(o, 0), rpcWhere(o))
 	for _, n := range all {
 		about := "(not built in)"
 		if k := lookupRPC(n); k != nil {
@@ -242,13 +242,17 @@ func writeRPCTable(w io.Writer, o options, res []Result, anchors map[string][]Re
 	column("p99 round trip under GC load", "rpcgc_p99", true)
 }
 
-// cpuLabel names the CPU of the client (0) or the server (1).
-func cpuLabel(i int) string {
-	cpus, err := twoCPUs()
+// cpuLabel names the CPUs of the client (0) or the server (1).
+func cpuLabel(o options, i int) string {
+	cpus, err := rpcCPUs(o.perProc)
 	if err != nil {
 		return "?"
 	}
-	return strconv.Itoa(cpus[i])
+	s := make([]string, len(cpus[i]))
+	for j, c := range cpus[i] {
+		s[j] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
 }
 
 // ratio prints a/b, or "-" without b: two decimals, three below 0.1.

@@ -10,9 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pinnedStarter starts processes from one OS thread, bound to a CPU
-// while it forks each, so that a process and every thread it makes have
-// that CPU from their first instruction (and a Go child sizes GOMAXPROCS
+// pinnedStarter starts processes from one OS thread, bound to a process's
+// CPUs while it forks it, so that a process and every thread it makes have
+// those CPUs from their first instruction (and a Go child sizes GOMAXPROCS
 // by it), as the job benchmark's launcher does. The thread lives until
 // close: a child's parent-death signal, which the starter sets, is tied
 // to the thread that forked it.
@@ -23,7 +23,7 @@ type pinnedStarter struct {
 
 type startReq struct {
 	cmd    *exec.Cmd
-	cpu    int
+	cpus   []int
 	result chan error
 }
 
@@ -50,9 +50,11 @@ func (s *pinnedStarter) loop() {
 			continue
 		}
 		var set unix.CPUSet
-		set.Set(r.cpu)
+		for _, c := range r.cpus {
+			set.Set(c)
+		}
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			r.result <- fmt.Errorf("binding to CPU %d: %w", r.cpu, err)
+			r.result <- fmt.Errorf("binding to CPUs %v: %w", r.cpus, err)
 			continue
 		}
 		if r.cmd.SysProcAttr == nil {
@@ -70,9 +72,9 @@ func (s *pinnedStarter) loop() {
 	} // else the thread ends with the goroutine, its odd CPUs with it
 }
 
-// start starts cmd bound to cpu.
-func (s *pinnedStarter) start(cmd *exec.Cmd, cpu int) error {
-	r := startReq{cmd, cpu, make(chan error)}
+// start starts cmd bound to cpus.
+func (s *pinnedStarter) start(cmd *exec.Cmd, cpus []int) error {
+	r := startReq{cmd, cpus, make(chan error)}
 	s.reqs <- r
 	return <-r.result
 }

@@ -13,7 +13,7 @@ type pinnedStarter struct{}
 
 func newPinnedStarter() *pinnedStarter { return &pinnedStarter{} }
 
-func (*pinnedStarter) start(*exec.Cmd, int) error {
+func (*pinnedStarter) start(*exec.Cmd, []int) error {
 	return errors.New("-rpc binds its processes to CPUs: that needs Linux")
 }
 

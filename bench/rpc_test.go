@@ -35,7 +35,8 @@ func rpcTestOptions(where string) options {
 func testPlace(t *testing.T, o options) *rpcPlace {
 	t.Helper()
 	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	pl, err := newRPCPlace(o, benchCPUs(t))
+	c := benchCPUs(t)
+	pl, err := newRPCPlace(o, [][]int{c[:1], c[1:2]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,6 +192,11 @@ func writeRPCTable(w io.Writer, o options, res []Result, anchors map[string][]Re
 	}
 	t := figs[main]
 	column := func(title, kind string, gc bool) {
+		names := names
+		if gc || kind != "rpc_p50" {
+			// The job path is measured quiet, at the median alone.
+			names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == jobKind })
+		}
 		fmt.Fprintf(w, "\n%s (us)\n", title)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		hdr := "size\t" + main + "\t"
@@ -236,6 +241,9 @@ func writeRPCTable(w io.Writer, o options, res []Result, anchors map[string][]Re
 	fmt.Fprintf(w, "\nunder GC load: goroutines of the client and of the server allocating %.2f GB/s each; measured, whole process:\n", o.gcLoad)
 	for _, n := range all {
 		s := figs[n]
+		if n == jobKind {
+			continue // measured quiet alone
+		}
 		fmt.Fprintf(w, "  %s: client %.2f GB/s, %.0f collections/s; server %.2f GB/s, %.0f collections/s\n", n,
 			s["gcload_client_gbps"][0], s["gcload_client_gcps"][0], s["gcload_server_gbps"][0], s["gcload_server_gcps"][0])
 	}

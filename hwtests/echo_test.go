@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -32,25 +33,41 @@ import (
 // and go, three at once, one is killed mid-stream, and the server serves
 // the next and ends cleanly on SIGTERM.
 func TestEchoAcrossHosts(t *testing.T) {
+	nw, bin := echoHosts(t)
+	for _, mode := range []string{"xdp", "udp"} {
+		t.Run(mode, func(t *testing.T) { echoAcross(t, nw, bin, mode) })
+	}
+}
+
+// echoHosts makes two test hosts, closed with the test, and builds
+// examples/echo; it skips where either cannot be had.
+func echoHosts(t *testing.T) (*nethost.Network, string) {
+	t.Helper()
 	if err := nethost.Available(); err != nil {
 		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		testskip.Skip(t, testskip.NoGoCommand, "no go command to build examples/echo")
-	}
-	bin := t.TempDir() + "/echo"
-	if out, err := exec.Command(gocmd, "build", "-o", bin, "github.com/tachyon-hpc/tachyon/examples/echo").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/echo: %v\n%s", err, out)
-	}
+	bin := buildProgram(t, "github.com/tachyon-hpc/tachyon/examples/echo")
 	nw, err := nethost.New(nethost.Config{MTU: 9000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nw.Close()
-	for _, mode := range []string{"xdp", "udp"} {
-		t.Run(mode, func(t *testing.T) { echoAcross(t, nw, bin, mode) })
+	t.Cleanup(func() { nw.Close() })
+	return nw, bin
+}
+
+// buildProgram builds the command pkg into the test's directory and
+// returns its path; it skips without a go command.
+func buildProgram(t *testing.T, pkg string) string {
+	t.Helper()
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		testskip.Skip(t, testskip.NoGoCommand, "no go command to build", pkg)
 	}
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	if out, err := exec.Command(gocmd, "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
 }
 
 func echoAcross(t *testing.T, nw *nethost.Network, bin, mode string) {
@@ -213,22 +230,7 @@ func svcServer() int {
 // sockets, bulk lane listeners) or goroutines than after its first
 // client.
 func TestServerAcrossHostsLeaksNothing(t *testing.T) {
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		testskip.Skip(t, testskip.NoGoCommand, "no go command to build examples/echo")
-	}
-	bin := t.TempDir() + "/echo"
-	if out, err := exec.Command(gocmd, "build", "-o", bin, "github.com/tachyon-hpc/tachyon/examples/echo").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/echo: %v\n%s", err, out)
-	}
-	nw, err := nethost.New(nethost.Config{MTU: 9000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nw.Close()
+	nw, bin := echoHosts(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

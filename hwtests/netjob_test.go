@@ -204,14 +204,7 @@ func TestTachyonrunNetns(t *testing.T) {
 	if err := nethost.Available(); err != nil {
 		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		testskip.Skip(t, testskip.NoGoCommand, "no go command to build tachyonrun")
-	}
-	bin := t.TempDir() + "/tachyonrun"
-	if out, err := exec.Command(gocmd, "build", "-o", bin, "github.com/tachyon-hpc/tachyon/cmd/tachyonrun").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/tachyonrun: %v\n%s", err, out)
-	}
+	bin := buildProgram(t, "github.com/tachyon-hpc/tachyon/cmd/tachyonrun")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -550,6 +550,6 @@ func tagPair(tag string) uint32 {
 	return 1<<30 | h&(1<<29-1)
 }
 
-// WtimeSkew is +Inf on a connection's communicators: the two sides' clocks
-// are not aligned.
+// connSkew is the clock bound of a connection's world (WtimeSkew): its
+// two sides' clocks are not aligned, so WtimeIsGlobal is false there.
 var connSkew = math.Inf(1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -349,4 +350,115 @@ func TestNameService(t *testing.T) {
 		t.Fatalf("PublishName over a dead publisher's name: %v", err)
 	}
 	UnpublishName("stale", port)
+}
+
+// Two jobs of processes, started apart, meet through the name service:
+// the first publishes a port its rank 0 opened and accepts on it, the
+// second looks the name up and connects (scenarios accept-job and
+// connect-job, MPI_TEST_SERVICE naming the service).
+const serviceEnv = "MPI_TEST_SERVICE"
+
+var scAcceptJob = scenario("accept-job", func(w *Comm) error {
+	service := os.Getenv(serviceEnv)
+	var port string
+	if w.Rank() == 0 {
+		var err error
+		if port, err = OpenPort(); err != nil {
+			return err
+		}
+		defer ClosePort(port)
+		if err := PublishName(service, port); err != nil {
+			return err
+		}
+		defer UnpublishName(service, port)
+	}
+	inter, err := w.Accept(port, 0)
+	if err != nil {
+		return err
+	}
+	return jobsTalk(inter, false)
+})
+
+var scConnectJob = scenario("connect-job", func(w *Comm) error {
+	service := os.Getenv(serviceEnv)
+	var port string
+	if w.Rank() == 0 {
+		// The other job may not have published yet.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			p, err := LookupName(service)
+			if err == nil {
+				port = p
+				break
+			}
+			if !errors.Is(err, ErrName) || time.Now().After(deadline) {
+				return err
+			}
+		}
+	}
+	inter, err := w.Connect(port, 0)
+	if err != nil {
+		return err
+	}
+	return jobsTalk(inter, true)
+})
+
+// jobsTalk checks a connection between two jobs: sizes, a message from
+// every rank to every remote rank, a barrier across, and the merged
+// communicator's ring.
+func jobsTalk(inter *Comm, connecting bool) error {
+	remote, err := inter.RemoteSize()
+	if err != nil {
+		return err
+	}
+	me := inter.Rank()
+	for r := range remote {
+		if err := inter.Send([]byte{byte(me), byte(r)}, r, 3); err != nil {
+			return err
+		}
+	}
+	b := make([]byte, 2)
+	for range remote {
+		st, err := inter.Recv(b, AnySource, 3)
+		if err != nil {
+			return err
+		}
+		if int(b[0]) != st.Source || int(b[1]) != me {
+			return fmt.Errorf("rank %d: a message from %d saying %v", me, st.Source, b)
+		}
+	}
+	if err := inter.Barrier(); err != nil {
+		return err
+	}
+	m, err := inter.Merge(connecting)
+	if err != nil {
+		return err
+	}
+	next, prev := (m.Rank()+1)%m.Size(), (m.Rank()+m.Size()-1)%m.Size()
+	if _, err := m.Sendrecv([]byte{byte(m.Rank())}, next, 1, b[:1], prev, 1); err != nil || int(b[0]) != prev {
+		return fmt.Errorf("ring on the merged communicator: %d from %d: %v", b[0], prev, err)
+	}
+	if m.Size() != 5 {
+		return fmt.Errorf("merged communicator of %d ranks, want 5", m.Size())
+	}
+	return inter.Disconnect()
+}
+
+// TestJobsConnect: two jobs of processes started apart connect through a
+// published name, collectively (Comm.Accept and Comm.Connect over
+// several ranks each), and talk across.
+func TestJobsConnect(t *testing.T) {
+	env := []string{serviceEnv + "=" + fmt.Sprintf("jobs-%d-%d", os.Getpid(), time.Now().UnixNano()),
+		"TACHYON_MPI_NAME_DIR=" + t.TempDir()}
+	var wg sync.WaitGroup
+	for _, job := range []struct {
+		n    int
+		name string
+	}{{3, scAcceptJob}, {2, scConnectJob}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runProcesses(t, job.n, job.name, env...)
+		}()
+	}
+	wg.Wait()
 }

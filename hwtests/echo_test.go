@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +69,72 @@ func buildProgram(t *testing.T, pkg string) string {
 	return bin
 }
 
+// startServer starts cmd in host h and returns its output's lines and
+// its standard error; it is killed when the test ends, if it has not.
+func startServer(t *testing.T, h *nethost.Host, cmd *exec.Cmd) (*bufio.Scanner, *lockedText) {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedText{}
+	cmd.Stderr = stderr
+	if err := h.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() }) // the test waits for it
+	return bufio.NewScanner(out), stderr
+}
+
+// lockedText collects a process's output for a test's messages.
+type lockedText struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedText) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedText) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// echoClient returns an examples/echo client in host h of the server at
+// addr, with env added to its environment.
+func echoClient(t *testing.T, h *nethost.Host, bin, addr string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd, err := h.Command(bin, append([]string{"-connect", addr}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+// runEchoClient runs a client of n requests of size bytes and returns
+// its output, or an error unless it ended saying all came back.
+func runEchoClient(t *testing.T, h *nethost.Host, bin, addr string, env []string, n, size int) (string, error) {
+	cmd := echoClient(t, h, bin, addr, env, "-n", fmt.Sprint(n), "-size", fmt.Sprint(size))
+	var b lockedText
+	cmd.Stdout, cmd.Stderr = &b, &b
+	if err := h.Start(cmd); err != nil {
+		return "", err
+	}
+	err := cmd.Wait()
+	if err == nil && !strings.Contains(b.String(), fmt.Sprintf("echo ok %d", n)) {
+		err = fmt.Errorf("no \"echo ok %d\"", n)
+	}
+	if err != nil {
+		return "", fmt.Errorf("client of %d requests of %d bytes: %w\n%s", n, size, err, b.String())
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
 func echoAcross(t *testing.T, nw *nethost.Network, bin, mode string) {
 	env := []string{"TACHYON_NIC_MODE=" + mode, "TACHYON_NIC_FRAME_SIZE=4096"}
 	// The server's connections share its interface, whose queue takes one
@@ -84,42 +149,24 @@ func echoAcross(t *testing.T, nw *nethost.Network, bin, mode string) {
 		t.Fatal(err)
 	}
 	srv.Env = append(srv.Env, srvEnv...)
-	out, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var srvErr strings.Builder
-	srv.Stderr = &srvErr
-	if err := nw.Hosts[1].Start(srv); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Process.Kill()
-	lines := bufio.NewScanner(out)
+	lines, srvErr := startServer(t, nw.Hosts[1], srv)
 	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "echo: listening") {
 		t.Fatalf("server: %q\n%s", lines.Text(), srvErr.String())
 	}
-	go io.Copy(io.Discard, out)
-
-	client := func(env []string, args ...string) *exec.Cmd {
-		cmd, err := nw.Hosts[0].Command(bin, append([]string{"-connect", addr}, args...)...)
-		if err != nil {
-			t.Fatal(err)
+	go func() {
+		for lines.Scan() {
 		}
-		cmd.Env = append(cmd.Env, env...)
-		return cmd
+	}()
+	client := func(env []string, args ...string) *exec.Cmd {
+		return echoClient(t, nw.Hosts[0], bin, addr, env, args...)
 	}
 	runWith := func(env []string, n, size int) {
-		cmd := client(env, "-n", fmt.Sprint(n), "-size", fmt.Sprint(size))
-		var b strings.Builder
-		cmd.Stdout, cmd.Stderr = &b, &b
-		if err := nw.Hosts[0].Start(cmd); err != nil {
-			t.Error(err)
+		out, err := runEchoClient(t, nw.Hosts[0], bin, addr, env, n, size)
+		if err != nil {
+			t.Errorf("%v\nserver:\n%s", err, srvErr.String())
 			return
 		}
-		if err := cmd.Wait(); err != nil || !strings.Contains(b.String(), fmt.Sprintf("echo ok %d", n)) {
-			t.Errorf("client of %d requests of %d bytes: %v\n%s\nserver:\n%s", n, size, err, b.String(), srvErr.String())
-		}
-		t.Logf("%d requests of %d bytes: %s", n, size, strings.TrimSpace(b.String()))
+		t.Logf("%d requests of %d bytes: %s", n, size, out)
 	}
 	run := func(n, size int) { runWith(env, n, size) }
 	run(2000, 64)
@@ -243,17 +290,7 @@ func TestServerAcrossHostsLeaksNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var srvErr strings.Builder
-	srv.Stderr = &srvErr
-	if err := nw.Hosts[1].Start(srv); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Process.Kill()
-	lines := bufio.NewScanner(out)
+	lines, srvErr := startServer(t, nw.Hosts[1], srv)
 	if !lines.Scan() || lines.Text() != "ready" {
 		t.Fatalf("server: %q\n%s", lines.Text(), srvErr.String())
 	}
@@ -267,24 +304,15 @@ func TestServerAcrossHostsLeaksNothing(t *testing.T) {
 		}
 		return
 	}
+	modeEnv := func(mode string) []string {
+		return []string{"TACHYON_NIC_MODE=" + mode, "TACHYON_NIC_FRAME_SIZE=4096", "TACHYON_NIC_REBIND_WAIT=10ms"}
+	}
 	client := func(mode string, args ...string) *exec.Cmd {
-		cmd, err := nw.Hosts[0].Command(bin, append([]string{"-connect", addr}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Env = append(cmd.Env, "TACHYON_NIC_MODE="+mode, "TACHYON_NIC_FRAME_SIZE=4096", "TACHYON_NIC_REBIND_WAIT=10ms")
-		return cmd
+		return echoClient(t, nw.Hosts[0], bin, addr, modeEnv(mode), args...)
 	}
 	run := func(mode string, n, size int) {
-		cmd := client(mode, "-n", fmt.Sprint(n), "-size", fmt.Sprint(size))
-		var b strings.Builder
-		cmd.Stdout, cmd.Stderr = &b, &b
-		if err := nw.Hosts[0].Start(cmd); err != nil {
-			t.Error(err)
-			return
-		}
-		if err := cmd.Wait(); err != nil || !strings.Contains(b.String(), fmt.Sprintf("echo ok %d", n)) {
-			t.Errorf("client (%s) of %d requests of %d bytes: %v\n%s", mode, n, size, err, b.String())
+		if _, err := runEchoClient(t, nw.Hosts[0], bin, addr, modeEnv(mode), n, size); err != nil {
+			t.Errorf("(%s) %v", mode, err)
 		}
 	}
 	run("xdp", 500, 64)

@@ -101,9 +101,9 @@ func (c *Comm) classify(op string, err error) error {
 			break
 		}
 	}
-	if s := c.p.sess; cls == ErrNotInitialized && (c.p.conn != nil || s != nil && !s.def && !s.inRun) {
-		// Closed by its session's Close or its connection's Disconnect,
-		// not by Finalize.
+	if cls == ErrNotInitialized {
+		// The endpoint closed: by Finalize, its session's Close or its
+		// connection's Disconnect, each with its class.
 		cls = c.p.endError(op).Class
 	}
 	return &Error{Class: cls, Op: op, Detail: "on " + c.label(), Err: err}

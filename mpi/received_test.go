@@ -319,45 +319,6 @@ func TestMprobeIntercomm(t *testing.T) {
 	twoWorlds(t, 2, 2, recv, send)
 }
 
-// TestSessionCloseWhileMprobe: an Mprobe and a RecvMessage waiting when
-// their session closes return, with ErrComm or ErrSession, as a Probe
-// does (TestSessionCloseWhileWaiting).
-func TestSessionCloseWhileMprobe(t *testing.T) {
-	for _, opts := range [][]SessionOption{nil, {WithProgressGoroutine(-1)}} {
-		srv, err := NewSession(append([]SessionOption{WithStandalone()}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, _ := echoPair(t, srv, newTestSession(t))
-		errs := make(chan error, 2)
-		go func() {
-			_, _, err := sc.Mprobe(AnySource, 99)
-			errs <- err
-		}()
-		go func() {
-			rv, err := sc.RecvMessage(context.Background(), 0, 98)
-			if err == nil {
-				rv.Release()
-			}
-			errs <- err
-		}()
-		time.Sleep(50 * time.Millisecond) // they park
-		if err := srv.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		for range 2 {
-			select {
-			case err := <-errs:
-				if !errors.Is(err, ErrComm) && !errors.Is(err, ErrSession) {
-					t.Errorf("a matched probe waiting at Close: %v, want ErrComm or ErrSession", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("a matched probe waiting at Close did not return")
-			}
-		}
-	}
-}
-
 // TestRecvMessageSession: a service receives requests of sizes it does
 // not know beforehand from a client that dialed it.
 func TestRecvMessageSession(t *testing.T) {

@@ -104,7 +104,6 @@ func TestSessionListenDial(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal("server:", err)
 	}
-	fmt.Println("ok")
 }
 
 // TestSessionsIndependent: sessions of one process have worlds of their
@@ -271,7 +270,8 @@ func TestSessionSerial(t *testing.T) {
 }
 
 // TestSessionCloseWhileWaiting: goroutines blocked in a session's calls
-// when it closes return errors of its classes, and none crashes (the
+// (receives, a probe, a wait, a matched probe, RecvMessage) when it
+// closes return errors of its classes, and none crashes (the
 // connection's rings and doorbell go while they wait).
 func TestSessionCloseWhileWaiting(t *testing.T) {
 	for _, opts := range [][]SessionOption{nil, {WithProgressGoroutine(-1)}} {
@@ -281,7 +281,7 @@ func TestSessionCloseWhileWaiting(t *testing.T) {
 		}
 		cli := newTestSession(t)
 		sc, cc := echoPair(t, srv, cli)
-		errs := make(chan error, 6)
+		errs := make(chan error, 8)
 		for i := range 4 {
 			go func() {
 				_, err := sc.Recv(make([]byte, 8), 0, i)
@@ -297,11 +297,22 @@ func TestSessionCloseWhileWaiting(t *testing.T) {
 			_, err := r.Wait()
 			errs <- err
 		}()
+		go func() {
+			_, _, err := sc.Mprobe(AnySource, 97)
+			errs <- err
+		}()
+		go func() {
+			rv, err := sc.RecvMessage(context.Background(), 0, 98)
+			if err == nil {
+				rv.Release()
+			}
+			errs <- err
+		}()
 		time.Sleep(50 * time.Millisecond) // they park
 		if err := srv.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		for range 6 {
+		for range 8 {
 			select {
 			case err := <-errs:
 				if !errors.Is(err, ErrComm) && !errors.Is(err, ErrSession) {
@@ -347,3 +358,37 @@ func TestSessionIdleStrategy(t *testing.T) {
 		t.Fatalf("an unknown strategy: %v, want ErrArg", err)
 	}
 }
+
+// The Sessions model's routines in a job of processes: ranks 0 and 2 of
+// three make a communicator of their group from the world's process set,
+// with no communicator of theirs as parent, while rank 1 makes none.
+var scCommFromGroup = scenario("comm-from-group", func(w *Comm) error {
+	s := DefaultSession()
+	if s == nil || s.World().Size() != 3 {
+		return fmt.Errorf("the default session's world: %v", s)
+	}
+	if w.Rank() == 1 {
+		return w.Barrier()
+	}
+	g, err := s.GroupFromPset(PsetWorld)
+	if err != nil {
+		return err
+	}
+	if g, err = g.Incl([]int{0, 2}); err != nil {
+		return err
+	}
+	c, err := s.CommFromGroup(g, "ends")
+	if err != nil {
+		return err
+	}
+	if c.Size() != 2 || c.Rank() != w.Rank()/2 {
+		return fmt.Errorf("CommFromGroup: rank %d of %d", c.Rank(), c.Size())
+	}
+	b := make([]byte, 1)
+	if _, err := c.Sendrecv([]byte{byte(w.Rank())}, 1-c.Rank(), 1, b, 1-c.Rank(), 1); err != nil || int(b[0]) != 2-w.Rank() {
+		return fmt.Errorf("a message on it: %v from world rank %d", err, b[0])
+	}
+	return w.Barrier()
+})
+
+func TestCommFromGroup(t *testing.T) { runProcesses(t, 3, scCommFromGroup) }

@@ -29,6 +29,9 @@ type Comm struct {
 	attrs  attrs                      // SetAttr's, in the order set
 
 	abandoned atomic.Bool // a collective on c was abandoned by its context: the rest fail (collectiveLive)
+
+	collSeq   atomic.Uint32         // collectives called on c, for their tags (collsched.go)
+	collCache atomic.Pointer[sched] // the schedule blocking collectives reuse
 }
 
 func newComm(p *proc, g *Group, pair uint32) *Comm {

@@ -26,6 +26,8 @@ var (
 	ErrTag            error = &class{4, "invalid tag"}
 	ErrComm           error = &class{5, "invalid communicator"}
 	ErrRank           error = &class{6, "invalid rank"}
+	ErrRoot           error = &class{8, "invalid root"}       // a collective's root that is no rank of the communicator
+	ErrOp             error = &class{10, "invalid operation"} // a ReduceOp that does not apply to the type it is given
 	ErrRequest        error = &class{7, "invalid request"}
 	ErrGroup          error = &class{9, "invalid group"}
 	ErrArg            error = &class{13, "invalid argument"}
@@ -47,7 +49,7 @@ var (
 	ErrCanceled error = &class{1002, "operation canceled by its context"}
 )
 
-var classes = []error{ErrBuffer, ErrCount, ErrTag, ErrComm, ErrRank, ErrRequest, ErrGroup,
+var classes = []error{ErrBuffer, ErrCount, ErrTag, ErrComm, ErrRank, ErrRoot, ErrOp, ErrRequest, ErrGroup,
 	ErrArg, ErrTruncate, ErrKeyval, ErrOther, ErrIntern, ErrProcFailed, ErrNotInitialized,
 	ErrName, ErrPort, ErrService, ErrSession, ErrCanceled}
 

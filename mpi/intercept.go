@@ -82,6 +82,42 @@ const (
 	OpMrecv  // Message.Recv
 	OpImrecv // Message.Irecv
 	OpRecvMessage
+	// The collectives (coll.go), blocking and nonblocking; Peer is the
+	// root of a rooted one, Bytes what the rank sends (its buffer, for
+	// Bcast). Barrier is OpBarrier, above.
+	OpBcast
+	OpReduce
+	OpAllreduce
+	OpGather
+	OpGatherv
+	OpScatter
+	OpScatterv
+	OpAllgather
+	OpAllgatherv
+	OpAlltoall
+	OpAlltoallv
+	OpReduceScatter
+	OpReduceScatterBlock
+	OpScan
+	OpExscan
+	OpIbarrier
+	OpIbcast
+	OpIreduce
+	OpIallreduce
+	OpIgather
+	OpIgatherv
+	OpIscatter
+	OpIscatterv
+	OpIallgather
+	OpIallgatherv
+	OpIalltoall
+	OpIalltoallv
+	OpIreduceScatter
+	OpIreduceScatterBlock
+	OpIscan
+	OpIexscan
+	OpBcastInit     // persistent
+	OpAllreduceInit // persistent
 	opEnd
 )
 
@@ -93,7 +129,12 @@ var opCallNames = [...]string{"", "Init", "Finalize", "Pcontrol",
 	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "Start", "Startall",
 	"Wait", "Test", "Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome",
 	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CommFree",
-	"Mprobe", "Improbe", "Mrecv", "Imrecv", "RecvMessage"}
+	"Mprobe", "Improbe", "Mrecv", "Imrecv", "RecvMessage",
+	"Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
+	"Allgather", "Allgatherv", "Alltoall", "Alltoallv", "ReduceScatter", "ReduceScatterBlock", "Scan", "Exscan",
+	"Ibarrier", "Ibcast", "Ireduce", "Iallreduce", "Igather", "Igatherv", "Iscatter", "Iscatterv",
+	"Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "IreduceScatter", "IreduceScatterBlock", "Iscan", "Iexscan",
+	"BcastInit", "AllreduceInit"}
 
 // String returns the name of the routine ("Send", "Waitall").
 func (o Op) String() string {
@@ -154,6 +195,7 @@ type Call struct {
 	group  *Group
 	color  int
 	key    int
+	coll   collArgs // a collective's arguments
 }
 
 // Result is what an operation returned besides its error, as
@@ -578,6 +620,9 @@ func invoke(c *Call) (err error) {
 	case OpCommFree:
 		err = m.pFree()
 	default:
+		if c.op >= OpBcast && c.op < opEnd {
+			return invokeColl(c)
+		}
 		err = errorf(ErrArg, c.Op.String(), "a Call that was not made by the facade")
 	}
 	return err
@@ -620,6 +665,9 @@ func invokeContext(c *Call) (ok bool, err error) {
 	case OpBarrier:
 		err = m.pBarrierContext(c.Ctx)
 	default:
+		if c.op >= OpBcast && c.op <= OpExscan {
+			return true, m.pCollectiveContext(c.Ctx, &c.coll)
+		}
 		return false, nil
 	}
 	return true, err

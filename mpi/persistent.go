@@ -80,6 +80,13 @@ func (r *Request) pStart() error {
 	if pr.active {
 		return r.fail(errorf(ErrRequest, "Start", "request is already active"))
 	}
+	if pr.coll != nil {
+		if err := r.c.collectiveLive("Start"); err != nil {
+			return r.fail(err)
+		}
+		r.startColl()
+		return nil
+	}
 	var (
 		er  *engine.Request
 		s   engine.Sent

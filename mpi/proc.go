@@ -33,6 +33,8 @@ type proc struct {
 	appNum    int         // MPI_APPNUM: the launch block this rank came from, -1 if unknown
 	universe  int         // MPI_UNIVERSE_SIZE
 	skew      float64     // the bound on two ranks' Wtime disagreement, Init's measure (WtimeSkew)
+	collOnce  sync.Once   // registers collPl
+	collPl    *collPoller // advances the rank's nonblocking collectives (collsched.go)
 
 	// Requests WaitallInto completed, for Isend and Irecv to reuse: a
 	// plain stack while one goroutine at a time calls MPI (thread levels

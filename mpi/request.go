@@ -52,6 +52,7 @@ type requestExtra struct {
 	st      Status // the status of a request complete from the start
 	persist *persistent
 	scatter *layoutRecv // IrecvLayout's: unpacked into the user's buffer on completion
+	coll    *sched      // a nonblocking or persistent collective's schedule (collnb.go)
 }
 
 // opcode names the routine that made a request, for its errors.
@@ -70,10 +71,11 @@ const (
 	opRecvInit
 	opTimerCreate
 	opImrecv
+	opColl // a nonblocking or persistent collective
 )
 
 var opNames = [...]string{"Isend", "Issend", "Irsend", "Ibsend", "Irecv",
-	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "TimerCreate", "Imrecv"}
+	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "TimerCreate", "Imrecv", "collective"}
 
 func (o opcode) String() string { return opNames[o] }
 
@@ -85,6 +87,7 @@ type persistent struct {
 	mode   engine.Mode
 	recv   bool
 	active bool
+	coll   *sched // a persistent collective's
 }
 
 func doneRequest(c *Comm, st Status) *Request {
@@ -99,6 +102,8 @@ func (r *Request) completion() (*progress.Completion, *progress.Engine) {
 		return &r.er.Completion, r.c.p.ep.Progress()
 	case r.x != nil && r.x.tr != nil:
 		return &r.x.tr.Completion, r.x.eng
+	case r.x != nil && r.x.coll != nil:
+		return &r.x.coll.done, r.c.p.ep.Progress()
 	}
 	return nil, nil
 }
@@ -121,6 +126,8 @@ func (r *Request) finish() (Status, error) {
 		st = Status{Source: AnySource, Tag: AnyTag, Cancelled: r.x.tr.Cancelled()}
 		r.x.tr.Free()
 		r.x.tr = nil
+	case r.x != nil && r.x.coll != nil:
+		st, err = emptyStatus, r.finishColl()
 	case r.x != nil:
 		st = r.x.st
 	}
@@ -279,6 +286,9 @@ func (r *Request) pCancel() error {
 	if err := r.usableNonNil("Cancel"); err != nil {
 		return err
 	}
+	if r.x != nil && r.x.coll != nil {
+		return r.fail(errorf(ErrRequest, "Cancel", "a collective's request cannot be cancelled"))
+	}
 	switch {
 	case r.er != nil:
 		return r.c.fail(r.c.engineErr("Cancel", r.er.Cancel()))
@@ -307,6 +317,9 @@ func (r *Request) Free() error {
 func (r *Request) pFree() error {
 	if err := r.usableNonNil("Free"); err != nil {
 		return err
+	}
+	if r.x != nil && r.x.coll != nil && r.active() {
+		return r.fail(errorf(ErrRequest, "Free", "an active collective's request cannot be freed: wait for it first"))
 	}
 	switch {
 	case r.er != nil:

@@ -26,10 +26,15 @@ import (
 //     the next (advance). No goroutine of its own; its request completes
 //     when the last round does, and waits and tests as any other.
 //
-// The messages of a collective carry a tag of its own, from a count of
-// the collectives called on the communicator (every rank calls them in
-// the same order, so the counts agree): nonblocking collectives in flight
-// together never take one another's messages.
+// The messages of a blocking collective carry one tag, collTagBase: a
+// rank's messages to another of one collective all go before those of the
+// next, and the receiving rank posts its receives for them in the same
+// order, so that two collectives' messages never meet (MPICH's rule). A
+// nonblocking collective's carry a tag of its own, from a count of the
+// nonblocking collectives called on the communicator (every rank calls
+// them in the same order, so the counts agree): those in flight together
+// never take one another's messages, up to collTagSpan of them. The tags
+// are few, so that the engine's matching lists, one per tag, are reused.
 //
 // A step that fails (a peer gone, a message of the wrong size) does not
 // stop a schedule: its first error is kept and the rest still runs, so
@@ -148,16 +153,17 @@ func (s *sched) copy(dst, src []byte) {
 	}
 }
 
-// Tags of the collectives of coll.go: collTagBase plus the collective's
-// count on the communicator, modulo collTagSpan.
+// Tags of the collectives of coll.go: collTagBase for the blocking ones;
+// above it, the nonblocking one's count on the communicator modulo
+// collTagSpan.
 const (
 	collTagBase = 16
-	collTagSpan = 1 << 24
+	collTagSpan = 1 << 10
 )
 
-// nextTag returns the tag of the next collective on c.
+// nextTag returns the tag of the next nonblocking collective on c.
 func (c *Comm) nextTag() int {
-	return collTagBase + int(c.collSeq.Add(1)%collTagSpan)
+	return collTagBase + 1 + int(c.collSeq.Add(1)%collTagSpan)
 }
 
 // fail keeps the first error of s.
@@ -170,7 +176,7 @@ func (s *sched) fail(err error) {
 // run runs s through, blocking, and returns its first error.
 func (s *sched) run() error {
 	ep, ctx := s.c.p.ep, s.c.ctx+1
-	s.tag = s.c.nextTag()
+	s.tag = collTagBase
 	steps := s.steps
 	for i := range steps {
 		st := &steps[i]

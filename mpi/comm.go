@@ -30,7 +30,7 @@ type Comm struct {
 
 	abandoned atomic.Bool // a collective on c was abandoned by its context: the rest fail (collectiveLive)
 
-	collSeq   atomic.Uint32         // collectives called on c, for their tags (collsched.go)
+	collSeq   atomic.Uint32         // nonblocking collectives called on c, for their tags (collsched.go)
 	collCache atomic.Pointer[sched] // the schedule blocking collectives reuse
 }
 

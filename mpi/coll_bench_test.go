@@ -1,0 +1,103 @@
+package mpi
+
+import (
+	"fmt"
+	"testing"
+)
+
+// The collectives' benchmarks, in-process: n ranks of Run, each calling
+// the collective b.N times; the time is rank 0's, per call. go run ./bench
+// -coll measures them as processes beside MPICH and Open MPI.
+
+func benchColl(b *testing.B, n int, fn func(c *Comm) error) {
+	b.ReportAllocs()
+	err := Run(n, func(c *Comm) error {
+		for range 100 { // warm
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			b.ResetTimer()
+		}
+		for range b.N {
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+		if c.Rank() == 0 {
+			b.StopTimer()
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkAllreduce8(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			benchColl(b, n, func(c *Comm) error {
+				var in, out [1]float64
+				return Allreduce(c, in[:], out[:], Sum)
+			})
+		})
+	}
+}
+
+func BenchmarkBcast8(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			benchColl(b, n, func(c *Comm) error {
+				var buf [1]float64
+				return Bcast(c, buf[:], 0)
+			})
+		})
+	}
+}
+
+// BenchmarkSendrecv8 is the point-to-point exchange an 8-byte allreduce
+// of two ranks makes, for comparison.
+func BenchmarkSendrecv8(b *testing.B) {
+	benchColl(b, 2, func(c *Comm) error {
+		var in, out [8]byte
+		_, err := c.Sendrecv(in[:], 1-c.Rank(), 0, out[:], 1-c.Rank(), 0)
+		return err
+	})
+}
+
+func BenchmarkAllreduce1M(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			in, out := make([]float64, 1<<17), make([]float64, 1<<17)
+			b.SetBytes(1 << 20)
+			benchColl(b, n, func(c *Comm) error {
+				return Allreduce(c, in, out, Sum)
+			})
+		})
+	}
+}
+
+// BenchmarkReduceKernel is Sum on []float64: the unrolled kernel against
+// a plain loop.
+func BenchmarkReduceKernel(b *testing.B) {
+	in, inout := make([]float64, 4096), make([]float64, 4096)
+	b.Run("kernel", func(b *testing.B) {
+		b.SetBytes(8 * 4096)
+		for range b.N {
+			sumInto(in, inout)
+		}
+	})
+	b.Run("loop", func(b *testing.B) {
+		b.SetBytes(8 * 4096)
+		for range b.N {
+			for i := range inout {
+				inout[i] += in[i]
+			}
+		}
+	})
+}

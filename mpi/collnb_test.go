@@ -1,0 +1,378 @@
+package mpi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+)
+
+// collNonblocking starts several nonblocking collectives at once, with
+// point-to-point requests and a timer among them, and completes them with
+// Waitall, Waitany and Testsome.
+func collNonblocking(c *Comm) error {
+	n, r := c.Size(), c.Rank()
+	const m = 64
+	for round := range 3 {
+		bb := make([]int64, m)
+		if r == 0 {
+			bb = vec(round, m)
+		}
+		rb, err := Ibcast(c, bb, 0)
+		if err != nil {
+			return err
+		}
+		sum := make([]float64, m)
+		ra, err := Iallreduce(c, slices.Repeat([]float64{float64(r + 1)}, m), sum, Sum)
+		if err != nil {
+			return err
+		}
+		ag := make([]int32, n)
+		rg, err := Iallgather(c, []int32{int32(r * 10)}, ag)
+		if err != nil {
+			return err
+		}
+		rx, err := c.Ibarrier()
+		if err != nil {
+			return err
+		}
+		a2 := make([]int64, n)
+		send := make([]int64, n)
+		for k := range send {
+			send[k] = int64(r*100 + k)
+		}
+		rt, err := Ialltoall(c, send, a2)
+		if err != nil {
+			return err
+		}
+		// A ring of point-to-point messages and a timer beside them.
+		in := make([]byte, 4)
+		pr, err := c.Irecv(in, (r-1+n)%n, round)
+		if err != nil {
+			return err
+		}
+		ps, err := c.Isend([]byte{1, 2, 3, 4}, (r+1)%n, round)
+		if err != nil {
+			return err
+		}
+		tr, err := TimerCreate(0.001)
+		if err != nil {
+			return err
+		}
+		reqs := []*Request{rb, ra, rg, rx, rt, pr, ps, tr}
+		switch round {
+		case 0:
+			if _, err := Waitall(reqs); err != nil {
+				return err
+			}
+		case 1:
+			for range reqs {
+				if _, _, err := Waitany(reqs); err != nil {
+					return err
+				}
+			}
+		case 2:
+			for left := len(reqs); left > 0; {
+				idx, _, err := Testsome(reqs)
+				if err != nil {
+					return err
+				}
+				left -= len(idx)
+			}
+		}
+		if !slices.Equal(bb, vec(round, m)) {
+			return fmt.Errorf("round %d: Ibcast wrong", round)
+		}
+		if want := float64(n * (n + 1) / 2); sum[0] != want || sum[m-1] != want {
+			return fmt.Errorf("round %d: Iallreduce %v, want %v", round, sum[0], want)
+		}
+		for k := range ag {
+			if ag[k] != int32(k*10) {
+				return fmt.Errorf("round %d: Iallgather %v", round, ag)
+			}
+		}
+		for k := range a2 {
+			if a2[k] != int64(k*100+r) {
+				return fmt.Errorf("round %d: Ialltoall %v", round, a2)
+			}
+		}
+	}
+	// Every other nonblocking form once, all in flight together.
+	var reqs []*Request
+	add := func(r *Request, err error) error {
+		reqs = append(reqs, r)
+		return err
+	}
+	red := make([]int64, 4)
+	gat := make([]int64, n)
+	sct := make([]int64, 1)
+	scan, exscan := make([]int64, 2), make([]int64, 2)
+	rsb := make([]int64, 1)
+	gv := make([]int64, n)
+	agv := make([]int64, n)
+	ones := make([]int, n)
+	for k := range ones {
+		ones[k] = 1
+	}
+	a2v := make([]int64, n)
+	rsv := make([]int64, 1)
+	svr := make([]int64, 1)
+	all := make([]int64, n)
+	for k := range all {
+		all[k] = int64(k + 1)
+	}
+	for _, err := range []error{
+		add(Ireduce(c, []int64{1, 2, 3, int64(r)}, red, Sum, n-1)),
+		add(Igather(c, []int64{int64(r)}, gat, 0)),
+		add(Igatherv(c, []int64{int64(r)}, gv, ones, nil, 0)),
+		add(Iscatter(c, all, sct, 0)),
+		add(Iscatterv(c, all, ones, nil, svr, n-1)),
+		add(Iallgatherv(c, []int64{int64(r)}, agv, ones, nil)),
+		add(Ialltoallv(c, all, ones, nil, a2v, ones, nil)),
+		add(IreduceScatterBlock(c, all, rsb, Sum)),
+		add(IreduceScatter(c, all, rsv, ones, Sum)),
+		add(Iscan(c, []int64{1, int64(r)}, scan, Sum)),
+		add(Iexscan(c, []int64{1, int64(r)}, exscan, Sum)),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := Waitall(reqs); err != nil {
+		return err
+	}
+	switch {
+	case r == n-1 && red[3] != int64(n*(n-1)/2):
+		return fmt.Errorf("Ireduce %v", red)
+	case r == 0 && (gat[n-1] != int64(n-1) || gv[n-1] != int64(n-1)):
+		return fmt.Errorf("Igather %v, Igatherv %v", gat, gv)
+	case sct[0] != int64(r+1) || svr[0] != int64(r+1):
+		return fmt.Errorf("Iscatter %v, Iscatterv %v", sct, svr)
+	case agv[n-1] != int64(n-1):
+		return fmt.Errorf("Iallgatherv %v", agv)
+	case a2v[0] != int64(r+1):
+		return fmt.Errorf("Ialltoallv %v", a2v)
+	case rsb[0] != int64(n*(r+1)) || rsv[0] != int64(n*(r+1)):
+		return fmt.Errorf("IreduceScatterBlock %v, IreduceScatter %v", rsb, rsv)
+	case scan[0] != int64(r+1) || scan[1] != int64(r*(r+1)/2):
+		return fmt.Errorf("Iscan %v", scan)
+	case r > 0 && (exscan[0] != int64(r) || exscan[1] != int64(r*(r-1)/2)):
+		return fmt.Errorf("Iexscan %v", exscan)
+	}
+	return nil
+}
+
+func TestCollectivesNonblocking(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 7} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			if err := Run(n, func(c *Comm) error {
+				if err := collNonblocking(c); err != nil {
+					return err
+				}
+				return c.Finalize()
+			}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCollectivesPersistent: AllreduceInit and BcastInit run again at
+// each Start, on the buffers' contents then; Cancel and Free refuse an
+// active collective.
+func TestCollectivesPersistent(t *testing.T) {
+	err := Run(3, func(c *Comm) error {
+		r := c.Rank()
+		send, recv := make([]int64, 8), make([]int64, 8)
+		ar, err := AllreduceInit(c, send, recv, Sum)
+		if err != nil {
+			return err
+		}
+		buf := make([]int32, 5)
+		br, err := BcastInit(c, buf, 2)
+		if err != nil {
+			return err
+		}
+		for it := range 5 {
+			for i := range send {
+				send[i] = int64(r * it)
+			}
+			if r == 2 {
+				buf[4] = int32(it)
+			}
+			if err := Startall([]*Request{ar, br}); err != nil {
+				return err
+			}
+			if err := ar.Cancel(); !errors.Is(err, ErrRequest) {
+				return fmt.Errorf("Cancel of a collective: %v, want ErrRequest", err)
+			}
+			if err := ar.Free(); !errors.Is(err, ErrRequest) {
+				return fmt.Errorf("Free of an active collective: %v, want ErrRequest", err)
+			}
+			reqs := []*Request{ar, br}
+			if _, err := Waitall(reqs); err != nil {
+				return err
+			}
+			if reqs[0] != ar {
+				return errors.New("Waitall dropped a persistent request")
+			}
+			if recv[7] != int64(3*it) || buf[4] != int32(it) {
+				return fmt.Errorf("start %d: allreduce %d, bcast %d", it, recv[7], buf[4])
+			}
+		}
+		if err := ar.Free(); err != nil {
+			return err
+		}
+		if err := br.Free(); err != nil {
+			return err
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCollectiveErrors: a root out of range is ErrRoot, an operation that
+// does not apply ErrOp, buffers that do not fit ErrCount, and counts that
+// differ between ranks ErrTruncate or ErrCount where they show, never a
+// hang.
+func TestCollectiveErrors(t *testing.T) {
+	err := Run(3, func(c *Comm) error {
+		r := c.Rank()
+		c.SetErrhandler(ErrorsReturn)
+		checks := []struct {
+			name string
+			err  error
+			want error
+		}{
+			{"Bcast root 3", Bcast(c, []int32{1}, 3), ErrRoot},
+			{"Reduce root -1", Reduce(c, []int32{1}, []int32{0}, Sum, -1), ErrRoot},
+			{"Max on complex", Allreduce(c, []complex128{1}, []complex128{0}, Max), ErrOp},
+			{"Band on float", Allreduce(c, []float64{1}, []float64{0}, Band), ErrOp},
+			{"zero ReduceOp", Allreduce(c, []int32{1}, []int32{0}, ReduceOp{}), ErrOp},
+			{"user op of another type", Allreduce(c, []int32{1}, []int32{0}, NewReduceOp(matmul, false)), ErrOp},
+			{"MaxLoc odd", Allreduce(c, []float64{1, 2, 3}, []float64{0, 0, 0}, MaxLoc), ErrCount},
+			{"Allreduce lengths", Allreduce(c, []int32{1, 2}, []int32{0}, Sum), ErrCount},
+			{"Allgather lengths", Allgather(c, []int32{1, 2}, []int32{0}), ErrCount},
+			{"Alltoall lengths", Alltoall(c, []int32{1, 2}, []int32{0, 0}), ErrCount},
+			{"Gatherv block outside", Gatherv(c, []int32{1}, make([]int32, 2), []int{1, 1, 1}, nil, r), ErrBuffer},
+		}
+		for _, k := range checks {
+			if !errors.Is(k.err, k.want) || ErrorClass(k.err) != k.want {
+				return fmt.Errorf("%s: %v, want %v", k.name, k.err, k.want)
+			}
+		}
+		// Counts that differ between ranks: rank 1 broadcasts more than
+		// rank 2 takes, and less than rank 0 expects.
+		buf := make([]int32, 4+r)
+		if r == 1 {
+			buf = make([]int32, 5)
+		}
+		err := Bcast(c, buf, 1)
+		switch r {
+		case 0:
+			if !errors.Is(err, ErrTruncate) {
+				return fmt.Errorf("Bcast of more than expected: %v, want ErrTruncate", err)
+			}
+		case 2:
+			if !errors.Is(err, ErrCount) {
+				return fmt.Errorf("Bcast of fewer than expected: %v, want ErrCount", err)
+			}
+		}
+		// The communicator goes on.
+		out := make([]int32, 1)
+		if err := Allreduce(c, []int32{1}, out, Sum); err != nil || out[0] != 3 {
+			return fmt.Errorf("Allreduce after the mismatch: %v %v", out, err)
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCollectiveContext: a collective whose context ends first returns
+// ErrCanceled and abandons the communicator's collectives.
+func TestCollectiveContext(t *testing.T) {
+	err := Run(2, func(c *Comm) error {
+		c.SetErrhandler(ErrorsReturn)
+		buf := make([]float64, 4)
+		if err := AllreduceContext(context.Background(), c, []float64{1, 2, 3, 4}, buf, Sum); err != nil || buf[3] != 8 {
+			return fmt.Errorf("AllreduceContext: %v %v", buf, err)
+		}
+		d, err := c.Dup()
+		if err != nil {
+			return err
+		}
+		d.SetErrhandler(ErrorsReturn)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if c.Rank() == 0 { // rank 1 never joins
+			if err := BcastContext(ctx, d, buf, 1); !errors.Is(err, ErrCanceled) {
+				return fmt.Errorf("BcastContext with no root: %v, want ErrCanceled", err)
+			}
+			if err := Bcast(d, buf, 0); !errors.Is(err, ErrComm) {
+				return fmt.Errorf("Bcast after an abandoned one: %v, want ErrComm", err)
+			}
+		}
+		if err := d.Free(); err != nil {
+			return err
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCollectiveAllocs: the blocking collectives allocate nothing per
+// call once warm.
+func TestCollectiveAllocs(t *testing.T) {
+	if raceEnabled {
+		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
+	}
+	if intercepted() {
+		testskip.Skip(t, testskip.Intercepted, "an interceptor is registered for the whole run")
+	}
+	err := Run(4, func(c *Comm) error {
+		small, out := []float64{1}, make([]float64, 1)
+		big, bigOut := make([]float64, 4096), make([]float64, 4096)
+		ag := make([]float64, 4)
+		a2s, a2 := make([]float64, 4*64), make([]float64, 4*64)
+		cases := []struct {
+			name string
+			fn   func() error
+		}{
+			{"Allreduce8", func() error { return Allreduce(c, small, out, Sum) }},
+			{"Allreduce32K", func() error { return Allreduce(c, big, bigOut, Sum) }},
+			{"Bcast8", func() error { return Bcast(c, small, 0) }},
+			{"Bcast32K", func() error { return Bcast(c, big, 1) }},
+			{"Reduce", func() error { return Reduce(c, big, bigOut, Max, 2) }},
+			{"Allgather", func() error { return Allgather(c, small, ag) }},
+			{"Alltoall", func() error { return Alltoall(c, a2s, a2) }},
+		}
+		for _, k := range cases {
+			var err error
+			allocs := testing.AllocsPerRun(50, func() {
+				if e := k.fn(); e != nil && err == nil {
+					err = e
+				}
+			})
+			if err != nil {
+				return err
+			}
+			if allocs != 0 && c.Rank() == 0 {
+				t.Errorf("%s allocates %v times a call", k.name, allocs)
+			}
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -376,3 +376,20 @@ func TestCollectiveAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+var scCollectives = scenario("collectives", func(c *Comm) error {
+	for _, m := range []int{0, 4, 1000} {
+		if err := collCheck(c, m); err != nil {
+			return err
+		}
+	}
+	return collNonblocking(c)
+})
+
+// TestCollectivesProcesses runs the collectives in-process and as
+// processes over shared memory.
+func TestCollectivesProcesses(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { both(t, n, scCollectives) })
+	}
+}

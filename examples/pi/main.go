@@ -1,5 +1,6 @@
 // Command pi computes π by integrating 4/(1+x²) over [0, 1]: each rank
-// sums a strided share of the intervals and rank 0 gathers the parts.
+// sums a strided share of the intervals and Reduce adds the parts up at
+// rank 0.
 //
 //	tachyonrun -n 4 go run ./examples/pi
 //	go run ./examples/pi -n 4
@@ -33,17 +34,10 @@ func pi(c *mpi.Comm, intervals int) error {
 		x := h * (float64(i) + 0.5)
 		sum += 4 / (1 + x*x)
 	}
-	part := []float64{sum * h}
-	if rank != 0 {
-		return c.Send(mpi.AsBytes(part), 0, 0)
+	total := make([]float64, 1)
+	if err := mpi.Reduce(c, []float64{sum * h}, total, mpi.Sum, 0); err != nil || rank != 0 {
+		return err
 	}
-	total := part[0]
-	for r := 1; r < size; r++ {
-		if _, err := c.Recv(mpi.AsBytes(part), r, 0); err != nil {
-			return err
-		}
-		total += part[0]
-	}
-	fmt.Printf("pi ≈ %.15f, error %.2e, %d ranks, %.3f s\n", total, math.Abs(total-math.Pi), size, mpi.Wtime()-t0)
+	fmt.Printf("pi ≈ %.15f, error %.2e, %d ranks, %.3f s\n", total[0], math.Abs(total[0]-math.Pi), size, mpi.Wtime()-t0)
 	return nil
 }

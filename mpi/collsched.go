@@ -38,9 +38,13 @@ import (
 //
 // A step that fails (a peer gone, a message of the wrong size) does not
 // stop a schedule: its first error is kept and the rest still runs, so
-// that the ranks waiting for this one are not left hanging; the call
-// returns the error. What the other ranks end with is then undefined, as
-// MPI has it.
+// that the ranks waiting for this one are not left hanging, and the call
+// returns the error. Every send after the error carries a poison instead
+// of its data: an empty message where data is due, a byte where none is,
+// which its receiver takes as a count that differs (ErrCount,
+// ErrTruncate) and passes on the same way. So an error travels along the
+// collective's data, and a rank whose result depends on a failed rank's
+// contribution, directly or through others, never reports success.
 
 // stepKind is what a step does.
 type stepKind uint8
@@ -166,6 +170,25 @@ func (c *Comm) nextTag() int {
 	return collTagBase + 1 + int(c.collSeq.Add(1)%collTagSpan)
 }
 
+// poison is what a send of a after an error sends instead (see above).
+func poison(a []byte) []byte {
+	if len(a) > 0 {
+		return nil
+	}
+	return poisonByte[:]
+}
+
+var poisonByte [1]byte
+
+// payload is what send step st sends: its data, or after an error, a
+// poison.
+func (s *sched) payload(st *step) []byte {
+	if s.err != nil {
+		return poison(st.a)
+	}
+	return st.a
+}
+
 // fail keeps the first error of s.
 func (s *sched) fail(err error) {
 	if s.err == nil {
@@ -185,18 +208,26 @@ func (s *sched) run() error {
 			if i+1 < len(steps) && steps[i+1].kind == stWait {
 				// The round's last post: a send that needs no request
 				// when it goes out at once.
-				if err := ep.Send(st.a, st.peer, s.tag, ctx, engine.Standard); err != nil {
+				if err := ep.Send(s.payload(st), st.peer, s.tag, ctx, engine.Standard); err != nil {
 					s.fail(err)
 				}
 				continue
 			}
-			r, err := ep.Isend(st.a, st.peer, s.tag, ctx, engine.Standard)
+			r, err := ep.Isend(s.payload(st), st.peer, s.tag, ctx, engine.Standard)
 			if err != nil {
 				s.fail(err)
 				continue
 			}
 			s.reqs, s.sizes = append(s.reqs, r), append(s.sizes, -1)
 		case stRecv:
+			if len(s.reqs) == 0 && i+1 < len(steps) && steps[i+1].kind == stWait {
+				// A round of one receive (a broadcast's leaf): the
+				// engine's Recv, whose direct path takes a short message
+				// from the ring without a request.
+				est, err := ep.Recv(st.b, st.peer, s.tag, ctx)
+				s.check(est, err, len(st.b))
+				continue
+			}
 			r, err := ep.Irecv(st.b, st.peer, s.tag, ctx)
 			if err != nil {
 				s.fail(err)
@@ -227,7 +258,7 @@ func (s *sched) check(st engine.Status, err error, want int) {
 	case err != nil:
 		s.fail(err)
 	case want >= 0 && st.Count != want && s.err == nil:
-		s.err = errorf(ErrCount, s.name, "a message of %d bytes from rank %d where %d were expected: the ranks' counts differ", st.Count, s.c.group.rankOf(st.Source), want)
+		s.err = errorf(ErrCount, s.name, "a message of %d bytes from rank %d where %d were expected: the ranks' counts differ, or a rank's part of the collective failed before", st.Count, s.c.group.rankOf(st.Source), want)
 	}
 }
 
@@ -258,7 +289,7 @@ func (s *sched) advance() bool {
 		st := &s.steps[s.pc]
 		switch st.kind {
 		case stSend:
-			r, err := ep.Isend(st.a, st.peer, s.tag, ctx, engine.Standard)
+			r, err := ep.Isend(s.payload(st), st.peer, s.tag, ctx, engine.Standard)
 			if err != nil {
 				s.fail(err)
 				break

@@ -327,6 +327,20 @@ func (c *Comm) pCollective(a *collArgs) error {
 	return c.fail(err)
 }
 
+// runBarrier runs a barrier's schedule on c.
+func (c *Comm) runBarrier(name string) error {
+	s := c.collCache.Swap(nil)
+	if s == nil {
+		s = new(sched)
+	}
+	s.reset(c, name)
+	buildBarrier(s)
+	err := s.run()
+	s.release()
+	c.collCache.Store(s)
+	return err
+}
+
 // collReady checks c and a before collective a starts.
 func (c *Comm) collReady(name string, a *collArgs) error {
 	if err := c.check(name); err != nil {

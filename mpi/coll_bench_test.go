@@ -12,6 +12,13 @@ import (
 func benchColl(b *testing.B, n int, fn func(c *Comm) error) {
 	b.ReportAllocs()
 	err := Run(n, func(c *Comm) error {
+		// Each rank's endpoint serial, as a process's at
+		// ThreadSerialized (tachyonrun's default): the engine's direct
+		// paths.
+		if err := c.p.ep.SetSerial(true); err != nil {
+			return err
+		}
+		c.p.thread = ThreadSerialized
 		for range 100 { // warm
 			if err := fn(c); err != nil {
 				return err
@@ -41,9 +48,13 @@ func benchColl(b *testing.B, n int, fn func(c *Comm) error) {
 func BenchmarkAllreduce8(b *testing.B) {
 	for _, n := range []int{2, 4} {
 		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			in, out := make([][]float64, n), make([][]float64, n)
+			for r := range n {
+				in[r], out[r] = make([]float64, 1), make([]float64, 1)
+			}
 			benchColl(b, n, func(c *Comm) error {
-				var in, out [1]float64
-				return Allreduce(c, in[:], out[:], Sum)
+				r := c.Rank()
+				return Allreduce(c, in[r], out[r], Sum)
 			})
 		})
 	}
@@ -52,9 +63,12 @@ func BenchmarkAllreduce8(b *testing.B) {
 func BenchmarkBcast8(b *testing.B) {
 	for _, n := range []int{2, 4} {
 		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			bufs := make([][]float64, n)
+			for r := range n {
+				bufs[r] = make([]float64, 1)
+			}
 			benchColl(b, n, func(c *Comm) error {
-				var buf [1]float64
-				return Bcast(c, buf[:], 0)
+				return Bcast(c, bufs[c.Rank()], 0)
 			})
 		})
 	}
@@ -63,9 +77,10 @@ func BenchmarkBcast8(b *testing.B) {
 // BenchmarkSendrecv8 is the point-to-point exchange an 8-byte allreduce
 // of two ranks makes, for comparison.
 func BenchmarkSendrecv8(b *testing.B) {
+	in, out := [][]byte{make([]byte, 8), make([]byte, 8)}, [][]byte{make([]byte, 8), make([]byte, 8)}
 	benchColl(b, 2, func(c *Comm) error {
-		var in, out [8]byte
-		_, err := c.Sendrecv(in[:], 1-c.Rank(), 0, out[:], 1-c.Rank(), 0)
+		r := c.Rank()
+		_, err := c.Sendrecv(in[r], 1-r, 0, out[r], 1-r, 0)
 		return err
 	})
 }
@@ -73,10 +88,14 @@ func BenchmarkSendrecv8(b *testing.B) {
 func BenchmarkAllreduce1M(b *testing.B) {
 	for _, n := range []int{2, 4} {
 		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
-			in, out := make([]float64, 1<<17), make([]float64, 1<<17)
+			in, out := make([][]float64, n), make([][]float64, n)
+			for r := range n {
+				in[r], out[r] = make([]float64, 1<<17), make([]float64, 1<<17)
+			}
 			b.SetBytes(1 << 20)
 			benchColl(b, n, func(c *Comm) error {
-				return Allreduce(c, in, out, Sum)
+				r := c.Rank()
+				return Allreduce(c, in[r], out[r], Sum)
 			})
 		})
 	}

@@ -201,7 +201,7 @@ func (s *sched) run() error {
 	ep, ctx := s.c.p.ep, s.c.ctx+1
 	s.tag = collTagBase
 	steps := s.steps
-	for i := range steps {
+	for i := 0; i < len(steps); i++ {
 		st := &steps[i]
 		switch st.kind {
 		case stSend:
@@ -220,6 +220,20 @@ func (s *sched) run() error {
 			}
 			s.reqs, s.sizes = append(s.reqs, r), append(s.sizes, -1)
 		case stRecv:
+			if len(s.reqs) == 0 && i+2 < len(steps) && steps[i+2].kind == stWait && steps[i+1].kind == stSend &&
+				steps[i+1].peer == st.peer && ep.SendsEagerly(st.peer, len(steps[i+1].a)) {
+				// An exchange of short messages with one peer (recursive
+				// doubling's): the send goes first, as it cannot wait for
+				// the peer, and the receive takes the engine's direct
+				// path, as a ping-pong's does: no request either way.
+				if err := ep.Send(s.payload(&steps[i+1]), st.peer, s.tag, ctx, engine.Standard); err != nil {
+					s.fail(err)
+				}
+				est, err := ep.Recv(st.b, st.peer, s.tag, ctx)
+				s.check(est, err, len(st.b))
+				i += 2
+				continue
+			}
 			if len(s.reqs) == 0 && i+1 < len(steps) && steps[i+1].kind == stWait {
 				// A round of one receive (a broadcast's leaf): the
 				// engine's Recv, whose direct path takes a short message

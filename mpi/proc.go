@@ -415,8 +415,16 @@ const (
 )
 
 // barrier is a dissemination barrier over c's collective context: in
-// round k each rank signals rank+2^k and waits for rank-2^k.
-func (c *Comm) barrier(op string) error { return c.barrierContext(op, context.Background()) }
+// round k each rank signals rank+2^k and waits for rank-2^k. It runs as
+// the other blocking collectives do (coll.go): two ranks make one
+// exchange of empty messages, each sent before the receive that takes the
+// engine's direct path.
+func (c *Comm) barrier(op string) error {
+	if err := c.collectiveLive(op); err != nil {
+		return err
+	}
+	return c.runBarrier(op)
+}
 
 // barrierContext is barrier bounded by ctx (BarrierContext). A context
 // that has ended before it starts ends it before anything is sent; one

@@ -411,3 +411,58 @@ func TestCollectives(t *testing.T) {
 }
 
 var _ = errors.Is
+
+// TestCollectivesLarge: 4 MiB vectors with the default thresholds, which
+// take the large algorithms (scatter-allgather broadcast; Rabenseifner on
+// 4 ranks, the ring on 3; the ring allgather), and Allreduce with a
+// vector just over and under the thresholds.
+func TestCollectivesLarge(t *testing.T) {
+	const m = 1 << 19 // float64s: 4 MiB
+	ring, rab, scatter := pvAllreduceRing.Value(), pvAllreduceRab.Value(), pvBcastScatter.Value()
+	defer func() {
+		if pvAllreduceRing.Value() == ring || pvAllreduceRab.Value() == rab || pvBcastScatter.Value() == scatter {
+			t.Error("the large algorithms did not all run")
+		}
+	}()
+	for _, n := range []int{3, 4} {
+		err := Run(n, func(c *Comm) error {
+			r := c.Rank()
+			buf := make([]float64, m)
+			if r == 1 {
+				for i := range buf {
+					buf[i] = float64(i)
+				}
+			}
+			if err := Bcast(c, buf, 1); err != nil {
+				return err
+			}
+			for i := range buf {
+				if buf[i] != float64(i) {
+					return fmt.Errorf("Bcast 4 MiB: [%d] = %v", i, buf[i])
+				}
+			}
+			for _, k := range []int{m, 1<<17 + 3, 1<<17 - 3, 513, 511} {
+				out := make([]float64, k)
+				if err := Allreduce(c, buf[:k], out, Sum); err != nil {
+					return err
+				}
+				for i := range out {
+					if out[i] != float64(n*i) {
+						return fmt.Errorf("Allreduce of %d: [%d] = %v, want %v", k, i, out[i], n*i)
+					}
+				}
+			}
+			ag := make([]float64, n*(m/8))
+			if err := Allgather(c, buf[:m/8], ag); err != nil {
+				return err
+			}
+			if ag[(n-1)*(m/8)+5] != 5 {
+				return fmt.Errorf("Allgather 512 KiB: wrong")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%d ranks: %v", n, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -404,10 +405,11 @@ func TestCollectivesProcesses(t *testing.T) {
 	}
 }
 
-// TestCollectiveRankGone: a rank that leaves (its fn returns, which
-// finalizes it) while the others call collectives makes every rank whose
-// result needs its contribution return an error, ErrProcFailed where it
-// talks to the gone rank, and none hangs or reports success.
+// TestCollectiveRankGone: a rank that leaves (in-process its fn returns,
+// which finalizes it; as processes it exits) while the others call
+// collectives makes every rank whose result needs its contribution return
+// an error, ErrProcFailed where it talks to the gone rank, and none hangs
+// or reports success.
 func TestCollectiveRankGone(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -416,33 +418,7 @@ func TestCollectiveRankGone(t *testing.T) {
 				if c.Rank() == n-1 {
 					return nil
 				}
-				c.SetErrhandler(ErrorsReturn)
-				check := func(name string, err error) error {
-					switch {
-					case errors.Is(err, ErrProcFailed):
-						failed.Add(1)
-					case errors.Is(err, ErrCount), errors.Is(err, ErrTruncate):
-					default:
-						return fmt.Errorf("rank %d: %s with a rank gone: %v, want an error", c.Rank(), name, err)
-					}
-					return nil
-				}
-				out := make([]float64, 16)
-				if err := check("Allreduce", Allreduce(c, make([]float64, 16), out, Sum)); err != nil {
-					return err
-				}
-				d, err := c.Dup() // fails, as the gone rank is not there to agree
-				if err == nil {
-					d.Free()
-				}
-				ag := make([]int32, 2*n)
-				if err := check("Allgather", Allgather(c, []int32{1, 2}, ag)); err != nil {
-					return err
-				}
-				if err := check("Bcast", Bcast(c, out, n-1)); err != nil {
-					return err
-				}
-				return nil
+				return collRankGone(c, &failed)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -452,4 +428,50 @@ func TestCollectiveRankGone(t *testing.T) {
 			}
 		})
 	}
+	t.Run("processes", func(t *testing.T) { runProcesses(t, 3, scCollRankGone) })
+}
+
+var scCollRankGone = scenario("coll-rank-gone", func(c *Comm) error {
+	n := c.Size()
+	if c.Rank() == n-1 {
+		os.Exit(0) // leaves without Finalize
+	}
+	var failed atomic.Int32
+	if err := collRankGone(c, &failed); err != nil {
+		return err
+	}
+	if c.Rank() == 1 && failed.Load() == 0 { // rank 1 exchanges with rank 2 in each
+		return errors.New("rank 1 got no ErrProcFailed")
+	}
+	Finalize() // fails: a rank is gone
+	return errFinalized
+})
+
+// collRankGone runs collectives on c, whose last rank is gone, and checks
+// that each returns an error; failed counts the ErrProcFailed ones.
+func collRankGone(c *Comm, failed *atomic.Int32) error {
+	n := c.Size()
+	c.SetErrhandler(ErrorsReturn)
+	check := func(name string, err error) error {
+		switch {
+		case errors.Is(err, ErrProcFailed):
+			failed.Add(1)
+		case errors.Is(err, ErrCount), errors.Is(err, ErrTruncate):
+		default:
+			return fmt.Errorf("rank %d: %s with a rank gone: %v, want an error", c.Rank(), name, err)
+		}
+		return nil
+	}
+	out := make([]float64, 16)
+	if err := check("Allreduce", Allreduce(c, make([]float64, 16), out, Sum)); err != nil {
+		return err
+	}
+	ag := make([]int32, 2*n)
+	if err := check("Allgather", Allgather(c, []int32{1, 2}, ag)); err != nil {
+		return err
+	}
+	if err := check("Bcast", Bcast(c, out, n-1)); err != nil {
+		return err
+	}
+	return check("Barrier", c.Barrier())
 }

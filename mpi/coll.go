@@ -309,35 +309,118 @@ func (c *Comm) collective(a *collArgs) error {
 }
 
 // pCollective is collective without interception: the schedule is built
-// in the one c keeps, run, and kept for the next call.
+// in the one c keeps, run, and kept for the next call. A call with the
+// same arguments as the last, on buffers small enough (maxKeptBytes),
+// runs the schedule kept without checking or building it again: a loop
+// of small collectives pays for the exchange alone.
 func (c *Comm) pCollective(a *collArgs) error {
 	name := collNames[a.kind]
-	if err := c.collReady(name, a); err != nil {
-		return err
+	s := c.takeSched()
+	if s.key.same(a, c) {
+		if err := c.collLive(name); err != nil {
+			c.putSched(s)
+			return err
+		}
+	} else {
+		if err := c.collReady(name, a); err != nil {
+			c.putSched(s)
+			return err
+		}
+		s.reset(c, name)
+		build(s, a)
+		s.key = keyOf(a, c)
 	}
-	s := c.collCache.Swap(nil)
+	err := s.run()
+	if !s.key.valid {
+		s.release()
+	}
+	c.putSched(s)
+	return c.fail(err)
+}
+
+// takeSched takes the schedule c keeps for its blocking collectives (a
+// new one if another goroutine has it: MPI forbids two collectives on a
+// communicator at once, but a program may break the rule). Below
+// ThreadMultiple one goroutine at a time calls MPI: a plain load and
+// store, no atomic exchange.
+func (c *Comm) takeSched() *sched {
+	var s *sched
+	if c.p.thread < ThreadMultiple {
+		s, c.collPlain = c.collPlain, nil
+	} else {
+		s = c.collCache.Swap(nil)
+	}
 	if s == nil {
 		s = new(sched)
 	}
-	s.reset(c, name)
-	build(s, a)
-	err := s.run()
-	s.release()
+	return s
+}
+
+// putSched gives s back to c.
+func (c *Comm) putSched(s *sched) {
+	if c.p.thread < ThreadMultiple {
+		c.collPlain = s
+		return
+	}
 	c.collCache.Store(s)
-	return c.fail(err)
+}
+
+// collLive is collReady's checks of c, for a call whose arguments were
+// checked before.
+func (c *Comm) collLive(name string) error {
+	if err := c.check(name); err != nil {
+		return err
+	}
+	if err := c.collectiveLive(name); err != nil {
+		return c.fail(err)
+	}
+	return nil
+}
+
+// schedKey is what a kept schedule was built for: a call with the same
+// reuses it. Only calls on at most maxKeptBytes have one (valid), so that
+// a communicator keeps no large buffer of the user's alive.
+type schedKey struct {
+	valid            bool
+	c                *Comm
+	kind             collKind
+	inPlace, recvNil bool
+	root             int
+	op               ReduceOp
+	dt               dtype
+	send, recv       *byte
+	nsend, nrecv     int
+}
+
+// maxKeptBytes bounds the buffers of a schedule kept for reuse.
+const maxKeptBytes = 64 << 10
+
+// keyOf returns the key of a's call on c; not valid for a v-form or
+// buffers over maxKeptBytes.
+func keyOf(a *collArgs, c *Comm) schedKey {
+	if a.counts != nil || a.sendCounts != nil || len(a.send)+len(a.recv) > maxKeptBytes {
+		return schedKey{}
+	}
+	return schedKey{valid: true, c: c, kind: a.kind, inPlace: a.inPlace, recvNil: a.recvNil, root: a.root,
+		op: a.op, dt: a.dt, send: unsafe.SliceData(a.send), recv: unsafe.SliceData(a.recv), nsend: len(a.send), nrecv: len(a.recv)}
+}
+
+// same reports whether k was made for a call on c with a's arguments.
+func (k *schedKey) same(a *collArgs, c *Comm) bool {
+	return k.valid && k.c == c && k.kind == a.kind && k.inPlace == a.inPlace && k.recvNil == a.recvNil &&
+		k.root == a.root && k.op == a.op && k.dt == a.dt && a.counts == nil && a.sendCounts == nil &&
+		k.send == unsafe.SliceData(a.send) && k.recv == unsafe.SliceData(a.recv) &&
+		k.nsend == len(a.send) && k.nrecv == len(a.recv)
 }
 
 // runBarrier runs a barrier's schedule on c.
 func (c *Comm) runBarrier(name string) error {
-	s := c.collCache.Swap(nil)
-	if s == nil {
-		s = new(sched)
-	}
+	s := c.takeSched()
 	s.reset(c, name)
 	buildBarrier(s)
 	err := s.run()
 	s.release()
-	c.collCache.Store(s)
+	c.putSched(s)
 	return err
 }
 

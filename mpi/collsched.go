@@ -86,10 +86,12 @@ type sched struct {
 	done    progress.Completion
 	busy    atomic.Bool // advance runs (a post from the caller, a poll)
 	persist bool        // a persistent request's: kept after it completes
+	key     schedKey    // the call a blocking schedule was built for, if it is kept for the next
 }
 
 // reset empties s for a new schedule on c.
 func (s *sched) reset(c *Comm, name string) {
+	s.key = schedKey{}
 	s.c, s.name, s.k = c, name, nil
 	clear(s.steps) // drop the buffers of the last call
 	s.steps = s.steps[:0]
@@ -104,6 +106,7 @@ func (s *sched) release() {
 	clear(s.steps)
 	s.steps = s.steps[:0]
 	s.c = nil
+	s.key = schedKey{}
 }
 
 // scratch returns n bytes of s's scratch space, aligned to 16 bytes,
@@ -199,7 +202,7 @@ func (s *sched) fail(err error) {
 // run runs s through, blocking, and returns its first error.
 func (s *sched) run() error {
 	ep, ctx := s.c.p.ep, s.c.ctx+1
-	s.tag = collTagBase
+	s.tag, s.err = collTagBase, nil
 	steps := s.steps
 	for i := 0; i < len(steps); i++ {
 		st := &steps[i]

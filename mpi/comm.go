@@ -31,7 +31,8 @@ type Comm struct {
 	abandoned atomic.Bool // a collective on c was abandoned by its context: the rest fail (collectiveLive)
 
 	collSeq   atomic.Uint32         // nonblocking collectives called on c, for their tags (collsched.go)
-	collCache atomic.Pointer[sched] // the schedule blocking collectives reuse
+	collCache atomic.Pointer[sched] // the schedule blocking collectives reuse, at ThreadMultiple
+	collPlain *sched                // the same below ThreadMultiple
 }
 
 func newComm(p *proc, g *Group, pair uint32) *Comm {

@@ -2,45 +2,9 @@ package mpi
 
 import "unsafe"
 
-// Collective operations (MPI-4.1 chapter 6): broadcast, reductions,
-// gathers, scatters and all-to-all, over every rank of an
-// intracommunicator. Each is a generic function over the Numeric element
-// types, in a blocking form (Bcast), a nonblocking one (Ibcast, returning
-// a *Request) and, for some, a persistent one (BcastInit). MPI's rules
-// hold:
-//
-//   - Every rank of the communicator calls the same collectives in the
-//     same order, with the same root and operation, and with counts that
-//     agree (the ranks' send and receive sizes match as MPI's type
-//     signatures must). A receiving rank that gets more than its buffer
-//     holds returns ErrTruncate, one that gets less ErrCount; the others
-//     may complete normally.
-//   - A root that is not a rank of the communicator is ErrRoot; an
-//     operation that does not apply to the element type is ErrOp; a
-//     buffer of the wrong length for the call's own arguments is ErrCount
-//     (or ErrBuffer for a v-form's block that lies outside its buffer),
-//     found before anything is sent.
-//   - Non-commutative operations (NewReduceOp) are applied in rank order.
-//
-// In place (MPI_IN_PLACE): a nil send buffer asks for it wherever MPI
-// allows it. Allreduce(c, nil, buf, Sum) reduces buf in place; Reduce's
-// root, Gather's root and Allgather's ranks find their own contribution
-// already in recv (at their block); Scatter's root passes a nil recv and
-// keeps its block in send; Alltoall takes the blocks to send from recv.
-// A rank that contributes nothing passes an empty, non-nil slice, or a
-// nil one where the two mean the same (a count of zero).
-//
-// A rank's failure (ErrProcFailed) or a mismatch does not stop a
-// collective at the ranks that see it: they go through the rest of its
-// messages with what they have, so that the ranks waiting on them are not
-// left hanging, and return the error. The results are then undefined.
-// Ranks that do not exchange messages with a failed rank may complete
-// normally, as MPI's fault-tolerance chapter allows.
-//
-// Collectives run on a context of their own: they never match
-// point-to-point messages, and nonblocking collectives in flight together
-// keep their messages apart. Intercommunicators have Barrier only; the
-// others return ErrComm there.
+// The collective operations: their arguments, the checks, and the
+// blocking forms; the package doc's "Collective operations" states the
+// rules.
 
 // collKind names a collective.
 type collKind uint8
@@ -440,6 +404,11 @@ func (c *Comm) collReady(name string, a *collArgs) error {
 	}
 	return nil
 }
+
+// InPlace returns the send buffer that asks a collective to work in place
+// (MPI_IN_PLACE): nil. Allreduce(c, InPlace[float64](), buf, Sum) is
+// Allreduce(c, nil, buf, Sum); the package doc says where MPI allows it.
+func InPlace[T Numeric]() []T { return nil }
 
 // Bcast sends root's buf to every rank of c, into its buf (MPI_BCAST).
 // Every rank's buf has the same length.

@@ -374,3 +374,60 @@ func AlltoallContext[T Numeric](ctx context.Context, c *Comm, send, recv []T) er
 	a := typed(collAlltoall, send, recv)
 	return c.collectiveContext(ctx, &a)
 }
+
+// GathervContext is Gatherv bounded by ctx, as BcastContext.
+func GathervContext[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
+	a := typed(collGatherv, send, recv)
+	a.root, a.counts, a.displs = root, counts, displs
+	return c.collectiveContext(ctx, &a)
+}
+
+// ScattervContext is Scatterv bounded by ctx, as BcastContext.
+func ScattervContext[T Numeric](ctx context.Context, c *Comm, send []T, counts, displs []int, recv []T, root int) error {
+	a := typed(collScatterv, send, recv)
+	a.root, a.counts, a.displs = root, counts, displs
+	return c.collectiveContext(ctx, &a)
+}
+
+// AllgathervContext is Allgatherv bounded by ctx, as BcastContext.
+func AllgathervContext[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts, displs []int) error {
+	a := typed(collAllgatherv, send, recv)
+	a.counts, a.displs = counts, displs
+	return c.collectiveContext(ctx, &a)
+}
+
+// AlltoallvContext is Alltoallv bounded by ctx, as BcastContext.
+func AlltoallvContext[T Numeric](ctx context.Context, c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
+	a := typed(collAlltoallv, send, recv)
+	a.sendCounts, a.sendDispls, a.counts, a.displs = sendCounts, sendDispls, recvCounts, recvDispls
+	return c.collectiveContext(ctx, &a)
+}
+
+// ReduceScatterBlockContext is ReduceScatterBlock bounded by ctx, as
+// BcastContext.
+func ReduceScatterBlockContext[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) error {
+	a := typed(collReduceScatterBlock, send, recv)
+	a.op = op
+	return c.collectiveContext(ctx, &a)
+}
+
+// ReduceScatterContext is ReduceScatter bounded by ctx, as BcastContext.
+func ReduceScatterContext[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, op ReduceOp) error {
+	a := typed(collReduceScatter, send, recv)
+	a.op, a.counts = op, counts
+	return c.collectiveContext(ctx, &a)
+}
+
+// ScanContext is Scan bounded by ctx, as BcastContext.
+func ScanContext[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) error {
+	a := typed(collScan, send, recv)
+	a.op = op
+	return c.collectiveContext(ctx, &a)
+}
+
+// ExscanContext is Exscan bounded by ctx, as BcastContext.
+func ExscanContext[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) error {
+	a := typed(collExscan, send, recv)
+	a.op = op
+	return c.collectiveContext(ctx, &a)
+}

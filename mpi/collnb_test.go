@@ -475,3 +475,54 @@ func collRankGone(c *Comm, failed *atomic.Int32) error {
 	}
 	return check("Barrier", c.Barrier())
 }
+
+// TestCollectiveContextForms: every Context form with a context that
+// could end (so the collective runs as its nonblocking form, waited for)
+// gives the plain form's result.
+func TestCollectiveContextForms(t *testing.T) {
+	err := Run(3, func(c *Comm) error {
+		n, r := c.Size(), c.Rank()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		ones := []int{1, 1, 1}
+		all := []int64{1, 2, 3}
+		b := []int64{int64(r)}
+		red, gat, sct, ag, a2 := make([]int64, 1), make([]int64, n), make([]int64, 1), make([]int64, n), make([]int64, n)
+		gv, sv, agv, a2v := make([]int64, n), make([]int64, 1), make([]int64, n), make([]int64, n)
+		rsb, rs, sc, ex := make([]int64, 1), make([]int64, 1), make([]int64, 1), []int64{-1}
+		sum := []int64{int64(r)}
+		for _, err := range []error{
+			BcastContext(ctx, c, b, 2),
+			ReduceContext(ctx, c, []int64{1}, red, Sum, 0),
+			AllreduceContext(ctx, c, InPlace[int64](), sum, Sum),
+			GatherContext(ctx, c, []int64{int64(r)}, gat, 1),
+			ScatterContext(ctx, c, all, sct, 0),
+			AllgatherContext(ctx, c, []int64{int64(r)}, ag),
+			AlltoallContext(ctx, c, all, a2),
+			GathervContext(ctx, c, []int64{int64(r)}, gv, ones, nil, 0),
+			ScattervContext(ctx, c, all, ones, nil, sv, 0),
+			AllgathervContext(ctx, c, []int64{int64(r)}, agv, ones, nil),
+			AlltoallvContext(ctx, c, all, ones, nil, a2v, ones, nil),
+			ReduceScatterBlockContext(ctx, c, all, rsb, Sum),
+			ReduceScatterContext(ctx, c, all, rs, ones, Sum),
+			ScanContext(ctx, c, []int64{1}, sc, Sum),
+			ExscanContext(ctx, c, []int64{1}, ex, Sum),
+		} {
+			if err != nil {
+				return err
+			}
+		}
+		switch {
+		case b[0] != 2, r == 0 && red[0] != 3, sum[0] != 3, r == 1 && gat[2] != 2, sct[0] != int64(r+1):
+			return fmt.Errorf("rank %d: bcast %v reduce %v allreduce %v gather %v scatter %v", r, b, red, sum, gat, sct)
+		case ag[2] != 2, a2[2] != int64(r+1), r == 0 && gv[2] != 2, sv[0] != int64(r+1), agv[1] != 1, a2v[0] != int64(r+1):
+			return fmt.Errorf("rank %d: allgather %v alltoall %v gatherv %v scatterv %v allgatherv %v alltoallv %v", r, ag, a2, gv, sv, agv, a2v)
+		case rsb[0] != int64(3*(r+1)), rs[0] != int64(3*(r+1)), sc[0] != int64(r+1), r > 0 && ex[0] != int64(r), r == 0 && ex[0] != -1:
+			return fmt.Errorf("rank %d: reduce-scatter %v %v scan %v exscan %v", r, rsb, rs, sc, ex)
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

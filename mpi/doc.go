@@ -1,7 +1,8 @@
 // Package mpi is Tachyon's MPI-style facade: environment management,
 // communicators and groups, point-to-point communication in every mode,
-// requests and timer requests, noncontiguous messages, error classes,
-// and the profiling interface (Intercept, Pcontrol) for tools.
+// requests and timer requests, noncontiguous messages, collective
+// operations, error classes, and the profiling interface (Intercept,
+// Pcontrol) for tools.
 //
 // A program is either one rank of a job (Init, then World; started by
 // tachyonrun, or alone as a singleton world of one rank), or runs a whole
@@ -14,11 +15,57 @@
 // ranks, then calls the engine package, which does the matching and the
 // protocols (and checks ranks and tags again for its other callers).
 //
+// # Collective operations
+//
+// The collectives of MPI-4.1 chapter 6 (broadcast, reductions, gathers,
+// scatters, all-to-all, scans) run over every rank of an
+// intracommunicator. Each is a generic function over the Numeric element
+// types in a blocking form (Bcast, Allreduce...), a nonblocking one
+// (Ibcast, Iallreduce..., returning a *Request that waits and tests with
+// any other) and a Context one (BcastContext...); BcastInit and
+// AllreduceInit make persistent requests; Comm.BcastLayout and its kin
+// move bytes that a Layout describes. MPI's rules hold:
+//
+//   - Every rank of the communicator calls the same collectives in the
+//     same order, with the same root and operation, and with counts that
+//     agree (the ranks' send and receive sizes match as MPI's type
+//     signatures must). A receiving rank that gets more than its buffer
+//     holds returns ErrTruncate, one that gets less ErrCount.
+//   - A root that is not a rank of the communicator is ErrRoot; an
+//     operation that does not apply to the element type is ErrOp; a
+//     buffer of the wrong length for the call's own arguments is ErrCount
+//     (or ErrBuffer for a v-form's block that lies outside its buffer),
+//     found before anything is sent.
+//   - The predefined operations (Sum, Max, ...) are commutative;
+//     non-commutative operations (NewReduceOp) are applied in rank order.
+//
+// In place (MPI_IN_PLACE) is a nil send buffer (InPlace names it) wherever
+// MPI allows it: Allreduce(c, nil, buf, Sum) reduces buf in place;
+// Reduce's root, Gather's root and Allgather's ranks find their own
+// contribution already in recv (at their block); Scatter's root passes a
+// nil recv and keeps its block in send; Alltoall takes the blocks to send
+// from recv. A rank that contributes nothing passes an empty, non-nil
+// slice, or a nil one where the two mean the same (a count of zero).
+//
+// A failed rank (ErrProcFailed) or a count that differs does not stop a
+// collective at the ranks that see it: they go through the rest of its
+// messages, so that the ranks waiting on them are not left hanging, and
+// send on an error of their own in place of data, so that every rank
+// whose result needs the failed part returns an error too; none returns
+// success with wrong data. Ranks whose result does not need it complete
+// normally, as MPI's fault-tolerance chapter allows.
+//
+// Collectives run on a context of their own: they never match
+// point-to-point messages, and nonblocking collectives in flight together
+// keep their messages apart. Intercommunicators have Barrier only; the
+// others return ErrComm there.
+//
 // # Deadlines and cancellation
 //
 // Every routine that can block has a Context form beside it that takes a
 // context.Context (SendContext, RecvContext, Request.WaitContext,
-// WaitanyContext, BarrierContext, ...) and ends when the context does:
+// WaitanyContext, BarrierContext, AllreduceContext, ...; the collectives'
+// Layout forms excepted) and ends when the context does:
 //
 //   - The context bounds the wait only. An operation that can complete
 //     at once (a message already there, a short send with room on its
@@ -44,10 +91,10 @@
 //   - A request waited for (Request.WaitContext, WaitallContext, ...)
 //     stays as it was: active, for the caller to wait for again, test,
 //     cancel or free.
-//   - A collective so ended (BarrierContext) is abandoned half way: the
-//     ranks' collectives on its communicator are out of step for good, so
-//     every later collective on it fails with ErrComm. Use another
-//     communicator (Dup one beforehand).
+//   - A collective so ended (BarrierContext, BcastContext...) is
+//     abandoned half way: the ranks' collectives on its communicator are
+//     out of step for good, so every later collective on it fails with
+//     ErrComm. Use another communicator (Dup one beforehand).
 //   - A context that does not end costs no allocation and no goroutine,
 //     and a few instructions a call; context.Background costs a call. A
 //     nil context is an ErrArg error.

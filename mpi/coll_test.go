@@ -84,8 +84,12 @@ func collCheck(c *Comm, m int) error {
 			}
 		}
 		// Reduce, non-commutative
-		mo := make([]uint64, m)
-		if err := Reduce(c, matvec(r, m), mo, NewReduceOp(matmul, false), root); err != nil {
+		mo, ms := make([]uint64, m), matvec(r, m)
+		if r == root && root%2 == 1 { // in place
+			copy(mo, ms)
+			ms = nil
+		}
+		if err := Reduce(c, ms, mo, NewReduceOp(matmul, false), root); err != nil {
 			return fmt.Errorf("Reduce matmul root %d: %w", root, err)
 		}
 		if r == root {

@@ -171,34 +171,31 @@ func bcastScatterAllgather(s *sched, buf []byte, root int) {
 	}
 }
 
-// buildReduce combines every rank's send into root's recv.
+// buildReduce combines every rank's send into root's recv, up a binomial
+// tree: rooted at root for a commutative operation; for another, at rank
+// 0, where each rank's part covers the ranks below its children's, and
+// then sent to root. A leaf sends its vector as it is; a rank copies it
+// into a buffer of its own only when it first combines.
 func buildReduce(s *sched, a *collArgs) {
 	n, r := s.c.size, s.c.rank
 	nb := a.count
-	var acc []byte // this rank's partial result
-	if r == a.root {
-		acc = a.recv
-		if !a.inPlace {
-			s.copy(acc, a.send)
-		}
+	mine := a.send
+	if r == a.root && a.inPlace {
+		mine = a.recv
 	}
 	if n == 1 {
+		s.copy(a.recv, mine)
 		return
 	}
+	commute := a.op.Commutative()
 	treeRoot := a.root
-	if !a.op.Commutative() {
-		treeRoot = 0 // rank order: rank 0 holds the lowest ranks' result
+	if !commute {
+		treeRoot = 0
 	}
-	tmp := s.scratch(nb)
-	if acc == nil || r != treeRoot {
-		acc = s.scratch(nb)
-		if a.inPlace && r == a.root {
-			s.copy(acc, a.recv)
-		} else {
-			s.copy(acc, a.send)
-		}
-	}
-	spare := s.scratch(nb) // the other buffer of a non-commutative combine
+	// acc is the rank's partial result; owned once it is a buffer the
+	// schedule may write (scratch, or root's recv), not the user's send.
+	acc, owned := mine, r == a.root && a.inPlace
+	var tmp []byte
 	vr := (r - treeRoot + n) % n
 	for mask := 1; mask < n; mask <<= 1 {
 		if vr&mask != 0 {
@@ -210,33 +207,42 @@ func buildReduce(s *sched, a *collArgs) {
 		if src >= n {
 			continue
 		}
-		if a.op.Commutative() {
-			s.recv((src+treeRoot)%n, tmp)
-			s.wait()
+		if tmp == nil {
+			tmp = s.scratch(nb)
+		}
+		s.recv((src+treeRoot)%n, tmp)
+		s.wait()
+		if commute {
+			if !owned {
+				dst := s.scratch(nb)
+				if r == a.root {
+					dst = a.recv
+				}
+				s.copy(dst, acc)
+				acc, owned = dst, true
+			}
 			s.reduce(tmp, acc)
 			continue
 		}
-		// acc holds ranks below src's: acc op received, into the
+		// acc holds the ranks below src's: acc op received, into the
 		// received buffer, which becomes acc.
-		in := spare
-		s.recv(src, in)
-		s.wait()
-		s.reduce(acc, in)
-		acc, spare = in, acc
-	}
-	if r == treeRoot && r == a.root {
-		s.copy(a.recv, acc)
-		return
-	}
-	if treeRoot != a.root {
-		switch r {
-		case treeRoot:
-			s.send(a.root, acc)
-			s.wait()
-		case a.root:
-			s.recv(treeRoot, a.recv)
-			s.wait()
+		s.reduce(acc, tmp)
+		old := acc
+		acc, tmp = tmp, nil
+		if owned { // the old part's buffer takes the next
+			tmp = old
 		}
+		owned = true
+	}
+	switch {
+	case r == treeRoot && r == a.root:
+		s.copy(a.recv, acc)
+	case r == treeRoot:
+		s.send(a.root, acc)
+		s.wait()
+	case r == a.root:
+		s.recv(treeRoot, a.recv)
+		s.wait()
 	}
 }
 
@@ -655,11 +661,7 @@ func buildReduceScatter(s *sched, a *collArgs) {
 		acc := s.scratch(total)
 		sub := &collArgs{kind: collReduce, send: in, recv: acc, root: 0, op: a.op, count: total, unit: a.unit, esize: a.esize}
 		buildReduce(s, sub)
-		sc := &collArgs{kind: collScatterv, send: acc, recv: mine, root: 0, counts: a.counts, esize: a.esize, count: a.count}
-		if r == 0 {
-			sc.send = acc
-		}
-		buildScatter(s, sc)
+		buildScatter(s, &collArgs{kind: collScatterv, send: acc, recv: mine, root: 0, counts: a.counts, esize: a.esize, count: a.count})
 		return
 	}
 	acc := s.scratch(total)

@@ -249,26 +249,31 @@ func buildReduce(s *sched, a *collArgs) {
 // buildAllreduce combines every rank's send into every rank's recv.
 func buildAllreduce(s *sched, a *collArgs) {
 	n := s.c.size
-	buf := a.recv
+	buf, src := a.recv, a.recv // the result, and the vector to start from
 	if !a.inPlace {
-		s.copy(buf, a.send)
-	}
-	if n == 1 {
-		return
+		src = a.send
 	}
 	nb := len(buf)
 	units := nb / a.unit
 	pof2 := 1 << (bits.Len(uint(n)) - 1)
 	switch {
+	case n == 1:
+		s.copy(buf, src)
 	case !a.op.Commutative() || int64(nb) < allreduceLong.Get() || units < n:
 		pvAllreduceRD.Add(1)
+		s.copy(buf, src)
 		allreduceRD(s, a, buf)
 	case pof2 != n && int64(nb) >= allreduceRingMin.Get():
 		pvAllreduceRing.Add(1)
+		s.copy(buf, src)
 		allreduceRing(s, a, buf)
+	case pof2 != n:
+		pvAllreduceRab.Add(1)
+		s.copy(buf, src)
+		allreduceRab(s, a, buf, buf, pof2)
 	default:
 		pvAllreduceRab.Add(1)
-		allreduceRab(s, a, buf, pof2)
+		allreduceRab(s, a, src, buf, pof2)
 	}
 }
 
@@ -362,7 +367,11 @@ func blocks(s *sched, n, units, unit int) []int {
 // allreduceRab is Rabenseifner's algorithm: a reduce-scatter by recursive
 // halving, then an allgather by recursive doubling, over the pof2 ranks
 // foldIn leaves.
-func allreduceRab(s *sched, a *collArgs, buf []byte, pof2 int) {
+//
+// The first halving step sends from src, the caller's vector, and copies
+// into buf only the half it keeps: on a power of two of ranks buf needs no
+// copy of the whole vector first (src is buf where it does).
+func allreduceRab(s *sched, a *collArgs, src, buf []byte, pof2 int) {
 	n := s.c.size
 	rem := n - pof2
 	nb := len(buf)
@@ -383,9 +392,14 @@ func allreduceRab(s *sched, a *collArgs, buf []byte, pof2 int) {
 				recvIdx = sendIdx + pof2/(mask*2)
 				sLo, sHi, rLo, rHi = sendIdx, recvIdx, recvIdx, lastIdx
 			}
+			from := buf
+			if mask == 1 {
+				from = src
+			}
 			s.recv(dst, part(tmp, rLo, rHi))
-			s.send(dst, part(buf, sLo, sHi))
+			s.send(dst, part(from, sLo, sHi))
 			s.wait()
+			s.copy(part(buf, rLo, rHi), part(from, rLo, rHi))
 			s.reduce(part(tmp, rLo, rHi), part(buf, rLo, rHi))
 			sendIdx = recvIdx
 			lastIdx = recvIdx + pof2/(mask*2)

@@ -45,6 +45,8 @@ func runRole(role string) int {
 		err = ring(w)
 	case "netjob":
 		err = netJob(w)
+	case "colls":
+		err = collJob(w)
 	case "clock":
 		err = clockJob(w)
 	case "netfail":

@@ -1,0 +1,144 @@
+//go:build linux
+
+package hwtests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// Collectives across hosts: 4 test hosts of 2 ranks each, under MPICH's
+// mpiexec, so that a collective's messages cross the network.
+
+// collJob is one rank of role "colls": broadcasts, reductions, gathers
+// and all-to-alls of small and large vectors, every result checked, and
+// the transport counters, which must show the network.
+func collJob(w *mpi.Comm) error {
+	n, r := w.Size(), w.Rank()
+	for _, m := range []int{1, 1000, 1 << 17} { // 8 B, 8 KB, 1 MiB of float64
+		x := make([]float64, m)
+		for i := range x {
+			x[i] = float64(r*m + i)
+		}
+		sum := make([]float64, m)
+		if err := mpi.Allreduce(w, x, sum, mpi.Sum); err != nil {
+			return fmt.Errorf("Allreduce of %d: %v", m, err)
+		}
+		for _, i := range []int{0, m / 2, m - 1} {
+			if want := float64(n*i + m*n*(n-1)/2); sum[i] != want {
+				return fmt.Errorf("Allreduce of %d: [%d] = %v, want %v", m, i, sum[i], want)
+			}
+		}
+		b := make([]float64, m)
+		if r == n-1 {
+			copy(b, x)
+		}
+		if err := mpi.Bcast(w, b, n-1); err != nil {
+			return fmt.Errorf("Bcast of %d: %v", m, err)
+		}
+		if b[m-1] != float64((n-1)*m+m-1) {
+			return fmt.Errorf("Bcast of %d: wrong data", m)
+		}
+		if err := mpi.Reduce(w, x, sum, mpi.Max, 2); err != nil {
+			return fmt.Errorf("Reduce of %d: %v", m, err)
+		}
+		if r == 2 && sum[0] != float64((n-1)*m) {
+			return fmt.Errorf("Reduce of %d: %v", m, sum[0])
+		}
+		all := make([]float64, n*m)
+		if err := mpi.Allgather(w, x, all); err != nil {
+			return fmt.Errorf("Allgather of %d: %v", m, err)
+		}
+		if all[(n-1)*m] != float64((n-1)*m) {
+			return fmt.Errorf("Allgather of %d: wrong data", m)
+		}
+		a2 := make([]float64, n*m)
+		if err := mpi.Alltoall(w, all, a2); err != nil {
+			return fmt.Errorf("Alltoall of %d: %v", m, err)
+		}
+		for k := 0; k < n; k++ { // block k of rank k's all is rank r's x... block r of all is x_r on every rank
+			if a2[k*m] != float64(r*m) {
+				return fmt.Errorf("Alltoall of %d: block %d = %v", m, k, a2[k*m])
+			}
+		}
+	}
+	req, err := mpi.Iallreduce(w, []int64{int64(r)}, make([]int64, 1), mpi.Sum)
+	if err != nil {
+		return err
+	}
+	if _, err := req.Wait(); err != nil {
+		return err
+	}
+	if err := w.Barrier(); err != nil {
+		return err
+	}
+	if netMsgs, _ := pvar.Lookup("engine_net_messages"); netMsgs.Read() == 0 {
+		return fmt.Errorf("no message over the network")
+	}
+	host, _ := os.Hostname()
+	fmt.Printf("colls rank %d of %d on %s ok\n", r, n, host)
+	return nil
+}
+
+// TestCollectivesAcrossHosts runs collJob on 4 hosts under mpiexec.mpich:
+// 2 ranks a host over UDP, 1 over AF_XDP (two ranks of a host cannot bind
+// the same queue of its interface: the second's Init fails, "device or
+// resource busy").
+func TestCollectivesAcrossHosts(t *testing.T) {
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
+	}
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	for _, c := range []struct {
+		mode    string
+		perHost int
+	}{{"udp", 2}, {"xdp", 1}} {
+		t.Run(c.mode, func(t *testing.T) {
+			nw, err := nethost.New(nethost.Config{Hosts: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nw.Close()
+			exe, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var args []string
+			for i, h := range nw.Hosts {
+				if i > 0 {
+					args = append(args, ":")
+				}
+				k, v, _ := strings.Cut(h.EnterEnv(), "=")
+				args = append(args, "-n", strconv.Itoa(c.perHost), "-env", k, v, "-env", testrole.Env, "colls",
+					"-env", "TACHYON_NIC_MODE", c.mode, exe, exe, testrole.NoTests)
+			}
+			start := time.Now()
+			out, err := exec.Command(mpiexec, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
+			}
+			n := 4 * c.perHost
+			for r := range n {
+				h := nw.Hosts[r/c.perHost].Name
+				if !strings.Contains(string(out), fmt.Sprintf("colls rank %d of %d on %s ok", r, n, h)) {
+					t.Fatalf("rank %d did not finish on host %s:\n%s", r, h, out)
+				}
+			}
+			t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
+		})
+	}
+}

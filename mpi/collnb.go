@@ -195,9 +195,9 @@ func (pl *collPoller) drop(s *sched) bool {
 }
 
 // Ibarrier starts a barrier (MPI_IBARRIER): its request completes once
-// every rank of c has called Ibarrier or Barrier... and reached this
-// barrier. Nonblocking and blocking barriers are separate collectives:
-// every rank calls the same one.
+// every rank of c has called Ibarrier. As with every collective, the
+// ranks call the same one: an Ibarrier on one rank does not meet a
+// Barrier on another.
 func (c *Comm) Ibarrier() (*Request, error) {
 	a := collArgs{kind: collBarrier, root: -1}
 	return c.icollective(&a)

@@ -16,15 +16,18 @@ import (
 // forms of an operation:
 //
 //  1. A blocking call (Bcast, Allreduce...) builds it in a schedule the
-//     communicator keeps (Comm.collCache), runs it through at once (run),
+//     communicator keeps (Comm.takeSched), runs it through at once (run),
 //     and keeps it for the next call: in steady state nothing is
-//     allocated.
+//     allocated, and a call with the same small arguments as the last
+//     runs the schedule as it is (schedKey).
 //  2. A nonblocking call (Ibcast...) builds it in a schedule of its own,
 //     posts its first round, and hands it to its rank's collective poller
 //     (collPoller), which the progress engine polls with the endpoint:
 //     each poll finishes the rounds whose messages have arrived and posts
 //     the next (advance). No goroutine of its own; its request completes
-//     when the last round does, and waits and tests as any other.
+//     when the last round does, and waits and tests as any other. A
+//     persistent request's schedule is built once and started again; a
+//     Context form runs as a nonblocking one, waited for.
 //
 // The messages of a blocking collective carry one tag, collTagBase: a
 // rank's messages to another of one collective all go before those of the

@@ -20,7 +20,7 @@ var (
 	allreduceLong = cvar.NewInt("mpi_coll_allreduce_long", 4<<10,
 		"Smallest allreduce, in bytes, of a commutative operation done by reduce-scatter and allgather (Rabenseifner) rather than by recursive doubling.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
-	allreduceRingMin = cvar.NewInt("mpi_coll_allreduce_ring", 1<<20,
+	allreduceRingMin = cvar.NewInt("mpi_coll_allreduce_ring_min", 1<<20,
 		"Smallest allreduce, in bytes, of a commutative operation done by a ring (reduce-scatter, then allgather, between neighbours) on a number of ranks that is not a power of two, rather than by Rabenseifner's algorithm.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 	allgatherLong = cvar.NewInt("mpi_coll_allgather_long", 512<<10,
@@ -42,7 +42,7 @@ var (
 	pvAllreduceRab = pvar.NewCounter("mpi_coll_allreduce_rabenseifner",
 		"Allreduces done by Rabenseifner's reduce-scatter and allgather (mpi_coll_allreduce_long).", pvar.WithUnit("calls"))
 	pvAllreduceRing = pvar.NewCounter("mpi_coll_allreduce_ring",
-		"Allreduces done around a ring (mpi_coll_allreduce_ring).", pvar.WithUnit("calls"))
+		"Allreduces done around a ring (mpi_coll_allreduce_ring_min).", pvar.WithUnit("calls"))
 	pvAllgatherRD = pvar.NewCounter("mpi_coll_allgather_recursive_doubling",
 		"Allgathers done by recursive doubling.", pvar.WithUnit("calls"))
 	pvAllgatherRing = pvar.NewCounter("mpi_coll_allgather_ring",

@@ -169,8 +169,8 @@
 // seed's "data item" being a block here) a bad block count (negative,
 // or beyond nlist or ilist), or listed blocks that overlap where they
 // are scattered (GRECV, GUNPACK). Status 10, system buffer overflow, is
-// never returned: the facade never drops a message, it holds the sender
-// back instead. Codes 13 to 16 are this package's, which the seed
+// never returned: the facade never drops a message (it delivers it or
+// fails the operation with an error, status 16). Codes 13 to 16 are this package's, which the seed
 // allows ("Additional entries may be added later"): an unknown mode, a
 // bad type, nonblocking operations pending, and a facade failure (a dead
 // peer, a freed Proc), whose error Cause returns. Bad arguments never

@@ -335,3 +335,61 @@ var scFreed = scenario("freed", func(p *Proc) error {
 	}
 	return errFreed
 })
+
+// TestLayoutsNonblocking: SSEND and GSEND in nonblocking mode, completed
+// by STATS (which then returns the bytes sent), received by SRECV and
+// GRECV in nonblocking mode and completed by WAIT; and a contiguous
+// message received into blocks and the other way round.
+func TestLayoutsNonblocking(t *testing.T) { both(t, 2, scLayoutsNonblocking) }
+
+var scLayoutsNonblocking = scenario("layouts-nonblocking", func(p *Proc) error {
+	if p.GETID(p.ALL()) == 0 {
+		src := []byte("a-b-c-d")
+		s1 := p.SSEND(Nonblocking, src, 1, 1, 1, 2, 4)
+		s2 := p.GSEND(Nonblocking, src, 1, 2, []int{1, 1}, []int{6, 0}, 2)
+		if s1 <= 0 || s2 <= 0 {
+			return fmt.Errorf("nonblocking SSEND/GSEND: ERROR %d", p.ERROR())
+		}
+		for _, c := range []struct{ id, n int }{{s1, 4}, {s2, 2}} {
+			n := -1
+			for n < 0 && p.ERROR() == 0 {
+				n = p.STATS(c.id)
+			}
+			if err := expect(p, "STATS of a send", n, c.n, 0); err != nil {
+				return err
+			}
+		}
+		return first(
+			expect(p, "CSEND to blocks", p.CSEND(Blocking, []byte("xyz"), 1, 3, 3), 3, 0),
+			expect(p, "SSEND to contiguous", p.SSEND(Blocking, src, 1, 4, 1, 2, 4), 4, 0),
+		)
+	}
+	a, b := make([]byte, 8), make([]byte, 3)
+	r1 := p.SRECV(Nonblocking, a, 0, 1, 1, 2, 4)
+	r2 := p.GRECV(Nonblocking, b, 0, 2, []int{1, 1}, []int{2, 0}, 2)
+	if r1 <= 0 || r2 <= 0 {
+		return fmt.Errorf("nonblocking SRECV/GRECV: ERROR %d", p.ERROR())
+	}
+	if err := first(
+		expect(p, "WAIT GRECV", p.WAIT(r2), 2, 0),
+		expect(p, "INFOT", p.INFOT(), 2, 0),
+		expect(p, "WAIT SRECV", p.WAIT(r1), 4, 0),
+	); err != nil {
+		return err
+	}
+	if string(a) != "a\x00b\x00c\x00d\x00" || string(b) != "a\x00d" {
+		return fmt.Errorf("SRECV stored %q, GRECV %q", a, b)
+	}
+	c := make([]byte, 6)
+	if err := expect(p, "GRECV of a contiguous message", p.GRECV(Blocking, c, 0, 3, []int{2, 1}, []int{4, 0}, 2), 3, 0); err != nil {
+		return err
+	}
+	d := make([]byte, 4)
+	if err := expect(p, "CRECV of a strided message", p.CRECV(Blocking, d, 0, 4, 4), 4, 0); err != nil {
+		return err
+	}
+	if string(c) != "z\x00\x00\x00xy" || string(d) != "abcd" {
+		return fmt.Errorf("GRECV stored %q, CRECV %q", c, d)
+	}
+	return nil
+})

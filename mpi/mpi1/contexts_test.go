@@ -76,7 +76,17 @@ var scContexts = scenario("contexts", func(p *Proc) error {
 	}
 	// A group context has contexts of its own: ICC is unknown inside one,
 	// and one made inside is gone after POPG.
-	if err := expect(p, "PUSHG(ALL)", p.PUSHG(p.ALL()), 2, 0); err != nil {
+	// A receive pending in ICC does not forbid PUSHG from the default
+	// context, but its ID is unknown inside.
+	if err := expect(p, "PUSHC(ICC)", p.PUSHC(icc), 0, 0); err != nil {
+		return err
+	}
+	rid := p.CRECV(Nonblocking, got, other, 50, 4)
+	if err := first(
+		expect(p, "POPC", p.POPC(), def, 0),
+		expect(p, "PUSHG(ALL)", p.PUSHG(p.ALL()), 2, 0),
+		fails(p, "STATS of an outer ID", p.STATS(rid), ErrMSGID),
+	); err != nil {
 		return err
 	}
 	inner := p.NEWC()
@@ -86,6 +96,7 @@ var scContexts = scenario("contexts", func(p *Proc) error {
 		expect(p, "PUSHC(inner)", p.PUSHC(inner), 0, 0),
 		expect(p, "POPG with a context pushed", p.POPG(), p.ALL(), 0),
 		fails(p, "PUSHC(inner) outside", p.PUSHC(inner), ErrCCID),
+		expect(p, "CANCEL of the outer ID", p.CANCEL(rid), 0, 0),
 		expect(p, "INFOC outside", p.INFOC(0, nil), 2, 0),
 	); err != nil {
 		return err

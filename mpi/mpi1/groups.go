@@ -150,8 +150,8 @@ func (p *Proc) GETID(gid int) int {
 
 // INFOG returns the number of processes in the group gid, of which the
 // caller must be a member, and puts the PIDs of the first maxlis of them
-// (in GCPID order, numbered in the current group context) in plist
-// (MPI_INFOG). A maxlis beyond plist is error status 6.
+// (in GCPID order, numbered in the current group context: ALL's are
+// 0..n-1) in plist (MPI_INFOG). A maxlis beyond plist is error status 6.
 func (p *Proc) INFOG(gid, maxlis int, plist []int) int {
 	g := p.member(gid)
 	if g == nil {
@@ -159,6 +159,13 @@ func (p *Proc) INFOG(gid, maxlis int, plist []int) int {
 	}
 	if maxlis < 0 || maxlis > len(plist) {
 		return p.fail(ErrBufSize)
+	}
+	if g == p.g.all { // numbered as the context numbers its processes: 0..n-1
+		n := g.comm.Size()
+		for i := 0; i < maxlis && i < n; i++ {
+			plist[i] = i
+		}
+		return p.ok(n)
 	}
 	copy(plist[:maxlis], g.pids)
 	return p.ok(len(g.pids))

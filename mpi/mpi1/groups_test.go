@@ -50,8 +50,14 @@ var scTable1 = scenario("table1", func(p *Proc) error {
 	if p.ALL() != gid {
 		return fmt.Errorf("ALL = %d after PUSHG(%d)", p.ALL(), gid)
 	}
-	if err := expect(p, "GETID(ALL) inside", p.GETID(p.ALL()), pid%4, 0); err != nil {
+	if err := first(
+		expect(p, "GETID(ALL) inside", p.GETID(p.ALL()), pid%4, 0),
+		expect(p, "INFOG(ALL) inside", p.INFOG(p.ALL(), 8, members), 4, 0),
+	); err != nil {
 		return err
+	}
+	if !slices.Equal(members[:4], []int{0, 1, 2, 3}) {
+		return fmt.Errorf("INFOG(ALL) inside lists %v, want the GCPIDs 0..3", members[:4])
 	}
 	if err := fails(p, "GETID(root ALL) inside", p.GETID(root), ErrGID); err != nil {
 		return err

@@ -232,7 +232,7 @@ func (ep *Endpoint) finishFromUnexpected(r *Request, u *unexpected) {
 // truncated is the error of a msg-byte message received into a buf-byte
 // buffer.
 func truncated(msg, buf int) error {
-	return fmt.Errorf("%w: %d-byte message, %d-byte buffer", ErrTruncate, msg, buf)
+	return &TruncateError{Length: msg, Buffer: buf}
 }
 
 // Iprobe reports whether a message from src with tag in ctx can be

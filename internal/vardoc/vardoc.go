@@ -37,8 +37,9 @@ import (
 	"github.com/tachyon-hpc/tachyon/pvar"
 
 	// The packages that register variables: mpi imports engine, nic,
-	// progress and rings, and registers its own.
+	// progress and rings, and registers its own; mpi1 registers its own.
 	_ "github.com/tachyon-hpc/tachyon/mpi"
+	_ "github.com/tachyon-hpc/tachyon/mpi/mpi1"
 )
 
 // Command is the command, run from the module's root, that rewrites

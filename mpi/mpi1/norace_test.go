@@ -1,0 +1,5 @@
+//go:build !race
+
+package mpi1
+
+const raceEnabled = false

@@ -16,7 +16,7 @@ var (
 		"Interface a job's ranks open their network links on (DefaultInterface): empty takes the interface of the default route, or else the first one up that is not loopback and has an IPv4 address.",
 		cvar.WithCategory("nic"))
 	attachVar = cvar.NewEnum("nic_xdp_attach", "auto", []string{"auto", "driver", "generic"},
-		"Where the XDP program runs: auto tries the driver's native hook first and the generic (SKB) one if the driver refuses, except on veth, where the generic hook is faster and goes first; driver or generic insist.",
+		"Where the XDP program runs: auto tries the driver's native hook first and the generic (SKB) one if the driver refuses, except on veth, where the generic hook goes first (a native program there costs every frame a hop through the peer's NAPI, docs/nic.md); driver or generic insist.",
 		cvar.WithCategory("nic"))
 	bindVar = cvar.NewEnum("nic_xdp_bind", "auto", []string{"auto", "zerocopy", "copy"},
 		"How the AF_XDP socket binds: auto tries zero-copy and falls back to copy mode; zerocopy or copy insist.",

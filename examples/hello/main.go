@@ -2,6 +2,8 @@
 // rank 0, which prints one line per rank, in rank order. Started alone it
 // runs four goroutine ranks (mpi.Main calls mpi.Run); under a launcher it
 // is one process's rank of the job (see the README).
+//
+// The README shows it, and docs/getting-started.md goes on from it.
 package main
 
 import (

@@ -10,7 +10,7 @@ import (
 // Control variables. Each is read when a link opens.
 var (
 	modeVar = cvar.NewEnum("nic_mode", "auto", []string{"auto", "xdp", "udp"},
-		"How a link reaches the network when its Config leaves Mode as ModeAuto: auto takes AF_XDP where it can be had (root or CAP_NET_ADMIN and CAP_BPF, a kernel with XDP sockets, an interface that takes an XDP program) and UDP otherwise; xdp fails rather than fall back; udp never tries AF_XDP.",
+		"How a link reaches the network when its Config leaves Mode as ModeAuto: auto takes AF_XDP where it can be had (root, or CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF, a kernel with XDP sockets, an interface that takes an XDP program) and UDP otherwise; xdp fails rather than fall back; udp never tries AF_XDP.",
 		cvar.WithCategory("nic"))
 	ifaceVar = cvar.NewString("nic_interface", "",
 		"Interface a job's ranks open their network links on (DefaultInterface): empty takes the interface of the default route, or else the first one up that is not loopback and has an IPv4 address.",

@@ -30,6 +30,8 @@
 //
 // The build uses default.pgo, a CPU profile of this suite, for
 // profile-guided optimization (docs/bench.md says how to remake it).
+//
+// docs/bench.md has the figures, how to read them, and every flag.
 package main
 
 import (

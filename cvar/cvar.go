@@ -12,6 +12,9 @@
 //
 // Reading a variable (Get) is one atomic load: packages read their knobs on
 // hot paths without caching them.
+//
+// docs/tools.md lists every control variable, generated from this registry
+// (go run ./internal/vardoc/gen).
 package cvar
 
 import (

@@ -20,4 +20,7 @@
 // buffers; a network link gives the same contract over unreliable frames,
 // with its own sequence numbers and retransmission, so the protocol and
 // matching code here does not change with the medium.
+//
+// docs/engine.md has the design and the measured costs;
+// docs/network.md the network transport.
 package engine

@@ -48,13 +48,13 @@ var (
 		"Whether the data of rendezvous messages of engine_net_bulk_min bytes or more between ranks on different hosts crosses a kernel TCP connection (the bulk lane, one per pair of ranks and direction) rather than Tachyon's frames. Off, or with engine_net_auth, every byte goes as frames. A rank without it makes its peers send it frames.",
 		cvar.WithCategory("engine"))
 	netBulkLowat = cvar.NewInt("engine_net_bulk_lowat", 0,
-		"SO_RCVLOWAT of a bulk lane's receiving socket (0: the kernel's): the kernel acknowledges at once while less than this waits unread, and sizes the receive buffer to hold it. 0 was the fastest measured between two hosts on one machine; 256 KiB made the lane slower (docs/network.md).",
+		"SO_RCVLOWAT of a bulk lane's receiving socket (0: the kernel's own): the kernel acknowledges at once while less than this waits unread, and sizes the receive buffer to hold it. Reads never block: they take whatever has come (docs/network.md has the measurements).",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("bytes"))
 	netBulkWrite = cvar.NewInt("engine_net_bulk_write_bytes", 96<<10,
-		"Most bytes a bulk lane's sender hands the kernel in one write: the queued messages' headers and data are gathered up to this (and nic.StreamBuffers buffers), and larger messages go in pieces of it. Writes of a whole message each, or of more than about 128 KiB, made the lane slower between two hosts on one machine (docs/network.md).",
+		"Most bytes a bulk lane's sender hands the kernel in one write: the queued messages' headers and data are gathered up to this (and nic.StreamBuffers buffers), and larger messages go in pieces of it. Larger writes mean fewer system calls but a longer wait for the receiver's first byte (docs/network.md has the measurements).",
 		cvar.WithCategory("engine"), cvar.WithRange(4<<10, 1<<30), cvar.WithUnit("bytes"))
 	netBulkMin = cvar.NewInt("engine_net_bulk_min", 8<<10,
-		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames. The default, the default engine_net_eager_limit, sends every rendezvous message's data over the lane, which is faster than frames from there on.",
+		"Smallest rendezvous message whose data crosses the bulk lane (engine_net_bulk); smaller ones stream as frames. At engine_net_eager_limit or below, every rendezvous message's data crosses the lane.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<50), cvar.WithUnit("bytes"))
 )
 

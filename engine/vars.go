@@ -29,16 +29,16 @@ var (
 		"How shared-memory rendezvous moves data: cma reads the sender's buffer with process_vm_readv (one copy), pipeline streams it through the rings (two copies); auto tries cma and falls back to pipeline where the kernel refuses it.",
 		cvar.WithCategory("engine"))
 	cmaMin = cvar.NewInt("engine_cma_min", 16<<20,
-		"Smallest rendezvous message that engine_rndv_copy=auto reads with process_vm_readv; smaller ones stream through the rings. The system call pins the sender's pages one by one, which on this VM made it slower than two copies through the rings at every size measured (docs/engine.md).",
+		"Smallest rendezvous message that engine_rndv_copy=auto reads with process_vm_readv; smaller ones stream through the rings. 0: every rendezvous message that auto can read so. The system call pins the sender's pages one by one, so a message must be large for one copy to beat two through the rings; where it does is the machine's (docs/engine.md has the measurements).",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 	splitMin = cvar.NewInt("engine_rndv_split_min", 256<<10,
 		"Smallest rendezvous message between processes whose copy the two ranks split (unless engine_rndv_copy=pipeline): the receiver reads the first part of the sender's buffer with process_vm_readv while the sender writes the rest into the receiver's with process_vm_writev, so that two cores copy at once. 0: never split. Where the kernel refuses cross-memory attach the message streams through the rings.",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 	splitLone = cvar.NewBool("engine_rndv_split_lone", false,
-		"Whether a rendezvous message is split (engine_rndv_split_min) even when no earlier one from the same rank is still arriving. On this VM a lone message between two ranks whose caches hold the data streamed through the rings in less time than split, while one of a stream of messages went faster split (docs/engine.md).",
+		"Whether a rendezvous message is split (engine_rndv_split_min) even when no earlier one from the same rank is still arriving. Off, a lone message streams through the rings, whose copy may find the data in both ranks' caches; splitting pays off for messages in a stream (docs/engine.md has the measurements).",
 		cvar.WithCategory("engine"))
 	splitShare = cvar.NewInt("engine_rndv_split_share", 50,
-		"Percent of a split rendezvous message (engine_rndv_split_min) that the sender writes; the receiver reads the rest. Half went fastest on this VM, ahead of 30 and 70 (docs/engine.md).",
+		"Percent of a split rendezvous message (engine_rndv_split_min) that the sender writes, from 0 (the receiver reads it all) to 100 (the sender writes it all); the receiver reads the rest. Half balances two cores of equal speed (docs/engine.md has the measurements).",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 100), cvar.WithUnit("percent"))
 	checkInterval = cvar.NewDuration("engine_check_interval", 5*time.Millisecond,
 		"How often an endpoint with pending operations that finds nothing to do checks that its peers are alive: a dead or departed peer's operations fail within about this long after its death is visible.",

@@ -10,4 +10,6 @@
 //
 // Like the shared-memory engine they test, the tests are Linux only: their
 // files build only there, so elsewhere the package has no tests.
+//
+// The README's Layout and .ci/run say what each run of them needs.
 package hwtests

@@ -27,6 +27,9 @@
 //
 // The segment and CPU binding need Linux; elsewhere Run fails at step 2,
 // and a Config with CPUs at step 1, with an error that says so.
+//
+// docs/launching.md covers the launcher, its guarantees and the jobs across
+// hosts.
 package launch
 
 import (

@@ -5,4 +5,6 @@
 // and the core packages depend on neither. A third, statshm, publishes them
 // in a file of shared memory that cmd/tachyonstat reads from outside the
 // process; the facade's Init starts it.
+//
+// docs/mpit.md (Service metrics) shows both in a service.
 package metrics

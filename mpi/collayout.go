@@ -1,8 +1,8 @@
 package mpi
 
 // The collectives on bytes that a Layout describes, for data that is not
-// a slice of numbers (seed 003's strided and general gather/scatter, as
-// the point-to-point Layout forms have them). Each packs what a rank
+// a slice of numbers (the 1993 MPI1 proposal's strided and general
+// gather/scatter, as the point-to-point Layout forms have them). Each packs what a rank
 // sends into one contiguous message with its layout, runs the collective
 // on the packed bytes (interceptors see that collective: a Bcast of
 // Size() bytes), and unpacks what it receives with its own; the two sides'

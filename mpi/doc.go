@@ -100,4 +100,7 @@
 //     nil context is an ErrArg error.
 //   - Interceptors see a Context form as its plain form's operation
 //     (OpRecv for RecvContext) with Call.Ctx set.
+//
+// docs/mpi.md describes the facade in full; docs/getting-started.md starts
+// from a first program.
 package mpi

@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// The examples of MPI-4.1 section 11.2.2 (seed 001, Examples 8.3-8.11).
+// The examples of MPI-4.1 section 11.2.2 (Examples 8.3-8.11 of the MPI
+// standard's text).
 
 var scEx83 = scenario("ex8.3", func(c *Comm) error {
 	if c.Rank() == 0 {

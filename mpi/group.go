@@ -6,7 +6,8 @@ import (
 	"sync/atomic"
 )
 
-// Process groups (seed 003's groups, with the MPI-4 group routines).
+// Process groups (the 1993 MPI1 proposal's groups, with the MPI-4 group
+// routines).
 //
 // A Group is an ordered set of processes: group rank i is the process with
 // world rank ranks[i]. Groups are local objects: building one never

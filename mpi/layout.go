@@ -6,9 +6,9 @@ import (
 	"slices"
 )
 
-// Noncontiguous messages (seed 003's strided and general gather/scatter:
-// MPI_SSEND/SRECV and MPI_SPACK/SUNPACK for constant-stride blocks,
-// MPI_GSEND/GRECV and MPI_GPACK/GUNPACK for arbitrary blocks).
+// Noncontiguous messages (the 1993 MPI1 proposal's strided and general
+// gather/scatter: MPI_SSEND/SRECV and MPI_SPACK/SUNPACK for constant-stride
+// blocks, MPI_GSEND/GRECV and MPI_GPACK/GUNPACK for arbitrary blocks).
 //
 // A Layout says which bytes of a buffer a message carries, and in what
 // order. Sending with a layout gathers those bytes into one contiguous
@@ -42,9 +42,9 @@ type Layout struct {
 	err     error // set by Contiguous(n < 0); Pack and Unpack return it
 }
 
-// Contiguous returns the layout of the first n bytes of a buffer, the
-// layout of an ordinary message (MPI_TYPE_CONTIGUOUS over bytes; seed
-// 003's MPI_CSEND). A negative n gives a layout whose Pack and Unpack
+// Contiguous returns the layout of the first n bytes of a buffer, the layout
+// of an ordinary message (MPI_TYPE_CONTIGUOUS over bytes; the 1993 MPI1
+// proposal's MPI_CSEND). A negative n gives a layout whose Pack and Unpack
 // return ErrCount.
 func Contiguous(n int) Layout {
 	switch {
@@ -56,9 +56,9 @@ func Contiguous(n int) Layout {
 	return Layout{n: 1, blen: n, stride: n, size: n, extent: n}
 }
 
-// Strided returns the layout of blocks blocks of blockLen bytes whose
-// starts lie stride bytes apart, the first at the start of the buffer:
-// block i is buf[i*stride : i*stride+blockLen]. It is seed 003's
+// Strided returns the layout of blocks blocks of blockLen bytes whose starts
+// lie stride bytes apart, the first at the start of the buffer: block i is
+// buf[i*stride : i*stride+blockLen]. It is the 1993 MPI1 proposal's
 // constant-stride gather and scatter (MPI_SSEND, MPI_SRECV, MPI_SPACK,
 // MPI_SUNPACK; MPI_TYPE_VECTOR over bytes), as used to send a row of a
 // matrix stored by columns.
@@ -95,11 +95,11 @@ func Strided(blocks, blockLen, stride int) (_ Layout, err error) {
 }
 
 // Blocks returns the layout of arbitrary blocks: block i is the lengths[i]
-// bytes at offsets[i] from the start of the buffer, and the blocks are
-// taken in the order listed, whatever their offsets. It is seed 003's
-// general gather and scatter (MPI_GSEND, MPI_GRECV, MPI_GPACK,
-// MPI_GUNPACK; MPI_TYPE_INDEXED over bytes), as used to send the records
-// of a list of particles that migrate to another process. The slices are
+// bytes at offsets[i] from the start of the buffer, and the blocks are taken
+// in the order listed, whatever their offsets. It is the 1993 MPI1
+// proposal's general gather and scatter (MPI_GSEND, MPI_GRECV, MPI_GPACK,
+// MPI_GUNPACK; MPI_TYPE_INDEXED over bytes), as used to send the records of
+// a list of particles that migrate to another process. The slices are
 // copied.
 //
 // Blocks that share bytes may be packed but not unpacked; see Overlaps.
@@ -182,9 +182,9 @@ func (l Layout) Extent() int { return l.extent }
 func (l Layout) Overlaps() bool { return l.overlap }
 
 // Pack gathers the blocks of src, in layout order, into dst contiguously,
-// and returns the number of bytes written, Size (seed 003's MPI_SPACK and
-// MPI_GPACK; MPI_PACK). The result is the message a send with the layout
-// carries. src and dst must not share memory.
+// and returns the number of bytes written, Size (the 1993 MPI1 proposal's
+// MPI_SPACK and MPI_GPACK; MPI_PACK). The result is the message a send with
+// the layout carries. src and dst must not share memory.
 //
 // A src shorter than Extent returns ErrBuffer. A dst shorter than Size
 // returns ErrTruncate, the class Open MPI's MPI_PACK reports for a pack
@@ -222,10 +222,10 @@ func (l Layout) pack(dst, src []byte) (int, error) {
 }
 
 // Unpack scatters the contiguous bytes of src into the blocks of dst, in
-// layout order, and returns the number of bytes used (seed 003's
-// MPI_SUNPACK and MPI_GUNPACK; MPI_UNPACK). It is what a receive with the
-// layout does with the message that arrived. src and dst must not share
-// memory.
+// layout order, and returns the number of bytes used (the 1993 MPI1
+// proposal's MPI_SUNPACK and MPI_GUNPACK; MPI_UNPACK). It is what a receive
+// with the layout does with the message that arrived. src and dst must not
+// share memory.
 //
 // A src shorter than Size is a short message: its bytes fill the blocks
 // in order, the last one partly, the rest of dst is left as it was, and

@@ -3,11 +3,11 @@ package mpi
 import "github.com/tachyon-hpc/tachyon/engine"
 
 // SendLayout sends the bytes of buf that l describes, in order, as one
-// message (seed 003's MPI_SSEND and MPI_GSEND; a send with a derived
-// datatype). The receiver may receive it contiguously or with a layout of
-// its own. SsendLayout, RsendLayout, BsendLayout and the nonblocking
-// IsendLayout, IssendLayout, IrsendLayout and IbsendLayout do the same in
-// the other modes (GSEND in every mode).
+// message (the 1993 MPI1 proposal's MPI_SSEND and MPI_GSEND; a send with a
+// derived datatype). The receiver may receive it contiguously or with a
+// layout of its own. SsendLayout, RsendLayout, BsendLayout and the
+// nonblocking IsendLayout, IssendLayout, IrsendLayout and IbsendLayout do
+// the same in the other modes (GSEND in every mode).
 func (c *Comm) SendLayout(buf []byte, l Layout, dest, tag int) error {
 	return c.sendLayoutCall(OpSendLayout, buf, l, dest, tag)
 }
@@ -106,10 +106,10 @@ func (c *Comm) layoutMessage(op string, buf []byte, l Layout) ([]byte, error) {
 	return packed, nil
 }
 
-// RecvLayout receives a message and scatters it into the bytes of buf
-// that l describes (seed 003's MPI_SRECV and MPI_GRECV). A message longer
-// than l.Size fills the layout and returns ErrTruncate; Status.Count says
-// how many bytes were stored.
+// RecvLayout receives a message and scatters it into the bytes of buf that l
+// describes (the 1993 MPI1 proposal's MPI_SRECV and MPI_GRECV). A message
+// longer than l.Size fills the layout and returns ErrTruncate; Status.Count
+// says how many bytes were stored.
 func (c *Comm) RecvLayout(buf []byte, l Layout, source, tag int) (Status, error) {
 	if intercepted() {
 		return layoutCall(OpRecvLayout, c, buf, l, source, tag).runStatus()

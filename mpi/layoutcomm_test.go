@@ -55,10 +55,10 @@ var scLayout = scenario("layout", func(c *Comm) error {
 
 func TestLayoutSendRecv(t *testing.T) { both(t, 2, scLayout) }
 
-// Layout messages in every mode (seed 003's GSEND and GRECV): rank 0
-// sends the same strided layout of a row in each blocking and nonblocking
-// mode, and rank 1 receives each with IrecvLayout into a general layout,
-// completing them in other orders through Waitall, Wait and Test; a
+// Layout messages in every mode (the 1993 MPI1 proposal's GSEND and GRECV):
+// rank 0 sends the same strided layout of a row in each blocking and
+// nonblocking mode, and rank 1 receives each with IrecvLayout into a general
+// layout, completing them in other orders through Waitall, Wait and Test; a
 // truncated and a cancelled nonblocking layout receive; the buffer a send
 // packed may change once the call returns.
 var scLayoutModes = scenario("layout-modes", func(c *Comm) error {

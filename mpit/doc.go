@@ -86,4 +86,7 @@
 // the seed's class list forbids (levels are MPI_UNSIGNED, _LONG, _LONG_LONG
 // or MPI_DOUBLE); the class list wins: every level is
 // TypeUnsignedLongLong.
+//
+// docs/mpit.md describes the interface and the choices made where the
+// standard is inconsistent.
 package mpit

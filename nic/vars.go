@@ -10,13 +10,13 @@ import (
 // Control variables. Each is read when a link opens.
 var (
 	modeVar = cvar.NewEnum("nic_mode", "auto", []string{"auto", "xdp", "udp"},
-		"How a link reaches the network when its Config leaves Mode as ModeAuto: auto takes AF_XDP where it can be had (root or CAP_NET_ADMIN and CAP_BPF, a kernel with XDP sockets, an interface that takes an XDP program) and UDP otherwise; xdp fails rather than fall back; udp never tries AF_XDP.",
+		"How a link reaches the network when its Config leaves Mode as ModeAuto: auto takes AF_XDP where it can be had (root, or CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF, a kernel with XDP sockets, an interface that takes an XDP program) and UDP otherwise; xdp fails rather than fall back; udp never tries AF_XDP.",
 		cvar.WithCategory("nic"))
 	ifaceVar = cvar.NewString("nic_interface", "",
 		"Interface a job's ranks open their network links on (DefaultInterface): empty takes the interface of the default route, or else the first one up that is not loopback and has an IPv4 address.",
 		cvar.WithCategory("nic"))
 	attachVar = cvar.NewEnum("nic_xdp_attach", "auto", []string{"auto", "driver", "generic"},
-		"Where the XDP program runs: auto tries the driver's native hook first and the generic (SKB) one if the driver refuses, except on veth, where the generic hook is faster and goes first; driver or generic insist.",
+		"Where the XDP program runs: auto tries the driver's native hook first and the generic (SKB) one if the driver refuses, except on veth, where the generic hook goes first (a native program there costs every frame a hop through the peer's NAPI, docs/nic.md); driver or generic insist.",
 		cvar.WithCategory("nic"))
 	bindVar = cvar.NewEnum("nic_xdp_bind", "auto", []string{"auto", "zerocopy", "copy"},
 		"How the AF_XDP socket binds: auto tries zero-copy and falls back to copy mode; zerocopy or copy insist.",

@@ -21,6 +21,8 @@
 // are restricted to printable ASCII without spaces or '='. A value Put by
 // one process is visible to Get in every process once all of them have
 // passed a Barrier after the Put.
+//
+// docs/launching.md says how Hydra and Slurm jobs are joined through it.
 package pmi
 
 import (

@@ -38,7 +38,7 @@ var (
 		"How long a waiting goroutine keeps polling after the spin phase and before it parks (progress_idle park), with a PAUSE instruction between calls and, every 16 polls, its P given to other goroutines and its thread to other threads.",
 		cvar.WithCategory("progress"), cvar.WithRange(0, int64(10*time.Second)))
 	parkMax = cvar.NewDuration("progress_park_max", 20*time.Millisecond,
-		"Longest a parked goroutine sleeps before polling again even if nothing rang its doorbell: the bound on how late a transport that cannot ring (a NIC queue without interrupts) is noticed by an idle engine. Each wake-up costs CPU, so a longer bound keeps an idle engine cheaper; 20 ms keeps it well under a percent of a core on this VM (docs/progress.md).",
+		"Longest a parked goroutine sleeps before polling again even if nothing rang its doorbell: the bound on how late a transport that cannot ring (a NIC queue without interrupts) is noticed by an idle engine. Each wake-up costs CPU, so a longer bound keeps an idle engine cheaper and a shorter one notices such a transport sooner (docs/progress.md has the cost).",
 		cvar.WithCategory("progress"), cvar.WithRange(int64(10*time.Microsecond), int64(time.Minute)))
 	parkMargin = cvar.NewDuration("progress_park_margin", 200*time.Microsecond,
 		"How long before the next timer's due time a parked goroutine wakes to spin, covering the kernel's timer slack and wake-up latency so that timers are not late.",

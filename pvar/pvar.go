@@ -23,6 +23,9 @@
 // High watermarks also keep windows (Window): marks since a start or reset
 // of a tool's own, which writers keep up with one more load of their own
 // cache line while no window is open.
+//
+// docs/tools.md lists every performance variable, generated from this
+// registry; docs/mpit.md reads them as MPI_T does.
 package pvar
 
 import (

@@ -20,7 +20,7 @@ var (
 		cvar.WithCategory("rings"))
 	unblockChecks = cvar.NewInt("rings_unblock_checks", 8,
 		"Liveness-check intervals a many-to-one ring's reader waits at a claimed but never-written record, once a producer is known dead, before it skips the gap as that producer's abandoned claim.",
-		cvar.WithCategory("rings"), cvar.WithRange(1, 1<<20))
+		cvar.WithCategory("rings"), cvar.WithRange(1, 1<<20), cvar.WithUnit("intervals"))
 	unblockWait = cvar.NewDuration("rings_unblock_wait", 200*time.Millisecond,
 		"Least time a many-to-one ring's reader waits at a reserved but unmarked record, once a producer is known dead, before skipping the gap as that producer's abandoned claim (besides rings_unblock_checks intervals). A live producer descheduled between reserving and marking leaves the same gap: the wait must outlast any time slice the host takes from it.",
 		cvar.WithCategory("rings"), cvar.WithRange(0, int64(time.Hour)))

@@ -6,6 +6,8 @@
 // Usage:
 //
 //	tachyonclock [-timers N] [-spread DURATION] [-calls N]
+//
+// docs/progress.md describes the clock and the timers it measures.
 package main
 
 import (

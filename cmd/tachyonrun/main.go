@@ -27,6 +27,8 @@
 //
 // Usage errors exit with status 2; a job that cannot start (program not
 // found, a rank that cannot be started) with status 1.
+//
+// docs/launching.md covers tachyonrun and the other launchers.
 package main
 
 import (

@@ -41,6 +41,8 @@
 // Exit status: 0 when it showed at least one process (or removed what was
 // stale), 1 when none matched or the directory cannot be read, 2 for a
 // usage error. Errors are one line on standard error.
+//
+// docs/tachyonstat.md describes its views and the file it reads.
 package main
 
 import (

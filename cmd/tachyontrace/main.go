@@ -12,6 +12,8 @@
 // -o the trace goes to standard output. It exits with status 1, and
 // writes no -o file, if a file is missing or is not a rank's trace; with
 // status 2 on a usage error.
+//
+// docs/tools.md describes the tracer and the trace it writes.
 package main
 
 import (

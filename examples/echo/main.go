@@ -11,6 +11,8 @@
 // client that goes away (or is killed) ends its goroutine, not the
 // server. On one host the two talk through shared memory, across hosts
 // over the network (AF_XDP, or UDP where AF_XDP cannot be had).
+//
+// docs/services.md explains the sessions, listen and dial it uses.
 package main
 
 import (

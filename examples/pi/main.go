@@ -4,6 +4,8 @@
 //
 //	tachyonrun -n 4 go run ./examples/pi
 //	go run ./examples/pi -n 4
+//
+// docs/getting-started.md shows how to run it as goroutines or as a job.
 package main
 
 import (

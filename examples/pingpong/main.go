@@ -2,6 +2,8 @@
 //
 //	tachyonrun -n 2 go run ./examples/pingpong
 //	go run ./examples/pingpong          # two goroutine ranks
+//
+// docs/getting-started.md shows how to run it as goroutines or as a job.
 package main
 
 import (

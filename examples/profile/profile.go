@@ -4,7 +4,7 @@
 // exchanged with each peer, and prints them as a table when the rank
 // calls Finalize.
 //
-//	remove := profile.Install(os.Stderr)
+//	remove, err := profile.Install(os.Stderr)
 //	defer remove()
 //
 // What it counts:
@@ -33,6 +33,8 @@
 // and by the goroutines of one rank; each rank's counts have a lock of
 // their own, taken once a call. It serves one world at a time: ranks of
 // two mpi.Run worlds at once would be counted together.
+//
+// docs/tools.md describes the interception API it is written on.
 package profile
 
 import (

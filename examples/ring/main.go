@@ -15,6 +15,8 @@
 //	tachyonrun -n 4 go run ./examples/ring -profile
 //	tachyonrun -n 4 go run ./examples/ring -trace /tmp/ring.json
 //	go run ./examples/ring -n 4 -profile -trace /tmp/ring.json
+//
+// docs/getting-started.md shows how to run it as goroutines or as a job.
 package main
 
 import (

@@ -30,6 +30,8 @@
 //
 // Tests that use the package should call Available first and skip when it
 // reports an error. The tests run as root in CI.
+//
+// docs/network.md says how the tests and tachyonrun -netns use these hosts.
 package nethost
 
 import (

@@ -5,6 +5,8 @@
 // The values are the process's, every session and connection together:
 // expvar has no labels. metrics/prom shows the variables kept per rank
 // by session and peer.
+//
+// docs/mpit.md (Service metrics) shows it in a service.
 package expvars
 
 import (

@@ -14,6 +14,8 @@
 // (endpoints that carry no labels, and connections closed since: a
 // counter's series add up to the process's count, which never goes
 // back). Every other variable is one series for the process.
+//
+// docs/mpit.md (Service metrics) shows it in a service.
 package prom
 
 import (

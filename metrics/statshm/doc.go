@@ -27,4 +27,6 @@
 // error (ErrNotStat, ErrVersion, ErrCorrupt), never a panic. A file whose
 // publisher died without Stop (killed, or exited without Finalize) is
 // reported Stale, and RemoveStale removes such files.
+//
+// docs/tachyonstat.md describes the file and its reader.
 package statshm

@@ -3,6 +3,8 @@
 // ping-pong, all without allocating per frame. The links may live in
 // different network namespaces: once opened, a link works from any
 // thread.
+//
+// docs/nic.md describes the links it drives and their tests.
 package nictest
 
 import (

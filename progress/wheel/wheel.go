@@ -17,6 +17,8 @@
 //
 // A Wheel is not safe for concurrent use; its owner serialises calls (the
 // progress engine does so under its own lock).
+//
+// docs/progress.md describes the timer requests it backs.
 package wheel
 
 import (

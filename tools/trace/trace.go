@@ -46,6 +46,8 @@
 // a rank makes after its Finalize are not recorded. It is safe for
 // concurrent use by the ranks of an in-process world and by the
 // goroutines of one rank.
+//
+// docs/tools.md describes the tracer, its output and cmd/tachyontrace.
 package trace
 
 import (

@@ -10,8 +10,8 @@ import (
 // receive returned err, an ErrTruncate error (from Recv, RecvLayout,
 // Message.Recv, or the Wait or Test of a receive request), and true; for
 // any other error, 0 and false. Status.Count says how much was stored;
-// MPI cannot say more, but the 1993 MPI1 proposal's receives return the whole length
-// of a truncated message (package mpi1 uses this).
+// MPI cannot say more, but the 1993 MPI1 proposal's receives return the
+// whole length of a truncated message (package mpi1 uses this).
 func TruncatedLength(err error) (int, bool) {
 	var t *engine.TruncateError
 	if errors.As(err, &t) {

@@ -287,6 +287,26 @@ func TestCollectiveErrors(t *testing.T) {
 				return fmt.Errorf("Bcast of fewer than expected: %v, want ErrCount", err)
 			}
 		}
+		// Allreduce, Gather and Alltoall whose lengths differ between
+		// ranks: an error where the difference arrives, no hang.
+		ar := make([]int32, 4+r)
+		err = Allreduce(c, ar, make([]int32, len(ar)), Sum)
+		if r != 0 && err == nil { // rank 0's partners send it more, or it gets the result at its length
+			return fmt.Errorf("rank %d: Allreduce of %d elements among 4, 5, 6: no error", r, len(ar))
+		}
+		if err != nil && !errors.Is(err, ErrTruncate) && !errors.Is(err, ErrCount) {
+			return fmt.Errorf("rank %d: Allreduce of differing lengths: %v", r, err)
+		}
+		g := make([]int32, 3*2)
+		err = Gather(c, make([]int32, 2+r%2), g, 0)
+		if r == 0 && !errors.Is(err, ErrTruncate) {
+			return fmt.Errorf("Gather of a longer block: %v, want ErrTruncate at the root", err)
+		}
+		a2 := make([]int32, 3*(1+r))
+		err = Alltoall(c, make([]int32, len(a2)), a2)
+		if !errors.Is(err, ErrTruncate) && !errors.Is(err, ErrCount) {
+			return fmt.Errorf("rank %d: Alltoall of differing blocks: %v, want ErrTruncate or ErrCount", r, err)
+		}
 		// The communicator goes on.
 		out := make([]int32, 1)
 		if err := Allreduce(c, []int32{1}, out, Sum); err != nil || out[0] != 3 {

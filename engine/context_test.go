@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
@@ -103,7 +104,7 @@ func TestRecvContextMatchedWins(t *testing.T) {
 		})
 	})
 	t.Run("streaming", func(t *testing.T) {
-		setVar(t, "engine_net_force", "true")
+		testcvar.Set(t, "engine_net_force", "true")
 		const size = 1 << 20
 		run(t, 2, func(ep *Endpoint) error {
 			if ep.Rank() == 0 {

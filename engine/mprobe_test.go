@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
@@ -20,7 +21,7 @@ var mprobeSizes = []int{0, 8, 4000, 100 << 10, 1 << 20}
 // raiseEagerLimit makes messages of up to 128 KiB eager, so that those
 // larger than a packet go in fragments.
 func raiseEagerLimit(t *testing.T) {
-	setVar(t, "engine_eager_limit", strconv.Itoa(128<<10))
+	testcvar.Set(t, "engine_eager_limit", strconv.Itoa(128<<10))
 }
 
 // TestMprobeSizes: Mprobe and Improbe find each kind of message, take it
@@ -150,7 +151,7 @@ func TestMprobeBadMessage(t *testing.T) {
 // comes.
 func TestMprobeArriving(t *testing.T) {
 	skipOnNetwork(t, "ring to fill")
-	setVar(t, "engine_ring_bytes", strconv.Itoa(4<<10))
+	testcvar.Set(t, "engine_ring_bytes", strconv.Itoa(4<<10))
 	const n = 16 << 10 // eager, in some 33 packets of a 4 KiB ring's 504 bytes
 	w, err := NewWorld(2)
 	if err != nil {
@@ -229,7 +230,7 @@ func TestMprobeSenderDies(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if c.ring != 0 {
 				skipOnNetwork(t, "ring to fill")
-				setVar(t, "engine_ring_bytes", strconv.Itoa(c.ring))
+				testcvar.Set(t, "engine_ring_bytes", strconv.Itoa(c.ring))
 			}
 			w, err := NewWorld(2)
 			if err != nil {

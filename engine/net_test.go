@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
 )
@@ -17,9 +18,9 @@ import (
 // on loopback), with the control variables in vars set first.
 func netWorld(t *testing.T, n int, vars ...string) *World {
 	t.Helper()
-	setVar(t, "engine_net_force", "true")
+	testcvar.Set(t, "engine_net_force", "true")
 	for i := 0; i+1 < len(vars); i += 2 {
-		setVar(t, vars[i], vars[i+1])
+		testcvar.Set(t, vars[i], vars[i+1])
 	}
 	w, err := NewWorld(n)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/nic"
 )
 
@@ -149,14 +150,14 @@ func TestNetAuthReplayFilter(t *testing.T) {
 // engine_net_auth here is refused, with an error that says to set it
 // alike everywhere.
 func TestJobKeyAgreement(t *testing.T) {
-	setVar(t, "engine_net_auth", "false")
+	testcvar.Set(t, "engine_net_auth", "false")
 	if err := checkJobKey(make([]byte, JobKeyLen)); !errors.Is(err, ErrConfig) {
 		t.Errorf("a key with engine_net_auth off: %v", err)
 	}
 	if k, err := NewJobKey(); k != nil || err != nil {
 		t.Errorf("NewJobKey with engine_net_auth off: %x, %v", k, err)
 	}
-	setVar(t, "engine_net_auth", "true")
+	testcvar.Set(t, "engine_net_auth", "true")
 	if err := checkJobKey(nil); !errors.Is(err, ErrConfig) {
 		t.Errorf("no key with engine_net_auth on: %v", err)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"strings"
 	"testing"
@@ -44,7 +45,7 @@ func TestRingConfigs(t *testing.T) {
 		t.Run(cfg.name, func(t *testing.T) {
 			for _, v := range cfg.vars {
 				name, value, _ := strings.Cut(v, "=")
-				setVar(t, name, value)
+				testcvar.Set(t, name, value)
 				// Child ranks take their settings from the environment.
 				t.Setenv("TACHYON_"+strings.ToUpper(name), value)
 			}
@@ -60,7 +61,7 @@ func TestRingConfigs(t *testing.T) {
 // first packet after a poll (a ping-pong's); line padding goes the other
 // way round.
 func TestRecordLinkStreams(t *testing.T) {
-	setVar(t, "rings_prefetch_record_bytes", "64")
+	testcvar.Set(t, "rings_prefetch_record_bytes", "64")
 	ep := rankZero(t)
 	l, ok := ep.peers[1].out.(*recordLink)
 	if !ok {
@@ -95,8 +96,8 @@ func TestRecordLinkStreams(t *testing.T) {
 // engine_lines_warmed; a packet sent after a poll (a ping-pong's) leaves
 // the link cold, and so does engine_warm_lines=0.
 func TestRecordLinkWarm(t *testing.T) {
-	setVar(t, "engine_warm_lines", "4")
-	setVar(t, "engine_warm_polls", "3")
+	testcvar.Set(t, "engine_warm_lines", "4")
+	testcvar.Set(t, "engine_warm_polls", "3")
 	ep := rankZero(t)
 	if _, ok := ep.peers[1].out.(*recordLink); !ok {
 		if netForce.Get() {
@@ -130,7 +131,7 @@ func TestRecordLinkWarm(t *testing.T) {
 	polls(4, 4, 4, 0, 0)
 	send(1) // the stream ended: a lone packet again
 	polls(0, 0)
-	setVar(t, "engine_warm_lines", "0")
+	testcvar.Set(t, "engine_warm_lines", "0")
 	send(3)
 	polls(0, 0)
 }
@@ -138,9 +139,9 @@ func TestRecordLinkWarm(t *testing.T) {
 // TestRecordLinkWarmTurns: with streams to two ranks, each empty poll
 // warms one of the two links, in turn.
 func TestRecordLinkWarmTurns(t *testing.T) {
-	setVar(t, "engine_ring_bytes", "4096") // 64 lines
-	setVar(t, "engine_warm_lines", "8")
-	setVar(t, "engine_warm_polls", "100")
+	testcvar.Set(t, "engine_ring_bytes", "4096") // 64 lines
+	testcvar.Set(t, "engine_warm_lines", "8")
+	testcvar.Set(t, "engine_warm_polls", "100")
 	w, err := NewWorld(3)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func TestRecordLinkWarmTurns(t *testing.T) {
 // Smaller packets, and 0, leave it all to that poll. No packet is handled
 // twice.
 func TestPollReleasesLargePackets(t *testing.T) {
-	setVar(t, "engine_ring_bytes", "65536") // packets up to 8 KiB: eight of 8000 B fill it
+	testcvar.Set(t, "engine_ring_bytes", "65536") // packets up to 8 KiB: eight of 8000 B fill it
 	const n, size = 8, 8000
 	for _, c := range []struct {
 		release, batch string
@@ -208,8 +209,8 @@ func TestPollReleasesLargePackets(t *testing.T) {
 		{"0", "32", 0},
 	} {
 		t.Run("release="+c.release+"/batch="+c.batch, func(t *testing.T) {
-			setVar(t, "engine_poll_release_bytes", c.release)
-			setVar(t, "engine_poll_batch", c.batch)
+			testcvar.Set(t, "engine_poll_release_bytes", c.release)
+			testcvar.Set(t, "engine_poll_batch", c.batch)
 			w, err := NewWorld(2)
 			if err != nil {
 				t.Fatal(err)

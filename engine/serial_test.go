@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -101,9 +102,9 @@ func TestSetSerialWithProgressGoroutine(t *testing.T) {
 // first empty poll, for 30 seconds unless woken, and returns the counter of
 // parks.
 func parkAtOnce(t *testing.T) *pvar.Var {
-	setVar(t, "progress_spin", "0s")
-	setVar(t, "progress_pause", "0s")
-	setVar(t, "progress_park_max", "30s")
+	testcvar.Set(t, "progress_spin", "0s")
+	testcvar.Set(t, "progress_pause", "0s")
+	testcvar.Set(t, "progress_park_max", "30s")
 	parks, _ := pvar.Lookup("progress_parks")
 	return parks
 }
@@ -162,9 +163,9 @@ func TestParkedSenderWokenByRoom(t *testing.T) {
 	for _, kind := range []string{ringsRecords, ringsCells} {
 		for _, serial := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/serial=%v", kind, serial), func(t *testing.T) {
-				setVar(t, "engine_rings", kind)
-				setVar(t, "engine_ring_bytes", "16384") // records: 64 KiB a window
-				setVar(t, "engine_cells", "16")         // cells: a quarter of a window
+				testcvar.Set(t, "engine_rings", kind)
+				testcvar.Set(t, "engine_ring_bytes", "16384") // records: 64 KiB a window
+				testcvar.Set(t, "engine_cells", "16")         // cells: a quarter of a window
 				before, woken := parks.Read(), pvRoomWakes.Value()
 				start := time.Now()
 				run(t, 2, func(ep *Endpoint) error {

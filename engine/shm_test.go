@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/rings"
@@ -168,16 +168,6 @@ func startJobN(t testing.TB, n int, role string, env ...string) (*Endpoint, []*e
 	return ep, kids
 }
 
-func setVar(t testing.TB, name, value string) {
-	t.Helper()
-	v, _ := cvar.Lookup(name)
-	old := v.String() // the value before, which may be the environment's (TACHYON_ENGINE_NET_FORCE in CI), not the default
-	if err := cvar.Set(name, value); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cvar.Set(name, old) })
-}
-
 func TestShmEcho(t *testing.T) {
 	for _, mode := range []string{"auto", "cma", "pipeline", "split"} {
 		t.Run(mode, func(t *testing.T) {
@@ -194,7 +184,7 @@ func TestShmEcho(t *testing.T) {
 			}
 			var env []string
 			for name, v := range vars {
-				setVar(t, name, v)
+				testcvar.Set(t, name, v)
 				env = append(env, "TACHYON_"+strings.ToUpper(name)+"="+v)
 			}
 			ep, kids := startJob(t, 2, "echo", env...)
@@ -242,7 +232,7 @@ func TestShmEcho(t *testing.T) {
 // is woken by the receiving process freeing the ring (Link.WantRoom).
 func TestShmParkedSenderWokenByRoom(t *testing.T) {
 	parks := parkAtOnce(t)
-	setVar(t, "engine_ring_bytes", "16384")
+	testcvar.Set(t, "engine_ring_bytes", "16384")
 	ep, kids := startJob(t, 2, "sink", "TACHYON_ENGINE_RING_BYTES=16384",
 		"ENGINE_TEST_SIZE=1000", "ENGINE_TEST_DELAY=100ms")
 	before, waits := parks.Read(), pvRoomWaits.Value()
@@ -347,7 +337,7 @@ func senderDiesBeforeMatch(t *testing.T, serial bool) {
 // TestShmSenderKilledMidRendezvous kills the sender while its data
 // streams through the rings: the receive fails with ErrPeerDead.
 func TestShmSenderKilledMidRendezvous(t *testing.T) {
-	setVar(t, "engine_rndv_copy", "pipeline")
+	testcvar.Set(t, "engine_rndv_copy", "pipeline")
 	ep, kids := startJob(t, 2, "send-big")
 	r, err := ep.Irecv(make([]byte, 64<<20), 1, 1, 0)
 	if err != nil {
@@ -407,7 +397,7 @@ func TestShmProbeFromKilled(t *testing.T) {
 // both ends of a 40-rank job exchange messages; sizes out of range and a
 // segment of the first layout are refused with errors that say so.
 func TestShmJobLayout(t *testing.T) {
-	setVar(t, "engine_ring_bytes", "4096")
+	testcvar.Set(t, "engine_ring_bytes", "4096")
 	const n = 40
 	seg, err := CreateShmJob("", n)
 	if errors.Is(err, rings.ErrUnsupported) {
@@ -486,7 +476,7 @@ func FuzzShmJob(f *testing.F) {
 	f.Add(uint32(shmMagicV1), uint32(2), uint64(0), 0)
 	f.Add(uint32(shmMagic), uint32(1<<31), uint64(1<<63), 1)
 	f.Fuzz(func(t *testing.T, magic, ranks uint32, stride uint64, rank int) {
-		setVar(t, "engine_ring_bytes", "4096")
+		testcvar.Set(t, "engine_ring_bytes", "4096")
 		seg, err := CreateShmJob("", 2)
 		if errors.Is(err, rings.ErrUnsupported) {
 			testskip.Skip(t, testskip.NoSharedMemory, err)

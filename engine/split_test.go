@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unsafe"
+
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 )
 
 // splitter stands in for the shared-memory reader between goroutine
@@ -102,7 +104,7 @@ func oneMessage(w *World, out, in []byte, tag int) (st Status, err, serr error) 
 // TestSplitRendezvous checks the split copy and each way it falls back:
 // every message arrives whole, and the counters say how it moved.
 func TestSplitRendezvous(t *testing.T) {
-	setVar(t, "engine_rndv_split_lone", "true")
+	testcvar.Set(t, "engine_rndv_split_lone", "true")
 	cases := []struct {
 		name                  string
 		failReads, failWrites uint64

@@ -3,6 +3,7 @@ package engine
 import (
 	"testing"
 
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -155,7 +156,7 @@ func TestRingOccupancy(t *testing.T) {
 	skipOnNetwork(t, "the rings' indexes")
 	for _, kind := range []string{ringsRecords, ringsCells} {
 		t.Run(kind, func(t *testing.T) {
-			setVar(t, "engine_rings", kind)
+			testcvar.Set(t, "engine_rings", kind)
 			testRingOccupancy(t)
 		})
 	}

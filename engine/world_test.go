@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
@@ -993,7 +994,7 @@ func TestRecvDirect(t *testing.T) {
 	// A message that comes after the direct looks are spent, and with
 	// none at all.
 	for _, polls := range []string{"1", "0"} {
-		setVar(t, "engine_recv_direct_polls", polls)
+		testcvar.Set(t, "engine_recv_direct_polls", polls)
 		go func() {
 			time.Sleep(20 * time.Millisecond)
 			send(9, 8, 5)

@@ -18,10 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
 )
@@ -33,41 +32,6 @@ import (
 // interface when TACHYON_NIC and TACHYON_NIC_PEER name one.
 
 const nicCookie = 0x6877_7465_7374_0001
-
-func newHosts(t *testing.T) *nethost.Network {
-	t.Helper()
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
-	nw, err := nethost.New(nethost.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nw.Close() })
-	return nw
-}
-
-func openLink(t *testing.T, h *nethost.Host, mode nic.Mode) nic.Link {
-	t.Helper()
-	var l nic.Link
-	if err := h.Do(func() (err error) {
-		l, err = nic.Open(nic.Config{Interface: h.Iface, Mode: mode, Cookie: nicCookie})
-		return err
-	}); err != nil {
-		t.Fatalf("%v link on %s: %v", mode, h.Name, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
-func setCvar(t *testing.T, name, value string) {
-	v, _ := cvar.Lookup(name)
-	old := v.String()
-	if err := cvar.Set(name, value); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cvar.Set(name, old) })
-}
 
 // TestNICMillionFrames: a million frames each way in every pairing.
 func TestNICMillionFrames(t *testing.T) {
@@ -86,9 +50,9 @@ func TestNICMillionFrames(t *testing.T) {
 		{"udp-udp", "auto", nic.ModeUDP, nic.ModeUDP},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			nw := newHosts(t)
-			setCvar(t, "nic_xdp_attach", c.attach)
-			a, b := openLink(t, nw.Hosts[0], c.a), openLink(t, nw.Hosts[1], c.b)
+			nw := nictest.Hosts(t)
+			testcvar.Set(t, "nic_xdp_attach", c.attach)
+			a, b := nictest.OpenOn(t, nw.Hosts[0], c.a, nicCookie), nictest.OpenOn(t, nw.Hosts[1], c.b, nicCookie)
 			for _, l := range []nic.Link{a, b} {
 				if s := l.Status(); s.Mode == nic.ModeXDP && s.Attach != c.attach {
 					t.Fatalf("program attached in %q mode, want %q", s.Attach, c.attach)
@@ -113,8 +77,8 @@ func TestNICMillionFrames(t *testing.T) {
 // TestNICLoss: with the XDP program dropping a tenth of the frames, the
 // drops are counted and every frame that arrives is intact.
 func TestNICLoss(t *testing.T) {
-	nw := newHosts(t)
-	a, b := openLink(t, nw.Hosts[0], nic.ModeUDP), openLink(t, nw.Hosts[1], nic.ModeXDP)
+	nw := nictest.Hosts(t)
+	a, b := nictest.OpenOn(t, nw.Hosts[0], nic.ModeUDP, nicCookie), nictest.OpenOn(t, nw.Hosts[1], nic.ModeXDP, nicCookie)
 	if err := b.SetDropRate(0.1); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +138,7 @@ func TestNICLoss(t *testing.T) {
 // leaves no program attached: the kernel detaches it when the link's
 // file descriptor goes with the process.
 func TestNICProcessDeath(t *testing.T) {
-	nw := newHosts(t)
+	nw := nictest.Hosts(t)
 	h := nw.Hosts[1]
 	cmd, _ := startRole(t, h, "nichold")
 	attached := func() bool {
@@ -195,7 +159,7 @@ func TestNICProcessDeath(t *testing.T) {
 		}
 	}
 	// The queue and the port are free again.
-	l := openLink(t, h, nic.ModeXDP)
+	l := nictest.OpenOn(t, h, nic.ModeXDP, nicCookie)
 	if l.Status().Mode != nic.ModeXDP {
 		t.Fatal(l.Status())
 	}
@@ -337,7 +301,7 @@ func TestNICPeer(t *testing.T) {
 	if ifc != "" || peerIP != "" {
 		t.Fatal("set both TACHYON_NIC and TACHYON_NIC_PEER, or neither")
 	}
-	nw := newHosts(t)
+	nw := nictest.Hosts(t)
 	_, cue := startRole(t, nw.Hosts[1], "nicecho")
 	t.Log(cue)
 	run(nw.Hosts[0].Do, nw.Hosts[0].Iface, nw.Hosts[1].IP.String())

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testring"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
@@ -36,15 +37,10 @@ var _ = scenario("pmi-ring", func(w *Comm) error {
 			}
 		}
 	}
-	buf := make([]byte, 64)
-	st, err := w.Sendrecv([]byte(fmt.Sprintf("from %d", me)), (me+1)%n, 5, buf, (me-1+n)%n, 5)
-	if err != nil {
-		return err
-	}
-	if got, want := string(buf[:st.Count]), fmt.Sprintf("from %d", (me-1+n)%n); got != want {
-		return fmt.Errorf("got %q, want %q", got, want)
-	}
-	if err := w.Barrier(); err != nil {
+	if err := testring.Pass(me, n, func(send []byte, dest int, recv []byte, source int) (int, error) {
+		st, err := w.Sendrecv(send, dest, testring.Tag, recv, source, testring.Tag)
+		return st.Count, err
+	}, w.Barrier); err != nil {
 		return err
 	}
 	fmt.Printf("pmi rank %d of %d ok\n", me, n)

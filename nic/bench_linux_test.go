@@ -50,7 +50,7 @@ var clientCPU, serverCPU = 0, 1
 func BenchmarkPingPong(b *testing.B) {
 	for _, mode := range []nic.Mode{nic.ModeXDP, nic.ModeUDP} {
 		b.Run(mode.String(), func(b *testing.B) {
-			nw := newPair(b)
+			nw := nictest.Hosts(b)
 			benchLinks(b, nw, mode, nictest.Echo, func(cl nic.Link, peer nic.Peer) error {
 				p := nictest.NewPinger(cl, peer, testCookie, benchPayload, 1<<26)
 				before := cl.Stats()
@@ -101,7 +101,7 @@ func benchAnchor(b *testing.B, prog string, args func(srv, cli *nethost.Host) (s
 		b.Fatal(err)
 	}
 
-	nw := newPair(b)
+	nw := nictest.Hosts(b)
 	srv, cli := nw.Hosts[1], nw.Hosts[0]
 	sargs, cargs := args(srv, cli)
 	server := exec.Command("taskset", append([]string{"-c", strconv.Itoa(serverCPU), bin}, sargs...)...)
@@ -243,7 +243,7 @@ func measure(b *testing.B, prepare func(), rt func() error) error {
 // without blocking (syscall.RawConn) in a busy loop, as the anchors'
 // "Go net.UDPConn busy-polling" does.
 func benchGoUDP(b *testing.B) {
-	nw := newPair(b)
+	nw := nictest.Hosts(b)
 	srvHost, cliHost := nw.Hosts[1], nw.Hosts[0]
 	var stop atomic.Bool
 	ready := make(chan error, 1)
@@ -335,7 +335,7 @@ func busyRead(c *net.UDPConn, buf []byte, stop *atomic.Bool) (n int, from netip.
 func BenchmarkFrameRate(b *testing.B) {
 	for _, mode := range []nic.Mode{nic.ModeXDP, nic.ModeUDP} {
 		b.Run(mode.String(), func(b *testing.B) {
-			nw := newPair(b)
+			nw := nictest.Hosts(b)
 			benchRate(b, nw, mode)
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkKernelTCP(b *testing.B) {
 			b.Cleanup(func() { nw.Close() })
 			if attach {
 				for _, h := range nw.Hosts {
-					openOn(b, h, nic.ModeXDP)
+					nictest.OpenOn(b, h, nic.ModeXDP, testCookie)
 				}
 			}
 			for _, size := range []int{64 << 10, 256 << 10, 1 << 20} {

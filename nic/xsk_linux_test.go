@@ -11,52 +11,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
-
-// newPair makes two test hosts joined by a veth pair, or skips.
-func newPair(t testing.TB) *nethost.Network {
-	t.Helper()
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
-	nw, err := nethost.New(nethost.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nw.Close() })
-	return nw
-}
-
-// openOn opens a link of mode on h's interface, inside h's namespace.
-func openOn(t testing.TB, h *nethost.Host, mode nic.Mode) nic.Link {
-	t.Helper()
-	var l nic.Link
-	if err := h.Do(func() (err error) {
-		l, err = nic.Open(nic.Config{Interface: h.Iface, Mode: mode, Cookie: testCookie})
-		return err
-	}); err != nil {
-		t.Fatalf("opening a %v link on %s: %v", mode, h.Name, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
-// withCvar sets a control variable for the test.
-func withCvar(t testing.TB, name, value string) {
-	t.Helper()
-	v, _ := cvar.Lookup(name)
-	old := v.String()
-	if err := cvar.Set(name, value); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cvar.Set(name, old) })
-}
 
 // injectFrom sends p to c from a kernel UDP socket inside h.
 func injectFrom(t *testing.T, h *nethost.Host, c nic.Card) func([]byte) {
@@ -81,9 +41,9 @@ func injectFrom(t *testing.T, h *nethost.Host, c nic.Card) func([]byte) {
 func TestXDPLink(t *testing.T) {
 	for _, attach := range []string{"generic", "driver"} {
 		t.Run(attach, func(t *testing.T) {
-			nw := newPair(t)
-			withCvar(t, "nic_xdp_attach", attach)
-			a, b := openOn(t, nw.Hosts[0], nic.ModeXDP), openOn(t, nw.Hosts[1], nic.ModeXDP)
+			nw := nictest.Hosts(t)
+			testcvar.Set(t, "nic_xdp_attach", attach)
+			a, b := nictest.OpenOn(t, nw.Hosts[0], nic.ModeXDP, testCookie), nictest.OpenOn(t, nw.Hosts[1], nic.ModeXDP, testCookie)
 			s := a.Status()
 			if s.Mode != nic.ModeXDP || s.Attach != attach || s.ZeroCopy || s.Interface != nw.Hosts[0].Iface || !strings.HasPrefix(s.Driver, "veth") {
 				t.Fatalf("status %+v", s)
@@ -119,8 +79,8 @@ func TestXDPWithUDP(t *testing.T) {
 		a, b nic.Mode
 	}{{"xdp-udp", nic.ModeXDP, nic.ModeUDP}, {"udp-xdp", nic.ModeUDP, nic.ModeXDP}, {"udp-udp", nic.ModeUDP, nic.ModeUDP}} {
 		t.Run(c.name, func(t *testing.T) {
-			nw := newPair(t)
-			a, b := openOn(t, nw.Hosts[0], c.a), openOn(t, nw.Hosts[1], c.b)
+			nw := nictest.Hosts(t)
+			a, b := nictest.OpenOn(t, nw.Hosts[0], c.a, testCookie), nictest.OpenOn(t, nw.Hosts[1], c.b, testCookie)
 			if err := nictest.Exchange(a, b, testCookie, 20000, 32, 5*time.Second); err != nil {
 				t.Fatal(err)
 			}
@@ -132,8 +92,8 @@ func TestXDPWithUDP(t *testing.T) {
 // TestXDPSendErrors: a kept frame cannot be sent again before its send
 // completes, and the peers an XDP link cannot address are refused.
 func TestXDPSendErrors(t *testing.T) {
-	nw := newPair(t)
-	a, b := openOn(t, nw.Hosts[0], nic.ModeXDP), openOn(t, nw.Hosts[1], nic.ModeXDP)
+	nw := nictest.Hosts(t)
+	a, b := nictest.OpenOn(t, nw.Hosts[0], nic.ModeXDP, testCookie), nictest.OpenOn(t, nw.Hosts[1], nic.ModeXDP, testCookie)
 	p, err := a.AddPeer(b.Card())
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +148,7 @@ func TestXDPSendErrors(t *testing.T) {
 // TestXDPClose: Close takes the program off the interface, and a link
 // opens again on the same queue right away.
 func TestXDPClose(t *testing.T) {
-	nw := newPair(t)
+	nw := nictest.Hosts(t)
 	h := nw.Hosts[0]
 	attached := func() bool {
 		on, err := h.XDPAttached()
@@ -220,10 +180,10 @@ func TestXDPClose(t *testing.T) {
 // TestXDPOpenErrors: what Open says when AF_XDP cannot be had, and what
 // ModeAuto does then.
 func TestXDPOpenErrors(t *testing.T) {
-	nw := newPair(t)
+	nw := nictest.Hosts(t)
 	h := nw.Hosts[0]
 	// Auto takes XDP where it can.
-	l := openOn(t, h, nic.ModeAuto)
+	l := nictest.OpenOn(t, h, nic.ModeAuto, testCookie)
 	if s := l.Status(); s.Mode != nic.ModeXDP || s.Attach != "generic" {
 		t.Fatalf("auto as root on a veth took %+v, want XDP in the generic hook", s)
 	}
@@ -282,7 +242,7 @@ func dropCaps() error {
 // veth (no default route there: the first one up with an address), and
 // nic_interface overrides it.
 func TestDefaultInterface(t *testing.T) {
-	nw := newPair(t)
+	nw := nictest.Hosts(t)
 	h := nw.Hosts[0]
 	if err := h.Do(func() error {
 		name, err := nic.DefaultInterface()
@@ -293,7 +253,7 @@ func TestDefaultInterface(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	withCvar(t, "nic_interface", "eth7")
+	testcvar.Set(t, "nic_interface", "eth7")
 	if name, err := nic.DefaultInterface(); name != "eth7" || err != nil {
 		t.Fatalf("with nic_interface set: %q, %v", name, err)
 	}

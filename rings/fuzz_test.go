@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 )
 
 // Fuzz tests. Everything a peer process can write is fuzzed here: the
@@ -102,7 +104,7 @@ func checkSegmentHeader(t *testing.T, b []byte, fileSize int64) {
 }
 
 func FuzzSegmentHeader(f *testing.F) {
-	defer setCvar(f, "rings_peer_check", "false")()
+	testcvar.Set(f, "rings_peer_check", "false")
 	img := seedSegment(f)
 	n := binary.LittleEndian.Uint32(img[offSegCount:])
 	table := img[:offSegTable+int(n)*regionEntrySize] // the rest of the header is zeros
@@ -158,7 +160,7 @@ func FuzzSegmentHeader(f *testing.F) {
 }
 
 func FuzzRingHeader(f *testing.F) {
-	defer setCvar(f, "rings_peer_check", "false")()
+	testcvar.Set(f, "rings_peer_check", "false")
 	cr, _ := NewCellRing(AlignedBytes(CellRingSize(4, 64)), 4, 64)
 	rr, _ := NewRecordRing(AlignedBytes(RecordRingSize(1024)), 1024)
 	mr, _ := NewMPSCRing(AlignedBytes(MPSCRingSize(1024)), 1024)
@@ -330,9 +332,9 @@ const fuzzOpSize = 12
 const deadFuzzPID = 1<<22 + 7
 
 func FuzzRecordLengths(f *testing.F) {
-	defer setCvar(f, "rings_check_spins", "1")()
-	defer setCvar(f, "rings_unblock_checks", "1")()
-	defer setCvar(f, "rings_unblock_wait", "0s")()
+	testcvar.Set(f, "rings_check_spins", "1")
+	testcvar.Set(f, "rings_unblock_checks", "1")
+	testcvar.Set(f, "rings_unblock_wait", "0s")
 	op := func(action, sel byte, arg uint16, word uint64) []byte {
 		b := make([]byte, fuzzOpSize)
 		b[0], b[1] = action, sel

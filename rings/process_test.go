@@ -48,6 +48,42 @@ func pinSelf(cpu int) error {
 	return err
 }
 
+// cellProducerOf, cellConsumerOf, recordWriterOf and recordReaderOf
+// attach a child role to one side of ring i of seg.
+func cellProducerOf(seg *Segment, i int) (*CellRing, *CellProducer, error) {
+	r, err := seg.CellRing(i)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := r.Producer()
+	return r, p, err
+}
+
+func cellConsumerOf(seg *Segment, i int) (*CellRing, *CellConsumer, error) {
+	r, err := seg.CellRing(i)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := r.Consumer()
+	return r, c, err
+}
+
+func recordWriterOf(seg *Segment, i int) (*RecordWriter, error) {
+	r, err := seg.RecordRing(i)
+	if err != nil {
+		return nil, err
+	}
+	return r.Writer()
+}
+
+func recordReaderOf(seg *Segment, i int) (*RecordReader, error) {
+	r, err := seg.RecordRing(i)
+	if err != nil {
+		return nil, err
+	}
+	return r.Reader()
+}
+
 func runChild(role string) error {
 	if role == "exit" {
 		return nil
@@ -66,11 +102,7 @@ func runChild(role string) error {
 	n, ring, id := envInt("N"), envInt("RING"), envInt("ID")
 	switch role {
 	case "cell-send": // n messages (forever if n == 0) of 8..MaxPayload bytes
-		r, err := seg.CellRing(ring)
-		if err != nil {
-			return err
-		}
-		p, err := r.Producer()
+		r, p, err := cellProducerOf(seg, ring)
 		if err != nil {
 			return err
 		}
@@ -84,11 +116,7 @@ func runChild(role string) error {
 		}
 		return p.Close()
 	case "cell-recv-stall": // receive n messages, then stop reading
-		r, err := seg.CellRing(ring)
-		if err != nil {
-			return err
-		}
-		c, err := r.Consumer()
+		r, c, err := cellConsumerOf(seg, ring)
 		if err != nil {
 			return err
 		}
@@ -100,11 +128,7 @@ func runChild(role string) error {
 		}
 		time.Sleep(time.Hour)
 	case "record-send": // n records of 0..996 bytes, RINGS_TEST_BATCH at a time
-		r, err := seg.RecordRing(ring)
-		if err != nil {
-			return err
-		}
-		w, err := r.Writer()
+		w, err := recordWriterOf(seg, ring)
 		if err != nil {
 			return err
 		}
@@ -127,11 +151,7 @@ func runChild(role string) error {
 		}
 		return w.Close() // flushes a last, partial batch
 	case "mpsc-send": // n records (forever if 0) tagged with id, then an end record
-		r, err := seg.RecordRing(ring)
-		if err != nil {
-			return err
-		}
-		w, err := r.Writer()
+		w, err := recordWriterOf(seg, ring)
 		if err != nil {
 			return err
 		}
@@ -148,19 +168,11 @@ func runChild(role string) error {
 		}
 		return w.Close()
 	case "pingpong": // echo n messages from ring to ring+1
-		a, err := seg.CellRing(ring)
+		_, c, err := cellConsumerOf(seg, ring)
 		if err != nil {
 			return err
 		}
-		b, err := seg.CellRing(ring + 1)
-		if err != nil {
-			return err
-		}
-		c, err := a.Consumer()
-		if err != nil {
-			return err
-		}
-		p, err := b.Producer()
+		_, p, err := cellProducerOf(seg, ring+1)
 		if err != nil {
 			return err
 		}
@@ -178,19 +190,11 @@ func runChild(role string) error {
 			}
 		}
 	case "pingpong-record": // echo n records from ring to ring+1
-		a, err := seg.RecordRing(ring)
+		rd, err := recordReaderOf(seg, ring)
 		if err != nil {
 			return err
 		}
-		b, err := seg.RecordRing(ring + 1)
-		if err != nil {
-			return err
-		}
-		rd, err := a.Reader()
-		if err != nil {
-			return err
-		}
-		w, err := b.Writer()
+		w, err := recordWriterOf(seg, ring+1)
 		if err != nil {
 			return err
 		}
@@ -224,21 +228,13 @@ func runChild(role string) error {
 			asm.StoreRelease64(word64(pong, off), i)
 		}
 	case "tput-cell": // n messages of RINGS_TEST_SIZE bytes in batches
-		r, err := seg.CellRing(ring)
-		if err != nil {
-			return err
-		}
-		p, err := r.Producer()
+		_, p, err := cellProducerOf(seg, ring)
 		if err != nil {
 			return err
 		}
 		return cellProduce(p, n, envInt("SIZE"), envInt("BATCH"))
 	case "tput-record": // n records of RINGS_TEST_SIZE bytes, of type ID+1 (type 1 with RINGS_TEST_WORDS)
-		r, err := seg.RecordRing(ring)
-		if err != nil {
-			return err
-		}
-		w, err := r.Writer()
+		w, err := recordWriterOf(seg, ring)
 		if err != nil {
 			return err
 		}

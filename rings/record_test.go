@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 )
 
 func newRecordPair(t testing.TB, multi bool, capacity int) (*RecordRing, *RecordWriter, *RecordReader) {
@@ -50,13 +51,13 @@ func forKinds(t *testing.T, f func(t *testing.T, multi bool)) {
 func TestRecordWrap(t *testing.T) {
 	for _, ahead := range []int{0, 64, 4096} {
 		t.Run(fmt.Sprintf("prefetch=%d", ahead), func(t *testing.T) {
-			defer setCvar(t, "rings_prefetch_record_bytes", fmt.Sprint(ahead))()
+			testcvar.Set(t, "rings_prefetch_record_bytes", fmt.Sprint(ahead))
 			forKinds(t, func(t *testing.T, multi bool) { recordWrap(t, multi, ahead) })
 		})
 	}
 	// Records of 64 bytes and more prefetched whole.
 	t.Run("prefetch-whole", func(t *testing.T) {
-		defer setCvar(t, "rings_prefetch_whole_record_bytes", "64")()
+		testcvar.Set(t, "rings_prefetch_whole_record_bytes", "64")
 		forKinds(t, func(t *testing.T, multi bool) { recordWrap(t, multi, 64) })
 	})
 }
@@ -567,7 +568,7 @@ func TestRecordNextMalformed(t *testing.T) {
 // TestMPSCAbandonedClaim: a producer dies holding a claim; the reader
 // skips it once it sees the death and goes on with the others.
 func TestMPSCAbandonedClaim(t *testing.T) {
-	defer setCvar(t, "rings_check_spins", "4")()
+	testcvar.Set(t, "rings_check_spins", "4")
 	r, w, rd := newRecordPair(t, true, 1024)
 	ghost, _ := r.Writer()
 	if _, err := ghost.Claim(10); err != nil {
@@ -597,9 +598,9 @@ func TestMPSCAbandonedClaim(t *testing.T) {
 // the gap has lasted rings_unblock_wait (a live producer descheduled
 // there looks the same).
 func TestMPSCUnmarkedClaim(t *testing.T) {
-	defer setCvar(t, "rings_check_spins", "4")()
-	defer setCvar(t, "rings_unblock_checks", "2")()
-	defer setCvar(t, "rings_unblock_wait", "50ms")()
+	testcvar.Set(t, "rings_check_spins", "4")
+	testcvar.Set(t, "rings_unblock_checks", "2")
+	testcvar.Set(t, "rings_unblock_wait", "50ms")
 	r, w, rd := newRecordPair(t, true, 1024)
 	ghost, _ := r.Writer()
 	// Reserve 32 bytes as the ghost would, without marking them.
@@ -730,7 +731,7 @@ func TestMPSCCorruptIndices(t *testing.T) {
 // then meets a malformed record. It reports ErrCorrupt; the death is not
 // lost but reported by the next Poll.
 func TestMPSCDeathThenCorrupt(t *testing.T) {
-	defer setCvar(t, "rings_check_spins", "1")()
+	testcvar.Set(t, "rings_check_spins", "1")
 	r, w, rd := newRecordPair(t, true, 1024)
 	ghost, _ := r.Writer()
 	if _, err := ghost.Claim(10); err != nil {
@@ -1081,7 +1082,7 @@ func TestRecordWriteWordsLayout(t *testing.T) {
 // with the prefetch switched every few records, lie exactly where
 // TryWrite puts them.
 func TestRecordWholePrefetchOutsideStreams(t *testing.T) {
-	defer setCvar(t, "rings_prefetch_whole_record_bytes", "1024")()
+	testcvar.Set(t, "rings_prefetch_whole_record_bytes", "1024")
 	_, a, ra := newRecordPair(t, false, 1<<16)
 	_, b, rb := newRecordPair(t, false, 1<<16)
 	if a.whole != 1024 {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"strings"
 	"sync/atomic"
@@ -139,7 +140,7 @@ func mpscChecker(t *testing.T, next []uint64, ended *int) Handler {
 // TestProcessKillProducer kills a producer mid-stream: the consumer gets
 // everything it published, in order, then ErrPeerDead.
 func TestProcessKillProducer(t *testing.T) {
-	defer setCvar(t, "rings_check_spins", "1024")()
+	testcvar.Set(t, "rings_check_spins", "1024")
 	s := newTestSegment(t, SegmentSize(CellRingSize(64, 64)))
 	i, r, _ := s.NewCellRing(64, 64)
 	c, _ := r.Consumer()
@@ -169,7 +170,7 @@ func TestProcessKillProducer(t *testing.T) {
 // TestProcessKillConsumer kills a consumer that stopped reading: the
 // producer blocked on a full ring gets ErrPeerDead.
 func TestProcessKillConsumer(t *testing.T) {
-	defer setCvar(t, "rings_check_spins", "1024")()
+	testcvar.Set(t, "rings_check_spins", "1024")
 	s := newTestSegment(t, SegmentSize(CellRingSize(16, 64)))
 	i, r, _ := s.NewCellRing(16, 64)
 	p, _ := r.Producer()
@@ -192,7 +193,7 @@ func TestProcessKillConsumer(t *testing.T) {
 // many-to-one ring: the others' records all arrive in order, the killed
 // one's arrive in order up to its death, and the reader reports it.
 func TestProcessKillMPSCProducer(t *testing.T) {
-	defer setCvar(t, "rings_check_spins", "1024")()
+	testcvar.Set(t, "rings_check_spins", "1024")
 	const producers = 3
 	n := stressCount(300_000)
 	s := newTestSegment(t, SegmentSize(MPSCRingSize(1<<12)))

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
-	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"os"
 	"sync/atomic"
@@ -81,17 +80,3 @@ func checkPattern(p []byte, seq uint64) bool {
 var stressN = flag.Int("rings.stress", 0, "messages per producer in the multi-process stress tests (0: default, scaled down by -short and -race)")
 
 func unsafeBase(mem []byte) unsafe.Pointer { return unsafe.Pointer(&mem[0]) }
-
-// setCvar sets a control variable until the returned function restores it.
-func setCvar(t testing.TB, name, value string) func() {
-	t.Helper()
-	v, ok := cvar.Lookup(name)
-	if !ok {
-		t.Fatalf("no control variable %s", name)
-	}
-	old := v.String()
-	if err := v.Set(value); err != nil {
-		t.Fatal(err)
-	}
-	return func() { v.Set(old) }
-}

@@ -1,5 +1,5 @@
-// Command mpi1 runs the seed's first example of process groups (seed
-// 003, section 3.2.3, Figures 1 and 2), written against package mpi1:
+// Command mpi1 runs the first example of process groups of the 1993 MPI1
+// proposal (section 3.2.3, Figures 1 and 2), written against package mpi1:
 // the spectral transform of a field on a longitude/latitude grid spread
 // over a P x Q mesh of processes. PARTG makes a row group and a column
 // group of each process; in the row group's context (PUSHG) a Fourier

@@ -1,8 +1,8 @@
-// Package mpi1 is the interface of seed 003, the 1993 proposal "A
-// Proposal for a User-Level, Message-Passing Interface in a Distributed
-// Memory Environment" (Dongarra, Hempel, Hey, Walker; MPI1), as written:
-// every routine of its Appendix A, with the semantics its pages give, as
-// a thin layer over the facade (package mpi).
+// Package mpi1 is the interface of the 1993 MPI1 proposal, "A Proposal for a
+// User-Level, Message-Passing Interface in a Distributed Memory Environment"
+// (Dongarra, Hempel, Hey, Walker; "the seed" below), as written: every
+// routine of its Appendix A, with the semantics its pages give, as a thin
+// layer over the facade (package mpi).
 //
 // New gives one process's view over a communicator; the routines are
 // its methods, named as in Appendix A without the MPI_ prefix, and they

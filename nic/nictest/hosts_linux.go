@@ -1,0 +1,40 @@
+package nictest
+
+import (
+	"testing"
+
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/nic"
+)
+
+// Hosts makes two test hosts, network namespaces joined by a veth pair,
+// removed when t ends; it skips t (testskip.NoNamespaces) where this
+// process cannot make them (not root).
+func Hosts(t testing.TB) *nethost.Network {
+	t.Helper()
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	nw, err := nethost.New(nethost.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nw.Close() })
+	return nw
+}
+
+// OpenOn opens a link of mode on h's interface, inside h's namespace,
+// closed when t ends; a link that does not open fails t.
+func OpenOn(t testing.TB, h *nethost.Host, mode nic.Mode, cookie uint64) nic.Link {
+	t.Helper()
+	var l nic.Link
+	if err := h.Do(func() (err error) {
+		l, err = nic.Open(nic.Config{Interface: h.Iface, Mode: mode, Cookie: cookie})
+		return err
+	}); err != nil {
+		t.Fatalf("opening a %v link on %s: %v", mode, h.Name, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
@@ -361,6 +362,13 @@ func TestCollectiveAllocs(t *testing.T) {
 	}
 	if intercepted() {
 		testskip.Skip(t, testskip.Intercepted, "an interceptor is registered for the whole run")
+	}
+	if v, ok := cvar.Lookup("engine_net_force"); ok && v.String() == "true" {
+		for _, name := range []string{"nic_drop_rate", "nic_dup_rate", "nic_reorder_rate"} {
+			if v, ok := cvar.Lookup(name); ok && v.String() != "0" {
+				testskip.Skip(t, testskip.LossyNetwork, "engine_net_force with "+name+" "+v.String()+": the network transport's retransmissions allocate")
+			}
+		}
 	}
 	err := Run(4, func(c *Comm) error {
 		small, out := []float64{1}, make([]float64, 1)

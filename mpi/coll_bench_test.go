@@ -120,3 +120,17 @@ func BenchmarkReduceKernel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkIallreduce8 is an 8-byte Iallreduce and its Wait.
+func BenchmarkIallreduce8(b *testing.B) {
+	in, out := [][]float64{{1}, {2}}, [][]float64{{0}, {0}}
+	benchColl(b, 2, func(c *Comm) error {
+		r := c.Rank()
+		req, err := Iallreduce(c, in[r], out[r], Sum)
+		if err != nil {
+			return err
+		}
+		_, err = req.Wait()
+		return err
+	})
+}

@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"context"
+	"sync"
 )
 
 // Nonblocking, persistent and Context forms of the collectives. A
@@ -51,6 +52,11 @@ func (c *Comm) icollective(a *collArgs) (*Request, error) {
 	return c.pIcollective(a)
 }
 
+// schedPool recycles the schedules of nonblocking and Context
+// collectives, with their steps and scratch space, once their requests
+// complete.
+var schedPool = sync.Pool{New: func() any { return new(sched) }}
+
 // pIcollective is icollective without interception: a schedule of its
 // own, started.
 func (c *Comm) pIcollective(a *collArgs) (*Request, error) {
@@ -66,7 +72,7 @@ func (c *Comm) pIcollective(a *collArgs) (*Request, error) {
 	} else if err := c.collReady(name, a); err != nil {
 		return nil, err
 	}
-	s := new(sched)
+	s := schedPool.Get().(*sched)
 	s.reset(c, name)
 	build(s, a)
 	s.start()
@@ -112,6 +118,7 @@ func (r *Request) finishColl() error {
 	if !s.persist {
 		s.release()
 		r.x.coll = nil
+		schedPool.Put(s)
 	}
 	if err != nil {
 		return r.c.fail(err)
@@ -150,18 +157,21 @@ func (c *Comm) pCollectiveContext(ctx context.Context, a *collArgs) error {
 	if ended(ctx.Done()) {
 		return c.fail(contextErr(name, c, ctx, ctx.Err()))
 	}
-	s := new(sched)
+	s := schedPool.Get().(*sched)
 	s.reset(c, name)
 	build(s, a)
 	s.start()
 	if err := c.p.ep.Progress().WaitContext(ctx, &s.done); err != nil {
 		if c.p.collPoller().drop(s) {
+			s.release()
+			schedPool.Put(s)
 			return c.fail(c.abandon(name, ctx, err))
 		}
 		// It finished meanwhile.
 	}
 	err := s.err
 	s.release()
+	schedPool.Put(s)
 	return c.fail(err)
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // The comparison of -compare: compare/pingpong.c, bench's suite written
@@ -33,25 +34,40 @@ var mpiImpls = []mpiImpl{
 	{name: "openmpi", cc: "mpicc.openmpi", run: "mpiexec.openmpi", args: []string{"--oversubscribe"}, pkgs: "openmpi-bin libopenmpi-dev"},
 }
 
-// buildComparison writes the comparison program into dir and builds it
-// with cc, returning the binary's path.
-func buildComparison(impl mpiImpl, dir string) (string, error) {
+// buildProgram writes src as name.c into dir and builds it with impl's
+// compiler, returning the binary's path.
+func buildProgram(impl mpiImpl, dir, name string, src []byte) (string, error) {
 	for _, tool := range []string{impl.cc, impl.run} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return "", fmt.Errorf("-compare needs %s (Debian: %s): %w", tool, impl.pkgs, err)
 		}
 	}
-	src := filepath.Join(dir, "pingpong.c")
-	if err := os.WriteFile(src, pingpongC, 0o644); err != nil {
+	file := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(file, src, 0o644); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "pingpong_"+impl.name)
+	bin := filepath.Join(dir, name+"_"+impl.name)
 	// -w: gcc misreads MPI_STATUSES_IGNORE in MPICH's header as an
 	// array of size 0.
-	if out, err := exec.Command(impl.cc, "-O2", "-w", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command(impl.cc, "-O2", "-w", "-o", bin, file).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the comparison with %s: %v\n%s", impl.cc, err, out)
 	}
 	return bin, nil
+}
+
+// runProgram runs bin with args on n ranks under impl's mpiexec over
+// shared memory and returns what it printed.
+func runProgram(impl mpiImpl, n int, bin string, args ...string) (string, error) {
+	argv := append(append(append([]string{}, impl.args...), "-n", strconv.Itoa(n), bin), args...)
+	cmd := exec.Command(impl.run, argv...)
+	// Open MPI refuses root without these; CI runs as root.
+	cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("the comparison under %s: %w", impl.name, err)
+	}
+	return out.String(), nil
 }
 
 // runComparison builds and runs the comparison under each implementation
@@ -72,21 +88,16 @@ func runComparison(max int) (map[string][]Result, error) {
 			fmt.Fprintln(os.Stderr, "bench:", missing[len(missing)-1], "- left out of the comparison")
 			continue
 		}
-		bin, err := buildComparison(impl, dir)
+		bin, err := buildProgram(impl, dir, "pingpong", pingpongC)
 		if err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(os.Stderr, "running the comparison under %s\n", impl.name)
-		args := append(append([]string{}, impl.args...), "-n", "2", bin, strconv.Itoa(max))
-		cmd := exec.Command(impl.run, args...)
-		// Open MPI refuses root without these; CI runs as root.
-		cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("the comparison under %s: %w", impl.name, err)
+		out, err := runProgram(impl, 2, bin, strconv.Itoa(max))
+		if err != nil {
+			return nil, err
 		}
-		res, err := parseAnchor(&out)
+		res, err := parseAnchor(strings.NewReader(out))
 		if err != nil {
 			return nil, err
 		}

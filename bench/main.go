@@ -10,7 +10,8 @@
 // is one rank of a two-rank job. Process ranks run at ThreadSerialized, as
 // the anchor's ranks run at MPI_THREAD_SINGLE, unless -thread multiple.
 //
-// With -rpc it measures instead the round trip of a request and its reply
+// With -coll it measures collectives on -n ranks instead (coll.go), and
+// with -rpc it measures instead the round trip of a request and its reply
 // between two services started separately, a server and a client that
 // know each other by an address, beside gRPC-Go and a plain TCP
 // connection with -compare (rpc.go).
@@ -25,6 +26,8 @@
 //	go run ./bench -net xdp              # the two ranks on two hosts (root): AF_XDP
 //	go run ./bench -net udp -loss 0.01   # over the UDP fallback, 1% of frames lost
 //	go run ./bench -net xdp -compare     # beside MPICH over UCX's TCP and kernel UDP ping-pongs
+//	go run ./bench -coll -compare        # collectives on 2 ranks, beside MPICH and Open MPI
+//	go run ./bench -coll -n 4            # on 4 ranks (oversubscribed on 2 CPUs)
 //	go run ./bench -rpc host -compare    # request/reply between two services, beside gRPC and TCP
 //	go run ./bench -rpc xdp -compare     # the same between two hosts (root)
 //
@@ -57,20 +60,23 @@ import (
 const workerEnv = "TACHYON_BENCH_WORKER"
 
 type options struct {
-	max       int
-	format    string
-	transport string
-	compare   bool
-	anchor    string
-	plot      string
-	quiet     bool
-	thread    string
-	profile   string
-	runs      int
-	phases    bool
-	net       string
-	loss      float64
-	mtu       int
+	max          int
+	format       string
+	transport    string
+	compare      bool
+	anchor       string
+	plot         string
+	quiet        bool
+	thread       string
+	profile      string
+	runs         int
+	phases       bool
+	net          string
+	loss         float64
+	mtu          int
+	coll         bool
+	ranks        int
+	collItersSet int
 	rpcOptions
 }
 
@@ -91,6 +97,9 @@ func main() {
 	flag.StringVar(&o.net, "net", "", "xdp or udp: run the two ranks as two hosts (network namespaces joined by a veth pair, as tachyonrun -netns does; needs root) talking over the network transport, on AF_XDP or the UDP fallback")
 	flag.Float64Var(&o.loss, "loss", 0, "with -net, the fraction of frames each rank's link drops on purpose (nic_drop_rate)")
 	flag.IntVar(&o.mtu, "mtu", 9000, "with -net, the MTU of the two hosts' interfaces; above 3868 the ranks' links use 4 KiB frame buffers (nic_frame_size), whose largest frame the MTU then is")
+	flag.BoolVar(&o.coll, "coll", false, "measure collectives instead (barrier, bcast, reduce, allreduce, allgather, alltoall; 8 B to -max, 1 MiB unless set) on -n process ranks over shared memory, OSU-style; with -compare beside MPICH and Open MPI (compare/coll.c)")
+	flag.IntVar(&o.collItersSet, "coll-iters", 0, "with -coll, timed calls at every size (0: OSU's counts, 10000 up to 8 KiB, 1000 up to 256 KiB, 100 above)")
+	flag.IntVar(&o.ranks, "n", 2, "with -coll, the number of ranks (more than the CPUs oversubscribe them)")
 	o.rpcOptions.flags()
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto; with -rpc, of each server and client with .KIND.server and .KIND.client added (.KIND.gc.server, .KIND.gc.client under -gc-load)")
 	flag.Parse()
@@ -113,7 +122,13 @@ func main() {
 
 func (o options) check() error {
 	if o.rpc != "" {
+		if o.coll {
+			return errors.New("-coll and -rpc: choose one")
+		}
 		return o.checkRPC()
+	}
+	if o.coll {
+		return o.checkColl()
 	}
 	switch {
 	case o.max < 1 || o.max > 1<<28:
@@ -170,6 +185,13 @@ func run(o options) (int, error) {
 		progress = nil
 	}
 	switch {
+	case os.Getenv(collEnv) != "":
+		// A rank -coll started: measure, rank 0 prints coll lines.
+		return 0, collWorker(o, progress)
+	case o.coll && mpi.Launched():
+		return collAsRank(o, progress)
+	case o.coll:
+		return runColl(o)
 	case os.Getenv(workerEnv) != "":
 		// A rank bench started: measure, rank 0 prints anchor lines.
 		return 0, worker(o, progress)

@@ -100,7 +100,7 @@ func runMPICHNet(o options) ([]Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildComparison(mpiImpls[0], dir)
+	bin, err := buildProgram(mpiImpls[0], dir, "pingpong", pingpongC)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 func TestMain(m *testing.M) {
 	nethost.EnterMain()
 	rpcWorkerMain()
+	collTestWorker()
 	os.Exit(m.Run())
 }
 

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/mpi"
+)
+
+// collTestWorker is TestMain's branch for the ranks TestCollSpawn starts
+// (the test binary is their program): the flags spawnColl passes, then
+// collWorker, then exit.
+func collTestWorker() {
+	if os.Getenv(collEnv) == "" {
+		return
+	}
+	var o options
+	fs := flag.NewFlagSet("rank", flag.ExitOnError)
+	fs.BoolVar(&o.quiet, "quiet", true, "")
+	fs.StringVar(&o.thread, "thread", "", "")
+	fs.IntVar(&o.collItersSet, "coll-iters", 0, "")
+	fs.Parse(os.Args[1:])
+	if err := collWorker(o, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "rank:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// wantColl checks that res has a positive figure for barrier and for
+// every operation at every size from 8 B to max, in the suite's order.
+func wantColl(t *testing.T, name string, res []Result, max int) {
+	t.Helper()
+	want := []Result{{Kind: "barrier"}}
+	for _, op := range collOps {
+		for size := 8; size <= max; size *= 2 {
+			want = append(want, Result{Kind: op, Size: size})
+		}
+	}
+	if len(res) != len(want) {
+		t.Fatalf("%s: %d figures, want %d: %v", name, len(res), len(want), res)
+	}
+	for i, r := range res {
+		if r.Kind != want[i].Kind || r.Size != want[i].Size || !(r.Value > 0) {
+			t.Errorf("%s: figure %d is %+v, want %s of %d B, positive", name, i, r, want[i].Kind, want[i].Size)
+		}
+	}
+}
+
+// TestCollSuiteInProcess: on 1, 3 and 4 goroutine ranks the suite
+// measures every operation at every size, and rank 0 alone gets them.
+func TestCollSuiteInProcess(t *testing.T) {
+	for _, n := range []int{1, 3, 4} {
+		var res []Result
+		err := mpi.Run(n, func(c *mpi.Comm) error {
+			r, err := collSuite(c, options{collItersSet: 20}, 64, nil)
+			if c.Rank() == 0 {
+				res = r
+			} else if r != nil {
+				return fmt.Errorf("rank %d got figures", c.Rank())
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%d ranks: %v", n, err)
+		}
+		wantColl(t, fmt.Sprintf("%d ranks", n), res, 64)
+	}
+}
+
+// TestCollSpawn: -coll's own ranks, processes over shared memory, report
+// every figure through their coll lines.
+func TestCollSpawn(t *testing.T) {
+	benchCPUs(t)
+	o := options{max: 32, format: "table", transport: "shm", runs: 1, coll: true, ranks: 3, quiet: true, collItersSet: 20}
+	if err := o.check(); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := spawnColl(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantColl(t, "spawned", res, 32)
+}
+
+// TestCollLines: the lines writeColl prints parse back, other lines are
+// skipped, a malformed one is an error; the table has each operation,
+// the comparison's column and the ratio, and -format anchor the lines.
+func TestCollLines(t *testing.T) {
+	res := []Result{{"barrier", 0, 0.25}, {"allreduce", 8, 0.5}}
+	var b bytes.Buffer
+	writeColl(&b, res)
+	want := "coll barrier 0 0.250\ncoll allreduce 8 0.500\n"
+	if b.String() != want {
+		t.Fatalf("lines:\n%s\nwant\n%s", b.String(), want)
+	}
+	got, err := parseColl(strings.NewReader("# mpich\n" + want + "latency 8 1.0\n"))
+	if err != nil || len(got) != 2 || got[0] != res[0] || got[1] != res[1] {
+		t.Fatalf("parsed %v, %v", got, err)
+	}
+	for _, bad := range []string{"coll bcast x 1.0\n", "coll bcast 8 fast\n", "coll bcast -8 1.0\n"} {
+		if _, err := parseColl(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	anchors := map[string][]Result{"mpich": {{"barrier", 0, 1}, {"allreduce", 8, 2}}}
+	b.Reset()
+	reportColl(&b, options{ranks: 2, format: "table"}, res, anchors)
+	for _, s := range []string{"barrier", "allreduce", "mpich", "0.25", "2.000", "2 ranks"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, b.String())
+		}
+	}
+	b.Reset()
+	reportColl(&b, options{ranks: 2, format: "anchor"}, res, anchors)
+	if want := want + "# mpich\ncoll barrier 0 1.000\ncoll allreduce 8 2.000\n"; b.String() != want {
+		t.Errorf("anchor format:\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestCollOptions: -coll's flags are checked.
+func TestCollOptions(t *testing.T) {
+	base := options{max: defaultMax, format: "table", transport: "shm", runs: 1, coll: true, ranks: 2}
+	if err := base.check(); err != nil {
+		t.Fatal(err)
+	}
+	if base.collMax() != collDefaultMax {
+		t.Errorf("default -max gives %d", base.collMax())
+	}
+	for name, bad := range map[string]func(*options){
+		"n 0":        func(o *options) { o.ranks = 0 },
+		"n too many": func(o *options) { o.ranks = collMaxRanks + 1 },
+		"max 4":      func(o *options) { o.max = 4 },
+		"inproc":     func(o *options) { o.transport = "inproc" },
+		"net":        func(o *options) { o.net = "xdp" },
+		"iters":      func(o *options) { o.collItersSet = -1 },
+		"plot":       func(o *options) { o.plot = "x.svg" },
+		"rpc":        func(o *options) { o.rpc = "host" },
+	} {
+		o := base
+		bad(&o)
+		if err := o.check(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestCollComparison: compare/coll.c builds and runs under each MPI
+// installed, with every figure.
+func TestCollComparison(t *testing.T) {
+	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
+		testskip.Skip(t, testskip.NoMPICH, "mpicc.mpich is not installed (CI installs MPICH)")
+	}
+	got, err := runCollComparison(options{max: 64, ranks: 2, collItersSet: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, res := range got {
+		wantColl(t, name, res, 64)
+	}
+}

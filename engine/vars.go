@@ -90,7 +90,7 @@ var (
 	pvMatches = pvar.NewCounter("engine_matches",
 		"Searches of a non-empty queue for a match: an arriving message against the posted receives, a receive or probe against the unexpected messages.",
 		pvar.WithUnit("searches"), pvar.WithBind(pvar.BindComm))
-	pvMatchDepth = pvar.NewCounter("engine_match_depth",
+	pvMatchDepth = pvar.NewAggregate("engine_match_depth",
 		"Queue entries compared by those searches (engine_matches), summed: the heads of the one to four lists a search may look at, whatever the queues' lengths, so depth/matches is the mean cost of a match.",
 		pvar.WithUnit("entries"), pvar.WithBind(pvar.BindComm))
 	pvMatchDepthHWM = pvar.NewHighWatermark("engine_match_depth_hwm",

@@ -71,15 +71,18 @@ var (
 	pvTimers = pvar.NewLevel("progress_timers_pending",
 		"Depth of the timer wheel: timers armed on it and not yet fired or cancelled.",
 		pvar.WithUnit("timers"), pvar.WithBind(pvar.BindComm))
-	pvLate = pvar.NewCounter("progress_timer_lateness",
-		"Nanoseconds by which fired timers were late, summed: the time of the poll that fired each, less its due time (progress_timers_fired counts them). A timer never fires early.",
-		pvar.WithUnit("nanoseconds"), pvar.WithBind(pvar.BindComm))
+	pvLate = pvar.NewTimer("progress_timer_lateness",
+		"Time by which fired timers were late, summed: the time of the poll that fired each, less its due time (progress_timers_fired counts them). A timer never fires early.",
+		pvar.WithUnit("clock counts"), pvar.WithBind(pvar.BindComm))
 	pvLateHWM = pvar.NewHighWatermark("progress_timer_lateness_hwm",
 		"Most nanoseconds one fired timer was late (progress_timer_lateness).",
 		pvar.WithUnit("nanoseconds"), pvar.WithBind(pvar.BindComm))
 	// Process-wide: any goroutine waiting on an engine parks.
 	pvParks = pvar.NewCounter("progress_parks",
 		"Times a waiting goroutine parked: slept on a doorbell's futex (an engine's watcher) or in Go's scheduler (the other parked goroutines of an engine).", pvar.WithUnit("parks"))
+	pvParkTime = pvar.NewTimer("progress_park_time",
+		"Time waiting goroutines spent parked (progress_parks counts the parks): asleep on a doorbell's futex or in Go's scheduler, from the park to the return, wake-up included.",
+		pvar.WithUnit("clock counts"))
 )
 
 // Poller is a source of work for the engine: a transport's receive queue, a
@@ -343,9 +346,8 @@ func (e *Engine) fire(now uint64) int {
 	n := e.wheel.Advance(now)
 	e.fired.Add(uint64(n))
 	if sum, most := e.wheel.TakeLate(); n > 0 {
-		spc := theClock.Load().secPerCount * 1e9
-		e.late.Add(uint64(float64(sum) * spc))
-		e.lateHWM.Observe(int64(float64(most) * spc))
+		e.late.Add(sum)
+		e.lateHWM.Observe(int64(float64(most) * theClock.Load().secPerCount * 1e9))
 	}
 	e.timersChanged()
 	return n

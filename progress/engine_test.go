@@ -2,6 +2,7 @@ package progress
 
 import (
 	"errors"
+	"github.com/tachyon-hpc/tachyon/pvar"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -157,6 +158,12 @@ func TestDoorbellWakesParked(t *testing.T) {
 	}
 	if parks := pvParks.Value(); parks == 0 {
 		t.Error("progress_parks is 0: the waiter never parked")
+	}
+	if pt := CountsToSeconds(pvParkTime.Value()); pt <= 0 || pt > time.Since(start).Seconds()+60 {
+		t.Errorf("progress_park_time is %v s after a park", pt)
+	}
+	if pvParkTime.Class() != pvar.ClassTimer {
+		t.Errorf("progress_park_time is a %v, want a timer", pvParkTime.Class())
 	}
 }
 

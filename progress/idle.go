@@ -306,8 +306,9 @@ func (e *Engine) napAlone(w *idler, seq uint32) {
 	if due != 0 {
 		return // a deadline is close: poll
 	}
-	pvParks.Add(1)
+	t := parkStart()
 	futexWait(&e.bell.seq, seq, min(timeout, time.Millisecond))
+	parkEnd(t)
 }
 
 // napTime returns how long the watcher may sleep on the doorbell: until

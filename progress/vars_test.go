@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"github.com/tachyon-hpc/tachyon/pvar"
 	"testing"
 	"time"
 )
@@ -42,7 +43,11 @@ func TestVarsPerEngine(t *testing.T) {
 	if err := r.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	late, most := pvLate.ValueOf(a.PvarOwner()), pvLateHWM.ValueOf(a.PvarOwner())
+	lateCounts, most := pvLate.ValueOf(a.PvarOwner()), pvLateHWM.ValueOf(a.PvarOwner())
+	if pvLate.Class() != pvar.ClassTimer {
+		t.Errorf("progress_timer_lateness is a %v, want a timer", pvLate.Class())
+	}
+	late := uint64(CountsToSeconds(lateCounts) * 1e9) // ns, as the watermark
 	if late < uint64(15*time.Millisecond) || most < int64(15*time.Millisecond) || int64(late) < most {
 		t.Errorf("lateness %d ns, most %d ns; want at least 15 ms each, the sum no less than the most", late, most)
 	}

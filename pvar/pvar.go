@@ -278,11 +278,31 @@ type Counter struct {
 
 // NewCounter registers a counter.
 func NewCounter(name, doc string, opts ...Option) *Counter {
-	c := &Counter{}
-	c.Var = register(name, doc, ClassCounter, func() int64 { return int64(c.Value()) },
-		func(k Key) int64 { return int64(c.ValueOf(k.Owner)) }, opts)
-	c.Var.split = c.split
-	return c
+	return newCounter(name, doc, ClassCounter, opts)
+}
+
+// NewAggregate registers a sum of values (MPI_T's aggregate class): a
+// Counter whose Adds are amounts, such as the entries each search
+// compared, rather than events.
+func NewAggregate(name, doc string, opts ...Option) *Counter {
+	return newCounter(name, doc, ClassAggregate, opts)
+}
+
+// NewTimer registers a time spent, summed (MPI_T's timer class): a
+// Counter whose Adds are durations in the TSC clock's counts
+// (progress.CountsToSeconds converts them), so a writer adds the
+// difference of two clock readings without converting.
+func NewTimer(name, doc string, opts ...Option) *Counter {
+	return newCounter(name, doc, ClassTimer, opts)
+}
+
+// newCounter registers a Counter of class c.
+func newCounter(name, doc string, c Class, opts []Option) *Counter {
+	k := &Counter{}
+	k.Var = register(name, doc, c, func() int64 { return int64(k.Value()) },
+		func(key Key) int64 { return int64(k.ValueOf(key.Owner)) }, opts)
+	k.Var.split = k.split
+	return k
 }
 
 // Add adds n from any goroutine, with an atomic add. Hot paths with a

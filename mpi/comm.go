@@ -306,6 +306,72 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 	return c.pCreate(g)
 }
 
+// CreateGroup returns a communicator of the ranks of g, a subgroup of
+// c's group (MPI_COMM_CREATE_GROUP). Unlike Create, it is collective over
+// g's ranks alone: the others need not call it. The ranks of g pass the
+// same tag, and concurrent calls on overlapping groups of c pass
+// different tags. A caller not in g gets ErrGroup; an intercommunicator,
+// ErrComm.
+func (c *Comm) CreateGroup(g *Group, tag int) (*Comm, error) {
+	if intercepted() {
+		call := newCall(OpCreateGroup, c)
+		call.group, call.Tag = g, tag
+		return call.runComm()
+	}
+	return c.pCreateGroup(g, tag)
+}
+
+// pCreateGroup is CreateGroup without interception.
+func (c *Comm) pCreateGroup(g *Group, tag int) (*Comm, error) {
+	const op = "CreateGroup"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if c.IsInter() {
+		return nil, c.fail(errorf(ErrComm, op, "an intercommunicator: CreateGroup makes intracommunicators"))
+	}
+	if g == nil {
+		return nil, c.fail(errorf(ErrGroup, op, "nil group"))
+	}
+	if err := g.check(op); err != nil {
+		return nil, c.fail(err)
+	}
+	for i := 0; i < g.Size(); i++ {
+		if c.group.rankOf(g.worldRank(i)) == Undefined {
+			return nil, c.fail(errorf(ErrGroup, op, "rank %d of the group is not in the communicator's group", i))
+		}
+	}
+	if g.rankOf(c.p.ep.Rank()) == Undefined {
+		return nil, c.fail(errorf(ErrGroup, op, "this rank is not in the group"))
+	}
+	ranks := g.worldRanks()
+	// The agreement on a context runs among g's ranks alone, on a
+	// context drawn from c's and the tag (as CommFromGroup's from its
+	// tag), so that neither c's other ranks nor another call's group
+	// take part.
+	tmp := newComm(c.p, newGroup(ranks, c.p.ep.Rank()), createGroupPair(c.ctx, tag))
+	pair, _, err := tmp.agreeContext(op)
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	d := newComm(c.p, newGroup(ranks, c.p.ep.Rank()), pair)
+	d.errh.Store(c.errh.Load())
+	return d, nil
+}
+
+// createGroupPair is the context pair CreateGroup on the communicator of
+// context ctx agrees on a context over for tag: above every pair
+// agreeContext hands out, and apart from CommFromGroup's (tagPair).
+func createGroupPair(ctx uint32, tag int) uint32 {
+	h := uint32(2166136261) // FNV-1a over the context and the tag
+	for _, b := range [...]uint64{uint64(ctx), uint64(tag)} {
+		for i := 0; i < 8; i++ {
+			h = (h ^ uint32(byte(b>>(8*i)))) * 16777619
+		}
+	}
+	return 1<<30 | 1<<29 | h&(1<<28-1)
+}
+
 // pCreate is Create without interception.
 func (c *Comm) pCreate(g *Group) (*Comm, error) {
 	if err := c.check("Create"); err != nil {

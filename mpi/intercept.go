@@ -76,6 +76,7 @@ const (
 	OpDup
 	OpSplit
 	OpCreate
+	OpCreateGroup // Peer is unused, Tag the tag
 	OpCommFree
 	OpMprobe
 	OpImprobe
@@ -128,7 +129,7 @@ var opCallNames = [...]string{"", "Init", "Finalize", "Pcontrol",
 	"IsendLayout", "IssendLayout", "IrsendLayout", "IbsendLayout", "RecvLayout", "IrecvLayout",
 	"SendInit", "SsendInit", "BsendInit", "RsendInit", "RecvInit", "Start", "Startall",
 	"Wait", "Test", "Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome",
-	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CommFree",
+	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CreateGroup", "CommFree",
 	"Mprobe", "Improbe", "Mrecv", "Imrecv", "RecvMessage",
 	"Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
 	"Allgather", "Allgatherv", "Alltoall", "Alltoallv", "ReduceScatter", "ReduceScatterBlock", "Scan", "Exscan",
@@ -617,6 +618,8 @@ func invoke(c *Call) (err error) {
 		r.NewComm, err = m.pSplit(c.color, c.key)
 	case OpCreate:
 		r.NewComm, err = m.pCreate(c.group)
+	case OpCreateGroup:
+		r.NewComm, err = m.pCreateGroup(c.group, c.Tag)
 	case OpCommFree:
 		err = m.pFree()
 	default:

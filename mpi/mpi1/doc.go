@@ -128,16 +128,15 @@
 // group context being exited"), and restores the communication context
 // in force before PUSHG.
 //
-// DEFNG is called by every process of the current group context, not
-// only the listed ones as the seed asks: the facade makes a communicator
-// of a subgroup collectively over its parent (Comm.Create), and the
-// group context's processes are the parent every rank has (the Sessions
-// model's CommFromGroup, collective over the group alone, needs a
-// session a Run rank's world does not offer). The listed processes get
-// the group, GCPID i being plist[i] (the list's order, as MPI_GROUP_INCL
-// keeps it); the others get a GID of a group they are not in, for which
-// GETID returns -1 (the seed's case of a caller "not in the group"),
-// which they may free and not otherwise use (error status 2).
+// DEFNG is called by the listed processes alone, as the seed asks
+// ("synchronously by all the processes listed in plist"): the facade's
+// Comm.CreateGroup (MPI_COMM_CREATE_GROUP) makes the communicator among
+// them, under a tag each derives alike from the list and from how many
+// DEFNGs with that list the group context has seen, so that disjoint
+// groups form at the same time and overlapping ones one after the other.
+// GCPID i is plist[i] (the list's order, as MPI_GROUP_INCL keeps it). A
+// caller not in its list gets error status 1 (5 in a pushed context), as
+// the seed's "invalid PID" is the nearest of its codes.
 //
 // PARTG is collective over the group partitioned, as the seed asks; a
 // subgroup numbers its processes in their order in that group (the

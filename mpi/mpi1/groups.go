@@ -1,6 +1,11 @@
 package mpi1
 
-import "github.com/tachyon-hpc/tachyon/mpi"
+import (
+	"fmt"
+	"hash/fnv"
+
+	"github.com/tachyon-hpc/tachyon/mpi"
+)
 
 // ALL returns the GID of the group of the current group context: at
 // first the predefined group of every process, and after PUSHG the
@@ -26,13 +31,16 @@ func (p *Proc) member(gid int) *group {
 
 // DEFNG makes a group of the nprocs processes whose PIDs plist lists
 // (MPI_DEFNG) and returns its GID; plist's order is the group's: plist[i]
-// has GCPID i in it. Every process of the current group context calls
-// DEFNG with the same list (the facade makes a communicator of a
-// subgroup collectively over its parent); a process not in the list gets
-// a GID it may free, for which GETID returns -1 and that it cannot
-// otherwise use. A PID outside the group context, or listed twice, is
-// error status 1 (5 in a pushed group context); an nprocs beyond plist,
-// 6.
+// has GCPID i in it. As the seed says, the processes listed call it,
+// synchronously, with the same list, and no other process takes part:
+// a caller outside its list gets error status 1 (5 in a pushed group
+// context), as does a PID outside the group context or listed twice; an
+// nprocs beyond plist, 6. The facade's CreateGroup makes the group's
+// communicator among the listed processes alone, under a tag that every
+// one of them derives alike from the list and from how many times DEFNG
+// was called with it in this group context (defngTag); two calls whose
+// lists overlap run one after the other on their shared processes, in
+// the same order on each, as the seed's "synchronously" asks.
 func (p *Proc) DEFNG(nprocs int, plist []int) int {
 	if nprocs < 0 || nprocs > len(plist) {
 		return p.fail(ErrBufSize)
@@ -46,6 +54,9 @@ func (p *Proc) DEFNG(nprocs int, plist []int) int {
 		}
 		seen[pid] = true
 	}
+	if !seen[base.Rank()] {
+		return p.fail(p.pidErr())
+	}
 	whole, err := base.Group()
 	if err != nil {
 		return p.failed(err)
@@ -56,11 +67,27 @@ func (p *Proc) DEFNG(nprocs int, plist []int) int {
 		return p.failed(err)
 	}
 	defer sub.Free()
-	c, err := base.Create(sub)
+	c, err := base.CreateGroup(sub, p.defngTag(plist[:nprocs]))
 	if err != nil {
 		return p.failed(err)
 	}
 	return p.made(c, append([]int(nil), plist[:nprocs]...))
+}
+
+// defngTag returns the tag of this DEFNG call with list in the current
+// group context: a hash of the list and of the number of calls with it
+// before, which every process listed counts alike since each takes part
+// in every one of them.
+func (p *Proc) defngTag(list []int) int {
+	key := fmt.Sprint(list)
+	if p.g.defngs == nil {
+		p.g.defngs = map[string]int{}
+	}
+	seq := p.g.defngs[key]
+	p.g.defngs[key] = seq + 1
+	h := fnv.New64a()
+	fmt.Fprint(h, key, "#", seq)
+	return int(h.Sum64() >> 2)
 }
 
 // PARTG partitions the group gid into subgroups, the processes that pass

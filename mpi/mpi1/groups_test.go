@@ -210,7 +210,8 @@ func sumAll(p *Proc, x int) (int, error) {
 	return sum, nil
 }
 
-// TestGroups: DEFNG in plist's order and its non-members; nested group
+// TestGroups: DEFNG in plist's order, called by the listed processes
+// alone while another makes a group of its own; nested group
 // contexts (PARTG inside a pushed context, pushed in turn), ALL following
 // each push, groups of one context unknown in another, SYNCG, negative
 // PARTG keys, and each routine's errors.
@@ -227,26 +228,35 @@ var scGroups = scenario("groups", func(p *Proc) error {
 	); err != nil {
 		return err
 	}
-	g := p.DEFNG(2, plist)
-	if g <= 0 {
-		return fmt.Errorf("DEFNG: ERROR %d", p.ERROR())
-	}
 	list := make([]int, 3)
-	if pid == 1 { // not in the group
+	if pid == 1 { // not listed: a group of its own, which it makes alone
+		if err := fails(p, "DEFNG by a process not listed", p.DEFNG(2, plist), ErrPID); err != nil {
+			return err
+		}
+		own := p.DEFNG(1, []int{1})
+		if own <= 0 {
+			return fmt.Errorf("DEFNG of its own: ERROR %d", p.ERROR())
+		}
 		if err := first(
-			expect(p, "GETID outside", p.GETID(g), -1, 0),
-			fails(p, "INFOG outside", p.INFOG(g, 3, list), ErrGID),
-			fails(p, "PUSHG outside", p.PUSHG(g), ErrGID),
-			fails(p, "SYNCG outside", p.SYNCG(g), ErrGID),
-			fails(p, "PARTG outside", p.PARTG(g, 0), ErrGID),
-			expect(p, "FREEG outside", p.FREEG(g), 0, 0),
-			fails(p, "FREEG again", p.FREEG(g), ErrGID),
+			expect(p, "GETID of its own", p.GETID(own), 0, 0),
+			expect(p, "INFOG of its own", p.INFOG(own, 3, list), 1, 0),
+			expect(p, "SYNCG of its own", p.SYNCG(own), 0, 0),
+			expect(p, "FREEG", p.FREEG(own), 0, 0),
+			fails(p, "FREEG again", p.FREEG(own), ErrGID),
+			fails(p, "GETID freed", p.GETID(own), ErrGID),
 			fails(p, "FREEG(ALL)", p.FREEG(root), ErrGID),
 			fails(p, "POPG at the root", p.POPG(), ErrGroups),
 		); err != nil {
 			return err
 		}
+		if list[0] != 1 {
+			return fmt.Errorf("INFOG of its own: %v", list[:1])
+		}
 		return groupsTail(p, root)
+	}
+	g := p.DEFNG(2, plist)
+	if g <= 0 {
+		return fmt.Errorf("DEFNG: ERROR %d", p.ERROR())
 	}
 	if err := first(
 		expect(p, "GETID", p.GETID(g), map[int]int{2: 0, 0: 1}[pid], 0),

@@ -37,6 +37,7 @@ type gctx struct {
 	stack  []*cctx // pushed: the default first, the current last
 	groups map[int]*group
 	ops    map[int]*op
+	defngs map[string]int // DEFNG calls made in this context, by list (defngTag)
 }
 
 // cctx is a communication context: two communicators over its group

@@ -3,7 +3,7 @@ package mpit
 import "github.com/tachyon-hpc/tachyon/pvar"
 
 // Bind is the type of MPI object a variable must be bound to before it is
-// used (the seed's Table 14.2), or BindNoObject for a variable that
+// used (MPI-3.1's Table 14.2), or BindNoObject for a variable that
 // applies to the whole process. Its values are pvar's, which records each
 // performance variable's (pvar.WithBind).
 type Bind = pvar.Bind

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Categories group the variables (the seed's section 14.3.8). A control
+// Categories group the variables (MPI-3.1's section 14.3.8). A control
 // variable is in the category cvar files it under (cvar.WithCategory), a
 // performance variable in the one its name starts with (pvar's category,
 // "engine" for "engine_rendezvous"); a variable without a category is in

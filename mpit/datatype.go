@@ -1,7 +1,7 @@
 package mpit
 
-// Datatype is the MPI datatype a variable's value is represented by (the
-// seed's Table 14.3), and with it the Go type that reads and writes carry:
+// Datatype is the MPI datatype a variable's value is represented by
+// (MPI-3.1's Table 14.3), and with it the Go type that reads and writes carry:
 //
 //	TypeInt                      int     (also enumerations and booleans, 0 or 1)
 //	TypeCount                    int64

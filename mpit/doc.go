@@ -17,7 +17,7 @@
 // # Errors
 //
 // Every error matches one Error class (errors.Is), one per MPI_T error
-// class the seed names; the constants say which functions return which.
+// class MPI names; the constants say which functions return which.
 //
 // # Variables and indexes
 //
@@ -74,7 +74,7 @@
 // grows with every addition of a variable, so an equal stamp means nothing
 // was added.
 //
-// # Choices where the seed is inconsistent
+// # Choices where MPI is inconsistent
 //
 // Example 14.4 tests err!=MPI_SUCCESS || err!=MPI_T_ERR_INVALID_INDEX,
 // which is true for every err and ends the loop at once; the intent, to
@@ -83,7 +83,7 @@
 // index below CvarNum, since variables are never deleted.
 //
 // Example 14.6 asserts that a level variable has datatype MPI_INT, which
-// the seed's class list forbids (levels are MPI_UNSIGNED, _LONG, _LONG_LONG
+// MPI's class list forbids (levels are MPI_UNSIGNED, _LONG, _LONG_LONG
 // or MPI_DOUBLE); the class list wins: every level is
 // TypeUnsignedLongLong.
 //

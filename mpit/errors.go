@@ -6,10 +6,10 @@ import "strconv"
 // error a function of this package returns matches exactly one class with
 // errors.Is (most wrap the class with a detail: "mpit: invalid index: cvar
 // 412 of 97"). The values are MPI_T's classes, numbered from 1 in the order
-// of the seed's Table 14.5; 0 is success and is never an Error.
+// of MPI-3.1's Table 14.5; 0 is success and is never an Error.
 type Error int
 
-// The error classes of the seed's Table 14.5. Which function returns which
+// The error classes of MPI-3.1's Table 14.5. Which function returns which
 // is said on the function; the classes no function of this package returns
 // say why.
 const (

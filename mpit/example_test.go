@@ -9,7 +9,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
-// Listing every control variable, as the seed's Example 14.4 means to: an
+// Listing every control variable, as MPI-3.1's Example 14.4 means to: an
 // index below CvarNum is always valid, so any error ends the loop.
 func ExampleCvarInfo() {
 	if err := mpit.Init(); err != nil {

@@ -71,7 +71,7 @@ func TestErrorClasses(t *testing.T) {
 		}
 	}
 	if len(seen) != 16 {
-		t.Errorf("%d error classes, want the seed's 16", len(seen))
+		t.Errorf("%d error classes, want MPI-3.1's 16", len(seen))
 	}
 }
 
@@ -88,7 +88,7 @@ func TestEnumStrings(t *testing.T) {
 		}
 	}
 	if !(VerbosityUserBasic < VerbosityUserDetail && VerbosityTunerAll < VerbosityMPIDevBasic) {
-		t.Error("verbosity levels are not in the seed's order")
+		t.Error("verbosity levels are not in MPI's order")
 	}
 }
 func TestFinalizeInvalidatesHandles(t *testing.T) {

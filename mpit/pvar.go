@@ -7,7 +7,7 @@ import (
 )
 
 // Class is the class of a performance variable (MPI_T_PVAR_CLASS_*); its
-// values are pvar's classes, in the seed's order.
+// values are pvar's classes, in MPI's order.
 type Class = pvar.Class
 
 // PvarDesc describes a performance variable (MPI_T_PVAR_GET_INFO). The

@@ -5,8 +5,8 @@ import (
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
 
-// Scope says whether and how a control variable may be written (the
-// seed's Table 14.4).
+// Scope says whether and how a control variable may be written
+// (MPI-3.1's Table 14.4).
 type Scope int
 
 // Scopes of control variables.

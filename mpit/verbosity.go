@@ -2,7 +2,7 @@ package mpit
 
 import "github.com/tachyon-hpc/tachyon/cvar"
 
-// Verbosity ranks a variable by audience and detail (the seed's Table
+// Verbosity ranks a variable by audience and detail (MPI-3.1's Table
 // 14.1). The values grow in the table's order: VerbosityUserBasic <
 // VerbosityUserDetail < ... < VerbosityMPIDevAll.
 type Verbosity int

@@ -6,7 +6,7 @@ import (
 )
 
 // Bind is the type of object a variable's value is kept for: the whole
-// process, or one MPI object of a type (the seed's Table 14.2, in its
+// process, or one MPI object of a type (MPI-3.1's Table 14.2, in its
 // order), so that a tool reads a bound variable for one object at a time.
 type Bind int
 

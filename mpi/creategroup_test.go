@@ -3,6 +3,7 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -110,3 +111,72 @@ var scCreateGroup = scenario("create-group", func(c *Comm) error {
 })
 
 func TestCreateGroup(t *testing.T) { both(t, 4, scCreateGroup) }
+
+// scCreateGroupConcurrent, on 4 ranks: overlapping groups ({0,1,2} with
+// tag 1, {3,2,1} with tag 2) made at the same time on two goroutines of
+// the ranks in both, each then passing its members' ranks around a ring
+// on its communicator; and an intercommunicator is ErrComm.
+var scCreateGroupConcurrent = scenario("create-group-concurrent", func(c *Comm) error {
+	me := c.Rank()
+	world, err := c.Group()
+	if err != nil {
+		return err
+	}
+	defer world.Free()
+	incl := func(ranks ...int) *Group {
+		g, err := world.Incl(ranks)
+		if err != nil {
+			panic(err)
+		}
+		return g
+	}
+	groups := []struct {
+		g   *Group
+		tag int
+	}{{incl(0, 1, 2), 1}, {incl(3, 2, 1), 2}}
+	var wg sync.WaitGroup
+	errs := make([]error, len(groups))
+	for k, x := range groups {
+		if x.g.Rank() == Undefined {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := c.CreateGroup(x.g, x.tag)
+			if err == nil && (d == nil || d.Size() != 3 || d.Rank() != x.g.Rank()) {
+				err = fmt.Errorf("got %v", d)
+			}
+			if err == nil {
+				var got [1]byte
+				_, err = d.Sendrecv([]byte{byte(me)}, (d.Rank()+1)%3, 9, got[:], (d.Rank()+2)%3, 9)
+				if want := x.g.worldRank((d.Rank() + 2) % 3); err == nil && int(got[0]) != want {
+					err = fmt.Errorf("ring: got %d, want %d", got[0], want)
+				}
+			}
+			if err == nil {
+				err = d.Free()
+			}
+			if err != nil {
+				errs[k] = fmt.Errorf("group of tag %d: %w", x.tag, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// An intercommunicator of the pairs {0,1} and {2,3}, never used for a
+	// message: CreateGroup refuses it first.
+	local, remote := incl(0, 1), incl(2, 3)
+	if me >= 2 {
+		local, remote = remote, local
+	}
+	inter := newInterComm(c.p, local, remote, 99)
+	if _, err := inter.CreateGroup(local, 3); !errors.Is(err, ErrComm) {
+		return fmt.Errorf("intercommunicator: %v", err)
+	}
+	return c.Barrier()
+})
+
+func TestCreateGroupConcurrent(t *testing.T) { both(t, 4, scCreateGroupConcurrent) }

@@ -210,6 +210,74 @@ func sumAll(p *Proc, x int) (int, error) {
 	return sum, nil
 }
 
+// TestDEFNGMembers: DEFNG is called by the listed processes alone, as the
+// seed asks. On 4 processes, {0,1} and {3,2} form at the same time, each
+// by its own members; then {0,1} forms again while 1 goes on to form
+// {1,2} with 2, which may start before 1 is done with {0,1}, and 3 calls
+// no DEFNG at all. Each group carries a message between its two members
+// inside its pushed context.
+func TestDEFNGMembers(t *testing.T) { both(t, 4, scDEFNGMembers) }
+
+var scDEFNGMembers = scenario("defng-members", func(p *Proc) error {
+	pid := p.GETID(p.ALL())
+	pair := []int{0, 1}
+	if pid >= 2 {
+		pair = []int{3, 2}
+	}
+	if err := exchangeIn(p, "first pair", pair); err != nil {
+		return err
+	}
+	if pid <= 1 {
+		if err := exchangeIn(p, "{0,1} again", []int{0, 1}); err != nil {
+			return err
+		}
+	}
+	if pid == 1 || pid == 2 {
+		if err := exchangeIn(p, "{1,2}", []int{1, 2}); err != nil {
+			return err
+		}
+	}
+	return expect(p, "SYNCG(ALL)", p.SYNCG(p.ALL()), 0, 0)
+})
+
+// exchangeIn has the calling member of plist (two PIDs) make the group
+// with DEFNG, push it, swap its GCPID with the other member's, and pop
+// and free it.
+func exchangeIn(p *Proc, what string, plist []int) error {
+	pid := p.GETID(p.ALL())
+	g := p.DEFNG(len(plist), plist)
+	if g < 0 {
+		return fmt.Errorf("%s: DEFNG: ERROR %d (%v)", what, p.ERROR(), p.Cause())
+	}
+	me := slices.Index(plist, pid)
+	if err := first(
+		expect(p, what+": GETID", p.GETID(g), me, 0),
+		expect(p, what+": PUSHG", p.PUSHG(g), 2, 0),
+	); err != nil {
+		return err
+	}
+	var out, in [1]byte
+	out[0] = byte(pid)
+	if me == 0 {
+		if err := first(
+			expect(p, what+": CSEND", p.CSEND(Blocking, out[:], 1, 3, 1), 1, 0),
+			expect(p, what+": CRECV", p.CRECV(Blocking, in[:], 1, 3, 1), 1, 0),
+		); err != nil {
+			return err
+		}
+	} else if err := first(
+		expect(p, what+": CRECV", p.CRECV(Blocking, in[:], 0, 3, 1), 1, 0),
+		expect(p, what+": CSEND", p.CSEND(Blocking, out[:], 0, 3, 1), 1, 0),
+	); err != nil {
+		return err
+	}
+	if want := plist[1-me]; int(in[0]) != want {
+		return fmt.Errorf("%s: got PID %d, want %d", what, in[0], want)
+	}
+	p.POPG()
+	return expect(p, what+": FREEG", p.FREEG(g), 0, 0)
+}
+
 // TestGroups: DEFNG in plist's order, called by the listed processes
 // alone while another makes a group of its own; nested group
 // contexts (PARTG inside a pushed context, pushed in turn), ALL following

@@ -310,8 +310,8 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 // c's group (MPI_COMM_CREATE_GROUP). Unlike Create, it is collective over
 // g's ranks alone: the others need not call it. The ranks of g pass the
 // same tag, and concurrent calls on overlapping groups of c pass
-// different tags. A caller not in g gets ErrGroup; an intercommunicator,
-// ErrComm.
+// different tags. A caller not in g gets nil, nil at once (a local call,
+// as MPI has it); an intercommunicator, ErrComm.
 func (c *Comm) CreateGroup(g *Group, tag int) (*Comm, error) {
 	if intercepted() {
 		call := newCall(OpCreateGroup, c)
@@ -342,7 +342,7 @@ func (c *Comm) pCreateGroup(g *Group, tag int) (*Comm, error) {
 		}
 	}
 	if g.rankOf(c.p.ep.Rank()) == Undefined {
-		return nil, c.fail(errorf(ErrGroup, op, "this rank is not in the group"))
+		return nil, nil // a local call, as MPI has it
 	}
 	ranks := g.worldRanks()
 	// The agreement on a context runs among g's ranks alone, on a

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -29,6 +30,10 @@ const (
 	xdpTestPort  = 47000
 	xdpTestSport = 40000
 )
+
+// xdpTestCookie is the cookie xdpTestPayload carries where a Tachyon
+// header has it.
+var xdpTestCookie = binary.LittleEndian.Uint64(xdpTestPayload[offCookie : offCookie+8])
 
 // xdpTestObjects loads the program and maps for queues queues, skipping the
 // test where BPF is not allowed.
@@ -123,7 +128,7 @@ func xdpTestOurs() []byte { return xdpTestUDP(xdpTestIP, xdpTestPort, xdpTestPay
 // the change of the counters.
 func xdpTestRun(t *testing.T, o *xdpObjects, frame []byte) (uint32, xdpCounts) {
 	t.Helper()
-	before, err := o.counts()
+	before, err := o.counts(xdpTestPort)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +136,7 @@ func xdpTestRun(t *testing.T, o *xdpObjects, frame []byte) (uint32, xdpCounts) {
 	if err != nil {
 		t.Fatalf("running the program: %v", err)
 	}
-	after, err := o.counts()
+	after, err := o.counts(xdpTestPort)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +148,8 @@ func xdpTestDelta(before, after xdpCounts) xdpCounts {
 		Redirected: after.Redirected - before.Redirected,
 		Passed:     after.Passed - before.Passed,
 		Dropped:    after.Dropped - before.Dropped,
+		Foreign:    after.Foreign - before.Foreign,
+		Misqueued:  after.Misqueued - before.Misqueued,
 	}
 }
 
@@ -150,6 +157,8 @@ var (
 	xdpTestOneRedirected = xdpCounts{Redirected: 1}
 	xdpTestOnePassed     = xdpCounts{Passed: 1}
 	xdpTestOneDropped    = xdpCounts{Dropped: 1}
+	xdpTestOneForeign    = xdpCounts{Foreign: 1}
+	xdpTestOneMisqueued  = xdpCounts{Misqueued: 1}
 )
 
 // xdpTestExpect runs frame and checks the return code and counter change.
@@ -166,17 +175,18 @@ func xdpTestExpect(t *testing.T, o *xdpObjects, frame []byte, wantRet uint32, wa
 
 func TestXDPProgram(t *testing.T) {
 	o := xdpTestObjects(t, 4)
-	t.Logf("program: %d instructions (%d BPF slots)", len(xdpInstructions(o.xsks.FD(), o.config.FD(), o.counters.FD())),
-		xdpInstructions(o.xsks.FD(), o.config.FD(), o.counters.FD()).Size()/8)
+	insns := xdpInstructions(o.xsks.FD(), o.queues.FD(), o.ports.FD(), o.countsMap.FD(), o.pending.FD())
+	t.Logf("program: %d instructions (%d BPF slots)", len(insns), insns.Size()/8)
 
-	// Before setTarget nothing is ours, not even a frame to port 0 of 0.0.0.0.
+	// Before addPort nothing is ours, not even a frame to port 0 of 0.0.0.0.
 	t.Run("not configured", func(t *testing.T) {
 		xdpTestExpect(t, o, xdpTestOurs(), xpActPass, xdpTestOnePassed)
 		xdpTestExpect(t, o, xdpTestUDP(netip.IPv4Unspecified(), 0, xdpTestPayload), xpActPass, xdpTestOnePassed)
 	})
-	if err := o.setTarget(xdpTestIP, xdpTestPort); err != nil {
+	if err := o.addPort(xdpTestIP, xdpTestPort, xdpTestCookie); err != nil {
 		t.Fatal(err)
 	}
+	// Counters start at 0 for the port: the delta reads them.
 
 	ours := xdpTestOurs()
 	udpOurs := xdpTestUDPHeader(xdpTestPort, xdpTestPort, xdpTestPayload) // our port at offsets 36 and 38
@@ -205,12 +215,15 @@ func TestXDPProgram(t *testing.T) {
 		ret   uint32
 		delta xdpCounts
 	}{
-		// Ours, with no socket in the slot: counted redirected, and
-		// bpf_redirect_map's XDP_PASS flag passes it.
-		{"ours", ours, xpActPass, xdpTestOneRedirected},
-		{"ours with DF", xdpTestIPv4(xdpTestIP, 17, 0x4000, nil, xdpTestUDPHeader(xdpTestSport, xdpTestPort, xdpTestPayload)), xpActPass, xdpTestOneRedirected},
-		{"ours, headers only", xdpTestUDP(xdpTestIP, xdpTestPort, nil), xpActPass, xdpTestOneRedirected},
-		{"ours, 1400-byte payload", xdpTestUDP(xdpTestIP, xdpTestPort, make([]byte, 1400)), xpActPass, xdpTestOneRedirected},
+		// Ours, with no socket on the queue: counted misqueued and passed
+		// to the kernel, which gives it to the link's UDP socket.
+		{"ours", ours, xpActPass, xdpTestOneMisqueued},
+		{"ours with DF", xdpTestIPv4(xdpTestIP, 17, 0x4000, nil, xdpTestUDPHeader(xdpTestSport, xdpTestPort, xdpTestPayload)), xpActPass, xdpTestOneMisqueued},
+		{"ours, 1400-byte payload", xdpTestUDP(xdpTestIP, xdpTestPort, append(slices.Clone(xdpTestPayload), make([]byte, 1400)...)), xpActPass, xdpTestOneMisqueued},
+		// To our port without the job's cookie: dropped and counted.
+		{"headers only", xdpTestUDP(xdpTestIP, xdpTestPort, nil), xpActDrop, xdpTestOneForeign},
+		{"15 bytes of payload", xdpTestUDP(xdpTestIP, xdpTestPort, xdpTestPayload[:15]), xpActDrop, xdpTestOneForeign},
+		{"another job's cookie", xdpTestUDP(xdpTestIP, xdpTestPort, make([]byte, 1400)), xpActDrop, xdpTestOneForeign},
 
 		{"ARP", arp, xpActPass, xdpTestOnePassed},
 		{"ICMP", xdpTestIPv4(xdpTestIP, 1, 0, nil, icmp), xpActPass, xdpTestOnePassed},
@@ -232,26 +245,32 @@ func TestXDPProgram(t *testing.T) {
 		})
 	}
 
-	// A new target replaces the old one.
-	t.Run("retarget", func(t *testing.T) {
-		if err := o.setTarget(xdpTestOther, xdpTestPort+1); err != nil {
+	// A port removed is no link's.
+	t.Run("removed", func(t *testing.T) {
+		if err := o.removePort(xdpTestPort); err != nil {
 			t.Fatal(err)
 		}
-		xdpTestExpect(t, o, ours, xpActPass, xdpTestOnePassed)
-		xdpTestExpect(t, o, xdpTestUDP(xdpTestOther, xdpTestPort+1, xdpTestPayload), xpActPass, xdpTestOneRedirected)
+		ret, err := o.prog.Run(&ebpf.RunOptions{Data: ours})
+		if err != nil || ret != xpActPass {
+			t.Fatalf("run: %d, %v; want %d", ret, err, xpActPass)
+		}
+		var v [][xpNumCounters]uint64
+		if err := o.countsMap.Lookup(xpPortKey(xdpTestPort), &v); err == nil {
+			t.Error("the removed port still has counters")
+		}
 	})
 }
 
 func TestXDPDropRate(t *testing.T) {
 	o := xdpTestObjects(t, 1)
-	if err := o.setTarget(xdpTestIP, xdpTestPort); err != nil {
+	if err := o.addPort(xdpTestIP, xdpTestPort, xdpTestCookie); err != nil {
 		t.Fatal(err)
 	}
 	ours := xdpTestOurs()
 	other := xdpTestUDP(xdpTestIP, xdpTestPort+1, xdpTestPayload)
 
 	t.Run("rate 1 drops all of ours", func(t *testing.T) {
-		if err := o.setDropRate(1); err != nil {
+		if err := o.setDropRate(xdpTestPort, 1); err != nil {
 			t.Fatal(err)
 		}
 		for range 100 {
@@ -259,33 +278,34 @@ func TestXDPDropRate(t *testing.T) {
 		}
 		xdpTestExpect(t, o, other, xpActPass, xdpTestOnePassed)
 	})
-	t.Run("setTarget keeps the rate", func(t *testing.T) {
-		if err := o.setTarget(xdpTestIP, xdpTestPort+2); err != nil {
+	t.Run("the rate is the port's", func(t *testing.T) {
+		if err := o.addPort(xdpTestIP, xdpTestPort+2, xdpTestCookie); err != nil {
 			t.Fatal(err)
 		}
-		xdpTestExpect(t, o, xdpTestUDP(xdpTestIP, xdpTestPort+2, xdpTestPayload), xpActDrop, xdpTestOneDropped)
-		xdpTestExpect(t, o, ours, xpActPass, xdpTestOnePassed)
-		if err := o.setTarget(xdpTestIP, xdpTestPort); err != nil {
-			t.Fatal(err)
+		defer o.removePort(xdpTestPort + 2)
+		ret, err := o.prog.Run(&ebpf.RunOptions{Data: xdpTestUDP(xdpTestIP, xdpTestPort+2, xdpTestPayload)})
+		if err != nil || ret != xpActPass {
+			t.Fatalf("another port's frame: %d, %v; want %d", ret, err, xpActPass)
 		}
+		xdpTestExpect(t, o, ours, xpActDrop, xdpTestOneDropped)
 	})
 	t.Run("rate 0 drops none", func(t *testing.T) {
-		if err := o.setDropRate(0); err != nil {
+		if err := o.setDropRate(xdpTestPort, 0); err != nil {
 			t.Fatal(err)
 		}
 		for range 100 {
-			xdpTestExpect(t, o, ours, xpActPass, xdpTestOneRedirected)
+			xdpTestExpect(t, o, ours, xpActPass, xdpTestOneMisqueued)
 		}
 	})
 	// Over 2000 runs the dropped share is within 7 standard deviations of
 	// p; 0.1 also catches a reversed comparison, which 0.5 cannot.
 	for _, c := range []struct{ p, min, max float64 }{{0.5, 0.35, 0.65}, {0.1, 0.05, 0.15}} {
 		t.Run(fmt.Sprintf("rate %v", c.p), func(t *testing.T) {
-			if err := o.setDropRate(c.p); err != nil {
+			if err := o.setDropRate(xdpTestPort, c.p); err != nil {
 				t.Fatal(err)
 			}
 			const runs = 2000
-			before, err := o.counts()
+			before, err := o.counts(xdpTestPort)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -293,7 +313,7 @@ func TestXDPDropRate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			after, err := o.counts()
+			after, err := o.counts(xdpTestPort)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -302,7 +322,7 @@ func TestXDPDropRate(t *testing.T) {
 				t.Errorf("last return code %d, want %d or %d", ret, xpActDrop, xpActPass)
 			}
 			// The kernel may run the program more often than asked.
-			total := d.Dropped + d.Redirected
+			total := d.Dropped + d.Misqueued
 			if total < runs || d.Passed != 0 {
 				t.Fatalf("counters changed by %+v over %d runs", d, runs)
 			}
@@ -314,11 +334,14 @@ func TestXDPDropRate(t *testing.T) {
 		})
 	}
 	t.Run("invalid rates", func(t *testing.T) {
-		if err := o.setDropRate(1); err != nil {
+		if err := o.setDropRate(xdpTestPort, 1); err != nil {
 			t.Fatal(err)
 		}
+		if err := o.setDropRate(xdpTestPort+1, 0.5); err == nil {
+			t.Error("setDropRate of a port not added: no error")
+		}
 		for _, p := range []float64{-0.1, 1.5, math.NaN(), math.Inf(1), math.Inf(-1)} {
-			if err := o.setDropRate(p); err == nil {
+			if err := o.setDropRate(xdpTestPort, p); err == nil {
 				t.Errorf("setDropRate(%v): no error", p)
 			}
 		}
@@ -344,27 +367,27 @@ func TestXDPArguments(t *testing.T) {
 		t.Error("newXDPObjects(0): no error")
 	}
 	o := xdpTestObjects(t, 2)
-	if err := o.setTarget(netip.MustParseAddr("fd00::1"), xdpTestPort); err == nil {
-		t.Error("setTarget(IPv6): no error")
+	if err := o.addPort(netip.MustParseAddr("fd00::1"), xdpTestPort, 1); err == nil {
+		t.Error("addPort(IPv6): no error")
 	}
-	if err := o.setTarget(netip.Addr{}, xdpTestPort); err == nil {
-		t.Error("setTarget(zero Addr): no error")
+	if err := o.addPort(netip.Addr{}, xdpTestPort, 1); err == nil {
+		t.Error("addPort(zero Addr): no error")
 	}
-	if err := o.setTarget(xdpTestIP, 0); err == nil {
-		t.Error("setTarget(port 0): no error")
+	if err := o.addPort(xdpTestIP, 0, 1); err == nil {
+		t.Error("addPort(port 0): no error")
 	}
 	// An IPv4-mapped IPv6 address is the IPv4 one.
-	if err := o.setTarget(netip.AddrFrom16(xdpTestIP.As16()), xdpTestPort); err != nil {
-		t.Errorf("setTarget(IPv4-mapped): %v", err)
+	if err := o.addPort(netip.AddrFrom16(xdpTestIP.As16()), xdpTestPort, xdpTestCookie); err != nil {
+		t.Errorf("addPort(IPv4-mapped): %v", err)
 	}
-	xdpTestExpect(t, o, xdpTestOurs(), xpActPass, xdpTestOneRedirected)
+	xdpTestExpect(t, o, xdpTestOurs(), xpActPass, xdpTestOneMisqueued)
 	for _, q := range []int{-1, 2} {
-		if err := o.setSocket(q, 0); err == nil {
+		if err := o.setSocket(q, 0, xdpTestPort); err == nil {
 			t.Errorf("setSocket(%d, 0): no error", q)
 		}
 	}
 	// A descriptor that is not an AF_XDP socket is refused by the kernel.
-	if err := o.setSocket(0, int(os.Stdin.Fd())); err == nil {
+	if err := o.setSocket(0, int(os.Stdin.Fd()), xdpTestPort); err == nil {
 		t.Error("setSocket(0, stdin): no error")
 	}
 }
@@ -438,22 +461,34 @@ func xdpTestSocket(t *testing.T) int {
 
 func TestXDPRedirect(t *testing.T) {
 	o := xdpTestObjects(t, 1)
-	if err := o.setTarget(xdpTestIP, xdpTestPort); err != nil {
+	if err := o.addPort(xdpTestIP, xdpTestPort, xdpTestCookie); err != nil {
 		t.Fatal(err)
 	}
 	ours := xdpTestOurs()
-	// No socket yet: counted redirected, passed by the XDP_PASS flag.
-	xdpTestExpect(t, o, ours, xpActPass, xdpTestOneRedirected)
+	pending := o.pendingOf(xdpTestPort)
+	// No socket yet: counted misqueued and pending, passed.
+	xdpTestExpect(t, o, ours, xpActPass, xdpTestOneMisqueued)
+	if *pending != 1 {
+		t.Errorf("pending count %d after one frame passed, want 1", *pending)
+	}
 
 	fd := xdpTestSocket(t)
-	if err := o.setSocket(0, fd); err != nil {
+	if err := o.setSocket(0, fd, xdpTestPort+1); err != nil {
+		t.Fatal(err)
+	}
+	// Another port's socket on the queue: still misqueued.
+	xdpTestExpect(t, o, ours, xpActPass, xdpTestOneMisqueued)
+	if err := o.setSocket(0, fd, xdpTestPort); err != nil {
 		t.Fatal(err)
 	}
 	xdpTestExpect(t, o, ours, xpActRedirect, xdpTestOneRedirected)
+	if *pending != 2 {
+		t.Errorf("pending count %d after two frames passed, want 2", *pending)
+	}
 	// Frames not ours still pass.
 	xdpTestExpect(t, o, xdpTestUDP(xdpTestIP, xdpTestPort+1, xdpTestPayload), xpActPass, xdpTestOnePassed)
 	// A drop rate of 1 drops before the redirect.
-	if err := o.setDropRate(1); err != nil {
+	if err := o.setDropRate(xdpTestPort, 1); err != nil {
 		t.Fatal(err)
 	}
 	xdpTestExpect(t, o, ours, xpActDrop, xdpTestOneDropped)

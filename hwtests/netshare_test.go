@@ -1,0 +1,111 @@
+//go:build linux
+
+package hwtests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// netShare is one rank of a job of two ranks on each of two hosts (role
+// "netshare"): every pair of ranks streams messages both ways, in rounds
+// of pairs (rank r with r^1, r^2, r^3), and each rank reports the path
+// of its frames to the network peers (engine_net_path), which must be
+// AF_XDP for all of them: the two ranks of a host share its interface.
+func netShare(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	if n != 4 {
+		return fmt.Errorf("netshare wants 4 ranks, has %d", n)
+	}
+	for round := 1; round < n; round++ {
+		if err := netStream(w, me^round, 2000); err != nil {
+			return fmt.Errorf("round %d, with rank %d: %v", round, me^round, err)
+		}
+	}
+	if err := w.Barrier(); err != nil {
+		return err
+	}
+	read := func(name string) int64 {
+		v, ok := pvar.Lookup(name)
+		if !ok {
+			return -1
+		}
+		return v.Read()
+	}
+	host, _ := os.Hostname()
+	fmt.Printf("netshare rank %d on %s: path %d, shm messages %d, net messages %d, fallback frames %d, misqueued %d\n",
+		me, host, read("engine_net_path"), read("engine_shm_messages"), read("engine_net_messages"),
+		read("nic_rx_fallback_frames"), read("nic_xdp_prog_misqueued"))
+	if read("engine_shm_messages") == 0 || read("engine_net_messages") == 0 {
+		return fmt.Errorf("rank %d: %d messages over shared memory, %d over the network; want both", me, read("engine_shm_messages"), read("engine_net_messages"))
+	}
+	return nil
+}
+
+// TestNetnsSharedHost runs a job of two hosts with two ranks each, the
+// hosts' veths of four queues, under mpiexec.mpich: the ranks of a host
+// share one XDP program and take two receive queues each, and all four
+// pairs across the hosts go over AF_XDP (engine_net_path 2, xdp-copy: a
+// veth has no zero-copy), the pairs within a host over shared memory.
+func TestNetnsSharedHost(t *testing.T) {
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
+	}
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	nw, err := nethost.New(nethost.Config{Hosts: 2, Queues: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for i, h := range nw.Hosts {
+		if i > 0 {
+			args = append(args, ":")
+		}
+		// The ranks of a host share a directory for their segment (each
+		// has a /dev/shm of its own: nethost's shim), which makes them
+		// one host to the engine (HostID).
+		dir := filepath.Join(t.TempDir(), h.Name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		k, v, _ := strings.Cut(h.EnterEnv(), "=")
+		args = append(args, "-n", "2", "-env", k, v, "-env", testrole.Env, "netshare",
+			"-env", "TACHYON_NIC_MODE", "xdp", "-env", "TACHYON_RINGS_SHM_DIR", dir,
+			exe, exe, testrole.NoTests)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpiexec, args...)
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
+	}
+	for r := range 4 {
+		if !strings.Contains(string(out), fmt.Sprintf("netshare rank %d on %s: path 2,", r, nw.Hosts[r/2].Name)) {
+			t.Fatalf("rank %d did not finish on %s over AF_XDP:\n%s", r, nw.Hosts[r/2].Name, out)
+		}
+	}
+	t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
+}

@@ -31,6 +31,23 @@ const (
 	xdpTestSport = 40000
 )
 
+// xdpTestSlot is the slot the first port added to new objects gets.
+const xdpTestSlot = 1
+
+// xdpTestAdd adds ip:port with xdpTestCookie and activates it, and
+// returns its slot.
+func xdpTestAdd(t *testing.T, o *xdpObjects, ip netip.Addr, port uint16) uint32 {
+	t.Helper()
+	slot, err := o.addPort(ip, port, xdpTestCookie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.activate(port, slot); err != nil {
+		t.Fatal(err)
+	}
+	return slot
+}
+
 // xdpTestCookie is the cookie xdpTestPayload carries where a Tachyon
 // header has it.
 var xdpTestCookie = binary.LittleEndian.Uint64(xdpTestPayload[offCookie : offCookie+8])
@@ -128,7 +145,7 @@ func xdpTestOurs() []byte { return xdpTestUDP(xdpTestIP, xdpTestPort, xdpTestPay
 // the change of the counters.
 func xdpTestRun(t *testing.T, o *xdpObjects, frame []byte) (uint32, xdpCounts) {
 	t.Helper()
-	before, err := o.counts(xdpTestPort)
+	before, err := o.counts(xdpTestSlot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +153,7 @@ func xdpTestRun(t *testing.T, o *xdpObjects, frame []byte) (uint32, xdpCounts) {
 	if err != nil {
 		t.Fatalf("running the program: %v", err)
 	}
-	after, err := o.counts(xdpTestPort)
+	after, err := o.counts(xdpTestSlot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +192,7 @@ func xdpTestExpect(t *testing.T, o *xdpObjects, frame []byte, wantRet uint32, wa
 
 func TestXDPProgram(t *testing.T) {
 	o := xdpTestObjects(t, 4)
-	insns := xdpInstructions(o.xsks.FD(), o.queues.FD(), o.ports.FD(), o.countsMap.FD(), o.pending.FD())
+	insns := xdpInstructions(o.xsks.FD(), o.queues.FD(), o.portSlots.FD(), o.slots.FD(), o.countsMap.FD(), o.pending.FD())
 	t.Logf("program: %d instructions (%d BPF slots)", len(insns), insns.Size()/8)
 
 	// Before addPort nothing is ours, not even a frame to port 0 of 0.0.0.0.
@@ -183,10 +200,9 @@ func TestXDPProgram(t *testing.T) {
 		xdpTestExpect(t, o, xdpTestOurs(), xpActPass, xdpTestOnePassed)
 		xdpTestExpect(t, o, xdpTestUDP(netip.IPv4Unspecified(), 0, xdpTestPayload), xpActPass, xdpTestOnePassed)
 	})
-	if err := o.addPort(xdpTestIP, xdpTestPort, xdpTestCookie); err != nil {
-		t.Fatal(err)
+	if slot := xdpTestAdd(t, o, xdpTestIP, xdpTestPort); slot != xdpTestSlot {
+		t.Fatalf("first slot %d, want %d", slot, xdpTestSlot)
 	}
-	// Counters start at 0 for the port: the delta reads them.
 
 	ours := xdpTestOurs()
 	udpOurs := xdpTestUDPHeader(xdpTestPort, xdpTestPort, xdpTestPayload) // our port at offsets 36 and 38
@@ -247,30 +263,25 @@ func TestXDPProgram(t *testing.T) {
 
 	// A port removed is no link's.
 	t.Run("removed", func(t *testing.T) {
-		if err := o.removePort(xdpTestPort); err != nil {
+		if err := o.removePort(xdpTestPort, xdpTestSlot); err != nil {
 			t.Fatal(err)
 		}
-		ret, err := o.prog.Run(&ebpf.RunOptions{Data: ours})
-		if err != nil || ret != xpActPass {
-			t.Fatalf("run: %d, %v; want %d", ret, err, xpActPass)
-		}
-		var v [][xpNumCounters]uint64
-		if err := o.countsMap.Lookup(xpPortKey(xdpTestPort), &v); err == nil {
-			t.Error("the removed port still has counters")
+		xdpTestExpect(t, o, ours, xpActPass, xdpTestOnePassed)
+		// The slot is free again.
+		if slot := xdpTestAdd(t, o, xdpTestIP, xdpTestPort); slot != xdpTestSlot {
+			t.Fatalf("slot %d after the removal, want %d", slot, xdpTestSlot)
 		}
 	})
 }
 
 func TestXDPDropRate(t *testing.T) {
 	o := xdpTestObjects(t, 1)
-	if err := o.addPort(xdpTestIP, xdpTestPort, xdpTestCookie); err != nil {
-		t.Fatal(err)
-	}
+	xdpTestAdd(t, o, xdpTestIP, xdpTestPort)
 	ours := xdpTestOurs()
 	other := xdpTestUDP(xdpTestIP, xdpTestPort+1, xdpTestPayload)
 
 	t.Run("rate 1 drops all of ours", func(t *testing.T) {
-		if err := o.setDropRate(xdpTestPort, 1); err != nil {
+		if err := o.setDropRate(xdpTestSlot, 1); err != nil {
 			t.Fatal(err)
 		}
 		for range 100 {
@@ -279,10 +290,8 @@ func TestXDPDropRate(t *testing.T) {
 		xdpTestExpect(t, o, other, xpActPass, xdpTestOnePassed)
 	})
 	t.Run("the rate is the port's", func(t *testing.T) {
-		if err := o.addPort(xdpTestIP, xdpTestPort+2, xdpTestCookie); err != nil {
-			t.Fatal(err)
-		}
-		defer o.removePort(xdpTestPort + 2)
+		slot := xdpTestAdd(t, o, xdpTestIP, xdpTestPort+2)
+		defer o.removePort(xdpTestPort+2, slot)
 		ret, err := o.prog.Run(&ebpf.RunOptions{Data: xdpTestUDP(xdpTestIP, xdpTestPort+2, xdpTestPayload)})
 		if err != nil || ret != xpActPass {
 			t.Fatalf("another port's frame: %d, %v; want %d", ret, err, xpActPass)
@@ -290,7 +299,7 @@ func TestXDPDropRate(t *testing.T) {
 		xdpTestExpect(t, o, ours, xpActDrop, xdpTestOneDropped)
 	})
 	t.Run("rate 0 drops none", func(t *testing.T) {
-		if err := o.setDropRate(xdpTestPort, 0); err != nil {
+		if err := o.setDropRate(xdpTestSlot, 0); err != nil {
 			t.Fatal(err)
 		}
 		for range 100 {
@@ -301,11 +310,11 @@ func TestXDPDropRate(t *testing.T) {
 	// p; 0.1 also catches a reversed comparison, which 0.5 cannot.
 	for _, c := range []struct{ p, min, max float64 }{{0.5, 0.35, 0.65}, {0.1, 0.05, 0.15}} {
 		t.Run(fmt.Sprintf("rate %v", c.p), func(t *testing.T) {
-			if err := o.setDropRate(xdpTestPort, c.p); err != nil {
+			if err := o.setDropRate(xdpTestSlot, c.p); err != nil {
 				t.Fatal(err)
 			}
 			const runs = 2000
-			before, err := o.counts(xdpTestPort)
+			before, err := o.counts(xdpTestSlot)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,7 +322,7 @@ func TestXDPDropRate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			after, err := o.counts(xdpTestPort)
+			after, err := o.counts(xdpTestSlot)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -334,14 +343,16 @@ func TestXDPDropRate(t *testing.T) {
 		})
 	}
 	t.Run("invalid rates", func(t *testing.T) {
-		if err := o.setDropRate(xdpTestPort, 1); err != nil {
+		if err := o.setDropRate(xdpTestSlot, 1); err != nil {
 			t.Fatal(err)
 		}
-		if err := o.setDropRate(xdpTestPort+1, 0.5); err == nil {
-			t.Error("setDropRate of a port not added: no error")
+		for _, slot := range []uint32{0, xpSlots} {
+			if err := o.setDropRate(slot, 0.5); err == nil {
+				t.Errorf("setDropRate of slot %d: no error", slot)
+			}
 		}
 		for _, p := range []float64{-0.1, 1.5, math.NaN(), math.Inf(1), math.Inf(-1)} {
-			if err := o.setDropRate(xdpTestPort, p); err == nil {
+			if err := o.setDropRate(xdpTestSlot, p); err == nil {
 				t.Errorf("setDropRate(%v): no error", p)
 			}
 		}
@@ -367,28 +378,37 @@ func TestXDPArguments(t *testing.T) {
 		t.Error("newXDPObjects(0): no error")
 	}
 	o := xdpTestObjects(t, 2)
-	if err := o.addPort(netip.MustParseAddr("fd00::1"), xdpTestPort, 1); err == nil {
+	if _, err := o.addPort(netip.MustParseAddr("fd00::1"), xdpTestPort, 1); err == nil {
 		t.Error("addPort(IPv6): no error")
 	}
-	if err := o.addPort(netip.Addr{}, xdpTestPort, 1); err == nil {
+	if _, err := o.addPort(netip.Addr{}, xdpTestPort, 1); err == nil {
 		t.Error("addPort(zero Addr): no error")
 	}
-	if err := o.addPort(xdpTestIP, 0, 1); err == nil {
+	if _, err := o.addPort(xdpTestIP, 0, 1); err == nil {
 		t.Error("addPort(port 0): no error")
 	}
 	// An IPv4-mapped IPv6 address is the IPv4 one.
-	if err := o.addPort(netip.AddrFrom16(xdpTestIP.As16()), xdpTestPort, xdpTestCookie); err != nil {
-		t.Errorf("addPort(IPv4-mapped): %v", err)
+	if slot := xdpTestAdd(t, o, netip.AddrFrom16(xdpTestIP.As16()), xdpTestPort); slot != xdpTestSlot {
+		t.Errorf("addPort(IPv4-mapped): slot %d", slot)
 	}
 	xdpTestExpect(t, o, xdpTestOurs(), xpActPass, xdpTestOneMisqueued)
 	for _, q := range []int{-1, 2} {
-		if err := o.setSocket(q, 0, xdpTestPort); err == nil {
+		if err := o.setSocket(q, 0, xdpTestSlot); err == nil {
 			t.Errorf("setSocket(%d, 0): no error", q)
 		}
 	}
 	// A descriptor that is not an AF_XDP socket is refused by the kernel.
-	if err := o.setSocket(0, int(os.Stdin.Fd()), xdpTestPort); err == nil {
+	if err := o.setSocket(0, int(os.Stdin.Fd()), xdpTestSlot); err == nil {
 		t.Error("setSocket(0, stdin): no error")
+	}
+	// Every slot taken: the next link is refused.
+	for range xpSlots - 2 {
+		if _, err := o.addPort(xdpTestIP, xdpTestPort+1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.addPort(xdpTestIP, xdpTestPort+2, 1); !errors.Is(err, ErrRefused) {
+		t.Errorf("addPort with every slot taken: %v", err)
 	}
 }
 
@@ -461,11 +481,9 @@ func xdpTestSocket(t *testing.T) int {
 
 func TestXDPRedirect(t *testing.T) {
 	o := xdpTestObjects(t, 1)
-	if err := o.addPort(xdpTestIP, xdpTestPort, xdpTestCookie); err != nil {
-		t.Fatal(err)
-	}
+	xdpTestAdd(t, o, xdpTestIP, xdpTestPort)
 	ours := xdpTestOurs()
-	pending := o.pendingOf(xdpTestPort)
+	pending := o.pendingOf(xdpTestSlot)
 	// No socket yet: counted misqueued and pending, passed.
 	xdpTestExpect(t, o, ours, xpActPass, xdpTestOneMisqueued)
 	if *pending != 1 {
@@ -473,12 +491,12 @@ func TestXDPRedirect(t *testing.T) {
 	}
 
 	fd := xdpTestSocket(t)
-	if err := o.setSocket(0, fd, xdpTestPort+1); err != nil {
+	if err := o.setSocket(0, fd, xdpTestSlot+1); err != nil {
 		t.Fatal(err)
 	}
-	// Another port's socket on the queue: still misqueued.
+	// Another link's socket on the queue: still misqueued.
 	xdpTestExpect(t, o, ours, xpActPass, xdpTestOneMisqueued)
-	if err := o.setSocket(0, fd, xdpTestPort); err != nil {
+	if err := o.setSocket(0, fd, xdpTestSlot); err != nil {
 		t.Fatal(err)
 	}
 	xdpTestExpect(t, o, ours, xpActRedirect, xdpTestOneRedirected)
@@ -488,7 +506,7 @@ func TestXDPRedirect(t *testing.T) {
 	// Frames not ours still pass.
 	xdpTestExpect(t, o, xdpTestUDP(xdpTestIP, xdpTestPort+1, xdpTestPayload), xpActPass, xdpTestOnePassed)
 	// A drop rate of 1 drops before the redirect.
-	if err := o.setDropRate(xdpTestPort, 1); err != nil {
+	if err := o.setDropRate(xdpTestSlot, 1); err != nil {
 		t.Fatal(err)
 	}
 	xdpTestExpect(t, o, ours, xpActDrop, xdpTestOneDropped)

@@ -124,16 +124,13 @@ func (s *xdpShared) release() error {
 	return errors.Join(errs...)
 }
 
-// The descriptors a server sends, in this order.
+// The descriptors a server sends, in this order: the program, its
+// attachment, and its maps in xdpObjects.maps's order.
 const (
-	shareProg = iota
-	shareAttach
-	shareXSKs
-	shareQueues
-	sharePorts
-	shareCounts
-	sharePending
-	shareFDs
+	shareProg   = 0
+	shareAttach = 1
+	shareMaps   = 2
+	shareFDs    = shareMaps + 7
 )
 
 // dialXDP asks the process that serves key's program for it; it fails
@@ -184,11 +181,11 @@ func dialXDP(key sharedKey) (*xdpShared, error) {
 		return fail(err)
 	}
 	used[shareProg] = true
-	for i, m := range []**ebpf.Map{&s.obj.xsks, &s.obj.queues, &s.obj.ports, &s.obj.countsMap, &s.obj.pending} {
-		if *m, err = ebpf.NewMapFromFD(fds[shareXSKs+i]); err != nil {
+	for i, m := range s.obj.maps() {
+		if *m, err = ebpf.NewMapFromFD(fds[shareMaps+i]); err != nil {
 			return fail(err)
 		}
-		used[shareXSKs+i] = true
+		used[shareMaps+i] = true
 	}
 	if err := s.obj.mapPending(); err != nil {
 		return fail(err)
@@ -218,7 +215,10 @@ func serveXDP(key sharedKey, ifc *net.Interface, queues int) (*xdpShared, error)
 		return nil, err
 	}
 	fd, ok := s.held.(interface{ FD() int })
-	fds := []int{s.obj.prog.FD(), -1, s.obj.xsks.FD(), s.obj.queues.FD(), s.obj.ports.FD(), s.obj.countsMap.FD(), s.obj.pending.FD()}
+	fds := []int{s.obj.prog.FD(), -1}
+	for _, m := range s.obj.maps() {
+		fds = append(fds, (*m).FD())
+	}
 	if ok {
 		fds[shareAttach] = fd.FD()
 	}
@@ -281,14 +281,4 @@ func attachXDP(prog *ebpf.Program, ifc *net.Interface) (link.Link, string, error
 		errs = append(errs, fmt.Errorf("%s mode: %w", m.name, err))
 	}
 	return nil, "", fmt.Errorf("%w: attaching the XDP program to %s (another program may hold it): %w", ErrRefused, ifc.Name, errors.Join(errs...))
-}
-
-// queueOwner returns the port whose link has a socket on queue q of the
-// interface, 0 if none.
-func (s *xdpShared) queueOwner(q int) uint16 {
-	var key uint32
-	if s.obj.queues.Lookup(uint32(q), &key) != nil || key == 0 {
-		return 0
-	}
-	return uint16(xpNetOrder16(uint16(key))) // the key is the port in network order: swap back
 }

@@ -51,7 +51,8 @@ import (
 // xskLink is a Link over AF_XDP sockets.
 type xskLink struct {
 	// The hot fields, in the order Receive and Send use them.
-	socks  []xskSock // socks[0] sends
+	first  xskSock    // the socket that registered the UMEM, and sends
+	socks  []*xskSock // first, then the sockets sharing its UMEM
 	umem   []byte
 	shift  uint // log2 of the frame size
 	mtu    int
@@ -74,6 +75,8 @@ type xskLink struct {
 	status  Status
 	reserve int // the UDP socket that holds the port and takes what the program passes
 	prog    *xdpShared
+	slot    uint32 // the link\'s in the program (0: none yet)
+	port    uint16
 	queues  []int // the receive queues bound, socks[i] on queues[i]
 	closed  bool
 	final   Stats // the kernel's and the program's counts at Close
@@ -160,13 +163,21 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 		unix.SetsockoptInt(l.reserve, unix.SOL_SOCKET, unix.SO_RCVBUF, size)
 	}
 
-	// 2. The interface's program, this process's, another's or new.
+	// 2. The interface's program, this process's, another's or new, and
+	// a slot of its for the link.
 	if l.prog, err = acquireXDP(ifc, nq); err != nil {
 		return l, err
 	}
 	l.status.Attach = l.prog.attach
-	l.pending = l.prog.obj.pendingOf(port)
-	l.pendingSeen = asm.LoadAcquire64(l.pending)
+	if l.slot, err = l.prog.obj.addPort(ip, port, cfg.Cookie); err != nil {
+		return l, err
+	}
+	l.port = port
+	if err = l.prog.obj.setDropRate(l.slot, dropRateVar.Get()); err != nil {
+		return l, fmt.Errorf("%w: nic_drop_rate: %v", ErrConfig, err)
+	}
+	l.pending = l.prog.obj.pendingOf(l.slot)
+	l.pendingSeen = atomic.LoadUint64(l.pending)
 
 	// 3. The UMEM, and a socket on each queue of the link's share that
 	// no other link holds, the fill rings stocked.
@@ -174,18 +185,15 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 		return l, err
 	}
 
-	// 4. The port in the program: its sockets first, so that no frame of
+	// 4. The sockets in the program, then the port, so that no frame of
 	// ours goes to the kernel for want of one on a queue we bind.
-	if err = l.prog.obj.addPort(ip, port, cfg.Cookie); err != nil {
-		return l, err
-	}
-	for i := range l.socks {
-		if err = l.prog.obj.setSocket(l.queues[i], l.socks[i].fd, port); err != nil {
+	for i, sk := range l.socks {
+		if err = l.prog.obj.setSocket(l.queues[i], sk.fd, l.slot); err != nil {
 			return l, fmt.Errorf("nic: putting a socket in the XDP program's map: %w", err)
 		}
 	}
-	if err = l.prog.obj.setDropRate(port, dropRateVar.Get()); err != nil {
-		return l, fmt.Errorf("%w: nic_drop_rate: %v", ErrConfig, err)
+	if err = l.prog.obj.activate(port, l.slot); err != nil {
+		return l, err
 	}
 
 	l.card = Card{Mode: ModeXDP, IP: ip, Port: port, Queue: uint32(l.queues[0]), MTU: uint16(l.mtu)}
@@ -193,7 +201,7 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	l.status.Mode = ModeXDP
 	l.status.Interface = ifc.Name
 	l.status.Driver = driverString(ifc.Name)
-	l.status.ZeroCopy = l.socks[0].zeroCopy
+	l.status.ZeroCopy = l.first.zeroCopy
 	l.status.Queues = slices.Clone(l.queues)
 	l.status.InterfaceQueues = nq
 	l.fbName.Family = unix.AF_INET
@@ -294,12 +302,16 @@ func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes
 		if len(l.socks) == maxSocks {
 			break
 		}
-		if p := l.prog.queueOwner(q); p != 0 {
+		if p := l.prog.obj.queueOwner(q); p != 0 {
 			held = append(held, fmt.Sprintf("%d (port %d)", q, p))
 			continue
 		}
-		s := xskSock{fd: -1, fillTarget: target}
-		err := l.openSocket(&s, ifc, q, frameSize, ringSize)
+		s := &l.first
+		if len(l.socks) > 0 {
+			s = new(xskSock)
+		}
+		*s = xskSock{fd: -1, fillTarget: target}
+		err := l.openSocket(s, ifc, q, frameSize, ringSize)
 		if err == nil {
 			l.socks = append(l.socks, s)
 			l.queues = append(l.queues, q)
@@ -319,8 +331,8 @@ func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes
 		slog.Info("nic: some receive queues are held by other links; frames for this link that arrive there go through its UDP socket",
 			"interface", ifc.Name, "bound", l.queues, "held", held)
 	}
-	for i := range l.socks {
-		l.topUpSock(&l.socks[i], i)
+	for i, sk := range l.socks {
+		l.topUpSock(sk, i)
 	}
 	return nil
 }
@@ -380,7 +392,7 @@ func (l *xskLink) openSocket(s *xskSock, ifc *net.Interface, q int, frameSize, r
 	}
 	shared := -1
 	if !first {
-		shared = l.socks[0].fd
+		shared = l.first.fd
 	}
 	if err := l.bind(s, ifc, q, shared); err != nil {
 		return err
@@ -523,17 +535,19 @@ func (l *xskLink) Receive(rx []RxDesc) int {
 	}
 	n := 0
 	if len(l.socks) == 1 {
-		n = l.receive(&l.socks[0], 0, rx)
+		n = l.receive(&l.first, 0, rx)
 	} else {
 		l.next++
 		for k := range l.socks {
 			i := (l.next + k) % len(l.socks)
-			if n += l.receive(&l.socks[i], i, rx[n:]); n == len(rx) {
+			if n += l.receive(l.socks[i], i, rx[n:]); n == len(rx) {
 				break
 			}
 		}
 	}
-	if n < len(rx) && asm.LoadAcquire64(l.pending) != l.pendingSeen {
+	// The program writes pending with an atomic add; on amd64 this load
+	// is a plain MOV, inlined (asm's are calls).
+	if n < len(rx) && atomic.LoadUint64(l.pending) != l.pendingSeen {
 		n += l.receiveUDP(rx[n:])
 	}
 	return n
@@ -557,8 +571,8 @@ func (l *xskLink) receive(s *xskSock, i int, rx []RxDesc) int {
 		d := &s.rx.descs[(s.rx.cons+k)&s.rx.mask]
 		f := Frame(d.Addr >> l.shift)
 		end := d.Addr + uint64(d.Len)
-		if !l.frames.valid(f) || l.frames.owner[f] != ownFill || int(l.home[f]) != i || end > uint64(f+1)<<l.shift {
-			// Not a frame we posted on this socket, or past its end:
+		if !l.frames.valid(f) || l.frames.owner[f] != ownFill || end > uint64(f+1)<<l.shift {
+			// Not a frame we posted, or past its end:
 			// the kernel never does this; count it and leave the frame
 			// alone.
 			l.c.length.Inc()
@@ -606,7 +620,7 @@ func (l *xskLink) receive(s *xskSock, i int, rx []RxDesc) int {
 // until the socket is empty or rx full. Such a frame goes back to the
 // free list on Release.
 func (l *xskLink) receiveUDP(rx []RxDesc) int {
-	seen := asm.LoadAcquire64(l.pending)
+	seen := atomic.LoadUint64(l.pending)
 	n, bytes := 0, 0
 	for n < len(rx) {
 		if l.frames.nfree == 0 {
@@ -709,7 +723,7 @@ func (l *xskLink) topUpSock(s *xskSock, i int) int {
 // socket that received it, or the free list.
 func (l *xskLink) rxBack(f Frame) {
 	if h := l.home[f]; h != noHome {
-		l.fillPut(&l.socks[h], f)
+		l.fillPut(l.socks[h], f)
 	} else {
 		l.frames.push(f)
 	}
@@ -730,8 +744,8 @@ func (l *xskLink) Release(fs []Frame) error {
 
 // fillFlushAll publishes what fillPut wrote on every socket.
 func (l *xskLink) fillFlushAll() {
-	for i := range l.socks {
-		l.fillFlush(&l.socks[i])
+	for _, sk := range l.socks {
+		l.fillFlush(sk)
 	}
 }
 
@@ -760,7 +774,7 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 	if l.closed {
 		return 0, ErrClosed
 	}
-	s := &l.socks[0]
+	s := &l.first
 	room := int(s.tx.prodFree(uint32(len(tx))))
 	var err error
 	i, bytes := 0, 0
@@ -806,7 +820,7 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 
 // kick wakes the kernel's transmit side if it asked to be woken.
 func (l *xskLink) kick() {
-	s := &l.socks[0]
+	s := &l.first
 	if !s.tx.needWakeup() {
 		return
 	}
@@ -817,7 +831,7 @@ func (l *xskLink) kick() {
 // reap takes completed sends off the completion ring and returns how
 // many.
 func (l *xskLink) reap() int {
-	c := &l.socks[0].comp
+	c := &l.first.comp
 	n := c.consReady()
 	for i := range n {
 		f := Frame(c.addrs[(c.cons+i)&c.mask] >> l.shift)
@@ -842,15 +856,14 @@ func (l *xskLink) Poll() int {
 		return 0
 	}
 	n := l.reap()
-	for i := range l.socks {
-		s := &l.socks[i]
+	for i, s := range l.socks {
 		n += l.topUpSock(s, i)
 		s.rx.consFlush()
 		s.comp.consFlush()
 	}
 	// A kick sends at most a budget of frames (32 in copy mode): kick
 	// again while the kernel has left some on the ring.
-	if l.inflight > 0 && l.socks[0].tx.unconsumed() > 0 {
+	if l.inflight > 0 && l.first.tx.unconsumed() > 0 {
 		l.kick()
 	}
 	if l.polls++; l.polls%sweepEvery == 0 {
@@ -872,10 +885,10 @@ func (l *xskLink) Stats() Stats {
 // kernelStats reads the XDP_STATISTICS of the link's sockets, summed.
 func (l *xskLink) kernelStats() XSKStats {
 	var t XSKStats
-	for i := range l.socks {
+	for _, sk := range l.socks {
 		var st unix.XDPStatistics
 		n := uint32(unsafe.Sizeof(st))
-		if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(l.socks[i].fd), unix.SOL_XDP, unix.XDP_STATISTICS,
+		if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(sk.fd), unix.SOL_XDP, unix.XDP_STATISTICS,
 			uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
 			continue
 		}
@@ -890,7 +903,7 @@ func (l *xskLink) kernelStats() XSKStats {
 }
 
 func (l *xskLink) programStats() ProgramStats {
-	c, err := l.prog.obj.counts(l.card.Port)
+	c, err := l.prog.obj.counts(l.slot)
 	if err != nil {
 		return ProgramStats{}
 	}
@@ -899,7 +912,7 @@ func (l *xskLink) programStats() ProgramStats {
 
 // SetDropRate changes the probability of dropping a frame of ours in the
 // XDP program, for loss tests.
-func (l *xskLink) SetDropRate(p float64) error { return l.prog.obj.setDropRate(l.card.Port, p) }
+func (l *xskLink) SetDropRate(p float64) error { return l.prog.obj.setDropRate(l.slot, p) }
 
 func (l *xskLink) Close() error {
 	if l.closed {
@@ -918,10 +931,10 @@ func (l *xskLink) Close() error {
 func (l *xskLink) release() error {
 	var errs []error
 	if l.prog != nil {
-		if l.card.Port != 0 {
-			errs = append(errs, l.prog.obj.removePort(l.card.Port))
+		if l.slot != 0 {
+			errs = append(errs, l.prog.obj.removePort(l.port, l.slot))
 			for _, q := range l.queues {
-				l.prog.obj.clearSocket(q, l.card.Port)
+				l.prog.obj.clearSocket(q, l.slot)
 			}
 		}
 		errs = append(errs, l.prog.release())
@@ -966,8 +979,7 @@ func (l *xskLink) audit() error {
 		return err
 	}
 	nFill := 0
-	for i := range l.socks {
-		s := &l.socks[i]
+	for i, s := range l.socks {
 		nFill += s.nFill
 		for p, c := s.fill.prod, asmLoad(s.fill.consumer); c != p; c++ {
 			f := Frame(s.fill.addrs[c&s.fill.mask] >> l.shift)
@@ -982,7 +994,7 @@ func (l *xskLink) audit() error {
 	if tx := n[ownTx] + n[ownTxKeep] + n[ownTxFree]; tx != l.inflight {
 		return fmt.Errorf("%d frames marked in flight, the link counts %d", tx, l.inflight)
 	}
-	t := &l.socks[0].tx
+	t := &l.first.tx
 	for p, c := t.prod, asmLoad(t.consumer); c != p; c++ {
 		f := Frame(t.descs[c&t.mask].Addr >> l.shift)
 		if o := l.frames.owner[f]; o != ownTx && o != ownTxKeep && o != ownTxFree {

@@ -131,6 +131,9 @@ type Status struct {
 	// InterfaceQueues the interface has.
 	Queues          []int
 	InterfaceQueues int
+	// Steered: the NIC holds a flow rule that sends the link's frames
+	// to its first queue (a link on some of the queues asks for one).
+	Steered bool
 	// Fallback says why Open in ModeAuto took UDP, "" if it did not.
 	Fallback string
 }

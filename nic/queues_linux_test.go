@@ -160,6 +160,9 @@ func TestXDPQueues(t *testing.T) {
 	})
 	t.Run("queue 1 only", func(t *testing.T) {
 		b := openCfg(t, nw.Hosts[1], nic.Config{Mode: nic.ModeXDP, Queues: []int{1}})
+		if b.Status().Steered {
+			t.Fatal("a veth took a flow rule: it has no n-tuple filters")
+		}
 		sendSpread(t, senders, b, n)
 		st := b.Stats()
 		t.Logf("b: %+v", st)

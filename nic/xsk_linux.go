@@ -75,9 +75,11 @@ type xskLink struct {
 	status  Status
 	reserve int // the UDP socket that holds the port and takes what the program passes
 	prog    *xdpShared
-	slot    uint32 // the link\'s in the program (0: none yet)
+	slot    uint32 // the link's in the program (0: none yet)
 	port    uint16
-	queues  []int // the receive queues bound, socks[i] on queues[i]
+	ethFD   int    // for ethtool requests in the interface's namespace, or -1
+	steerAt uint32 // the flow rule's location, when Status.Steered
+	queues  []int  // the receive queues bound, socks[i] on queues[i]
 	closed  bool
 	final   Stats // the kernel's and the program's counts at Close
 }
@@ -139,7 +141,7 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	if mtu < HeaderLen+MessageLen {
 		return nil, fmt.Errorf("%w: %s's MTU %d leaves no room for a Tachyon frame", ErrInterface, ifc.Name, ifc.MTU)
 	}
-	l = &xskLink{reserve: -1, cookie: cfg.Cookie, subnet: subnet, mtu: mtu}
+	l = &xskLink{reserve: -1, ethFD: -1, cookie: cfg.Cookie, subnet: subnet, mtu: mtu}
 	defer func() {
 		if err != nil {
 			l.release()
@@ -195,6 +197,9 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	if err = l.prog.obj.activate(port, l.slot); err != nil {
 		return l, err
 	}
+	if len(l.queues) < nq {
+		l.steer(ifc.Name, netip.AddrPortFrom(ip, port))
+	}
 
 	l.card = Card{Mode: ModeXDP, IP: ip, Port: port, Queue: uint32(l.queues[0]), MTU: uint16(l.mtu)}
 	copy(l.card.MAC[:], ifc.HardwareAddr)
@@ -208,6 +213,24 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	l.c = newCounters()
 	l.register()
 	return l, nil
+}
+
+// steer asks the NIC for a rule that sends the link's datagrams to its
+// first queue: a link on some of the queues would otherwise receive most
+// of its frames through its UDP socket, as RSS spreads them over all.
+// Where the driver refuses, it says so and goes on.
+func (l *xskLink) steer(ifc string, ap netip.AddrPort) {
+	fd, err := ethtoolSocket()
+	if err == nil {
+		l.ethFD = fd
+		l.steerAt, err = steer(fd, ifc, ap, l.queues[0])
+	}
+	if err != nil {
+		slog.Info("nic: no flow steering for the link's share of the receive queues; frames that arrive on other queues come through its UDP socket, slower",
+			"interface", ifc, "queues", l.queues, "why", err.Error())
+		return
+	}
+	l.status.Steered = true
 }
 
 // queues returns the receive queues a link of cfg binds, of nq: Queues if
@@ -239,7 +262,7 @@ func (cfg Config) queues(nq int) ([]int, error) {
 // ifc: its channels (ETHTOOL_GCHANNELS, receive and combined), 1 where
 // the driver does not say.
 func rxQueues(ifc string) int {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := ethtoolSocket()
 	if err != nil {
 		return 1
 	}
@@ -250,14 +273,7 @@ func rxQueues(ifc string) int {
 		rxCount, txCount, otherCount, combinedCount uint32
 	}
 	ch.cmd = unix.ETHTOOL_GCHANNELS
-	var ifr struct {
-		name [unix.IFNAMSIZ]byte
-		data uintptr
-		_    [16]byte
-	}
-	copy(ifr.name[:], ifc)
-	ifr.data = uintptr(unsafe.Pointer(&ch))
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr))); e != 0 {
+	if ethtoolIoctl(fd, ifc, unsafe.Pointer(&ch)) != nil {
 		return 1
 	}
 	return max(int(ch.rxCount+ch.combinedCount), 1)
@@ -952,6 +968,13 @@ func (l *xskLink) release() error {
 	if l.reserve >= 0 {
 		errs = append(errs, unix.Close(l.reserve))
 		l.reserve = -1
+	}
+	if l.ethFD >= 0 {
+		if l.status.Steered {
+			errs = append(errs, unsteer(l.ethFD, l.status.Interface, l.steerAt))
+		}
+		errs = append(errs, unix.Close(l.ethFD))
+		l.ethFD = -1
 	}
 	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 
@@ -227,21 +228,39 @@ func serveXDP(key sharedKey, ifc *net.Interface, queues int) (*xdpShared, error)
 }
 
 // serveShared answers every connection to ln with the program's
-// descriptors until ln closes. Without a BPF link (a kernel before 5.9
-// attaches by netlink) it sends none: the others then fall back.
+// descriptors until ln closes, to processes of this user or root only:
+// an abstract socket has no permissions of its own, and the maps steer
+// every link's frames. Without a BPF link (a kernel before 5.9 attaches
+// by netlink) it sends none: the others then fall back.
 func serveShared(ln *net.UnixListener, fds []int, attach string) {
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
 			return
 		}
-		if fds[shareAttach] >= 0 {
+		if !sameUser(c) {
+			slog.Warn("nic: a process of another user asked for the XDP program; refused")
+		} else if fds[shareAttach] >= 0 {
 			if _, _, err := c.WriteMsgUnix([]byte(attach), unix.UnixRights(fds...), nil); err != nil {
 				slog.Debug("nic: sending the XDP program to another link failed", "err", err)
 			}
 		}
 		c.Close()
 	}
+}
+
+// sameUser reports whether the process at the other end of c runs as
+// this process's effective user, or as root.
+func sameUser(c *net.UnixConn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	rc.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	return err == nil && cred != nil && (cred.Uid == 0 || int(cred.Uid) == os.Geteuid())
 }
 
 // attachXDP attaches prog to ifc: in the driver first, in the generic

@@ -2,6 +2,7 @@ package nic_test
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -215,4 +216,48 @@ func openAuto(h *nethost.Host) (nic.Link, error) {
 		return nil, fmt.Errorf("opening on %s: %w", h.Name, err)
 	}
 	return l, nil
+}
+
+// TestXDPForeignFlood: frames to a link's port with another job's cookie
+// are dropped by the program and counted, and take no UMEM frame: the
+// link's own frames still come through after a flood of them.
+func TestXDPForeignFlood(t *testing.T) {
+	const flood = 5000
+	nw := nictest.Hosts(t)
+	b := nictest.OpenOn(t, nw.Hosts[1], nic.ModeXDP, testCookie)
+	bad := make([]byte, nic.HeaderLen+8)
+	nictest.Fill(bad, testCookie^1, 1, len(bad))
+	good := make([]byte, nic.HeaderLen+8)
+	nictest.Fill(good, testCookie, 2, len(good))
+	err := nw.Hosts[0].Do(func() error {
+		conn, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(b.Card().AddrPort()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		for range flood {
+			if _, err := conn.Write(bad); err != nil {
+				return err
+			}
+		}
+		_, err = conn.Write(good)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rx [8]nic.RxDesc
+	n := 0
+	for deadline := time.Now().Add(5 * time.Second); n == 0 && time.Now().Before(deadline); {
+		n = b.Receive(rx[:])
+	}
+	if n != 1 || nictest.Verify(rx[0].Data, testCookie, 2, len(good)) != nil {
+		t.Fatalf("received %d frames after the flood, want the good one; %+v", n, b.Stats())
+	}
+	b.Release([]nic.Frame{rx[0].Frame})
+	st := b.Stats()
+	if st.Program.Foreign != flood || st.DropCookie != 0 || st.RxFrames != 1 || st.Kernel.RxDropped != 0 || st.Kernel.RxRingFull != 0 {
+		t.Fatalf("after a flood of %d foreign frames: %+v", flood, st)
+	}
+	checkAudit(t, b)
 }

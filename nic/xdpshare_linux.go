@@ -265,7 +265,8 @@ func sameUser(c *net.UnixConn) bool {
 
 // attachXDP attaches prog to ifc: in the driver first, in the generic
 // hook if the driver refuses (as nic_xdp_attach says), retrying EBUSY for
-// nic_rebind_wait. It returns the attachment and its hook.
+// nic_rebind_wait (as after a program's last holder closed) once, not in
+// each hook. It returns the attachment and its hook.
 func attachXDP(prog *ebpf.Program, ifc *net.Interface) (link.Link, string, error) {
 	modes := []struct {
 		name  string
@@ -298,6 +299,9 @@ func attachXDP(prog *ebpf.Program, ifc *net.Interface) (link.Link, string, error
 			return nil, "", fmt.Errorf("%w: attaching the XDP program to %s: %v", ErrNoPrivilege, ifc.Name, err)
 		}
 		errs = append(errs, fmt.Errorf("%s mode: %w", m.name, err))
+		if errors.Is(err, unix.EBUSY) {
+			break // a program holds the interface, in either hook: waited once
+		}
 	}
 	return nil, "", fmt.Errorf("%w: attaching the XDP program to %s (another program may hold it): %w", ErrRefused, ifc.Name, errors.Join(errs...))
 }

@@ -99,6 +99,7 @@ type xskSock struct {
 	napi        bool   // the socket has a NAPI instance: drive busy polling
 	napiRead    bool   // the NAPI id was read after a frame came
 	zeroCopy    bool
+	once        bool // bind without waiting out EBUSY
 }
 
 // noHome marks a frame that goes back to the free list on Release: one
@@ -318,15 +319,15 @@ func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes
 		if len(l.socks) == maxSocks {
 			break
 		}
-		if p := l.prog.obj.queueOwner(q); p != 0 {
-			held = append(held, fmt.Sprintf("%d (port %d)", q, p))
-			continue
-		}
 		s := &l.first
 		if len(l.socks) > 0 {
 			s = new(xskSock)
 		}
-		*s = xskSock{fd: -1, fillTarget: target}
+		// Where the program says a link holds the queue, one bind tells
+		// whether it still does (a killed process's entry stays in the
+		// maps while others hold the program), without waiting.
+		owner := l.prog.obj.queueOwner(q)
+		*s = xskSock{fd: -1, fillTarget: target, once: owner != 0}
 		err := l.openSocket(s, ifc, q, frameSize, ringSize)
 		if err == nil {
 			l.socks = append(l.socks, s)
@@ -335,7 +336,11 @@ func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes
 		}
 		s.close()
 		if errors.Is(err, unix.EBUSY) {
-			held = append(held, fmt.Sprintf("%d (busy)", q))
+			if owner != 0 {
+				held = append(held, fmt.Sprintf("%d (port %d)", q, owner))
+			} else {
+				held = append(held, fmt.Sprintf("%d (busy)", q))
+			}
 			continue
 		}
 		return err
@@ -444,7 +449,12 @@ func (l *xskLink) bind(s *xskSock, ifc *net.Interface, q, shared int) error {
 			sa.Flags = unix.XDP_SHARED_UMEM
 			sa.SharedUmemFD = uint32(shared)
 		}
-		err := retryBusy(func() error { return unix.Bind(s.fd, sa) })
+		var err error
+		if s.once {
+			err = unix.Bind(s.fd, sa)
+		} else {
+			err = retryBusy(func() error { return unix.Bind(s.fd, sa) })
+		}
 		if errors.Is(err, unix.EBUSY) {
 			// Another socket holds the queue, in either mode.
 			return fmt.Errorf("%w: binding an AF_XDP socket to %s queue %d: %w", ErrRefused, ifc.Name, q, err)

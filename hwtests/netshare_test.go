@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -113,4 +116,58 @@ func TestNetnsSharedHost(t *testing.T) {
 		}
 	}
 	t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
+}
+
+// TestNICSharedProgram: two processes on one host share its interface's
+// XDP program, each on its half of the queues: the second gets the
+// program from the first (it could not attach its own), keeps it
+// attached when the first is killed, and a link opened after that takes
+// the dead one's queue; the last link's close detaches the program.
+func TestNICSharedProgram(t *testing.T) {
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	nw, err := nethost.New(nethost.Config{Queues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	h := nw.Hosts[1]
+	child, _ := startRole(t, h, "nichold", "TACHYON_NIC_SHARE=0/2")
+	open := func(share nic.Share) nic.Link {
+		var l nic.Link
+		if err := h.Do(func() (err error) {
+			l, err = nic.Open(nic.Config{Interface: h.Iface, Mode: nic.ModeXDP, Cookie: nicCookie, Share: share})
+			return err
+		}); err != nil {
+			t.Fatalf("opening share %v beside the child's: %v", share, err)
+		}
+		return l
+	}
+	l1 := open(nic.Share{Index: 1, Count: 2})
+	defer l1.Close()
+	if s := l1.Status(); !slices.Equal(s.Queues, []int{1}) {
+		t.Fatalf("share 1 of 2: %+v", s)
+	}
+	child.Process.Kill()
+	child.Wait()
+	if on, err := h.XDPAttached(); err != nil || !on {
+		t.Fatalf("the program went with the process that loaded it (%v): the other's link holds it", err)
+	}
+	l0 := open(nic.Share{Index: 0, Count: 2})
+	if s := l0.Status(); !slices.Equal(s.Queues, []int{0}) {
+		t.Fatalf("share 0 of 2 after its holder died: %+v", s)
+	}
+	// Frames to both links from the other host arrive, whichever queue.
+	a := nictest.OpenOn(t, nw.Hosts[0], nic.ModeXDP, nicCookie)
+	for _, b := range []nic.Link{l0, l1} {
+		if err := nictest.Exchange(a, b, nicCookie, 2000, 32, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l0.Close()
+	l1.Close()
+	if on, err := h.XDPAttached(); err != nil || on {
+		t.Fatalf("a program stays attached after the last link closed (%v)", err)
+	}
 }

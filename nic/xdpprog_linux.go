@@ -531,14 +531,16 @@ func (o *xdpObjects) clearSocket(queue int, slot uint32) {
 	}
 }
 
-// queueOwner returns the port of the link whose socket is on queue q, 0
-// if none.
-func (o *xdpObjects) queueOwner(q int) uint16 {
-	var slot, port uint32
-	if o.queues.Lookup(uint32(q), &slot) != nil || slot == 0 || o.claims.Lookup(slot, &port) != nil {
-		return 0
+// queueOwner returns the slot, address and port of the link whose socket
+// is on queue q; slot 0 if none.
+func (o *xdpObjects) queueOwner(q int) (slot uint32, ap netip.AddrPort) {
+	var port uint32
+	var v [xpSlotSize]byte
+	if o.queues.Lookup(uint32(q), &slot) != nil || slot == 0 || o.claims.Lookup(slot, &port) != nil ||
+		o.slots.Lookup(slot, &v) != nil {
+		return 0, ap
 	}
-	return uint16(port)
+	return slot, netip.AddrPortFrom(netip.AddrFrom4([4]byte(v[xpSlotAddr:xpSlotAddr+4])), uint16(port))
 }
 
 // xdpCounts are the program's counters of one slot summed over CPUs, and

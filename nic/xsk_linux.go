@@ -323,10 +323,17 @@ func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes
 		if len(l.socks) > 0 {
 			s = new(xskSock)
 		}
-		// Where the program says a link holds the queue, one bind tells
-		// whether it still does (a killed process's entry stays in the
-		// maps while others hold the program), without waiting.
-		owner := l.prog.obj.queueOwner(q)
+		// Where the program says a link holds the queue, that link's UDP
+		// socket tells whether it lives: a live one holds the queue (one
+		// bind, no waiting); a killed process's entries stay in the maps
+		// while others hold the program: free them, and wait out the
+		// kernel's teardown of its socket.
+		owner, ownerAP := l.prog.obj.queueOwner(q)
+		if owner != 0 && !portHeld(ownerAP) {
+			l.prog.obj.removePort(ownerAP.Port(), owner)
+			l.prog.obj.clearSocket(q, owner)
+			owner = 0
+		}
 		*s = xskSock{fd: -1, fillTarget: target, once: owner != 0}
 		err := l.openSocket(s, ifc, q, frameSize, ringSize)
 		if err == nil {
@@ -337,7 +344,7 @@ func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes
 		s.close()
 		if errors.Is(err, unix.EBUSY) {
 			if owner != 0 {
-				held = append(held, fmt.Sprintf("%d (port %d)", q, owner))
+				held = append(held, fmt.Sprintf("%d (port %d)", q, ownerAP.Port()))
 			} else {
 				held = append(held, fmt.Sprintf("%d (busy)", q))
 			}
@@ -356,6 +363,17 @@ func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes
 		l.topUpSock(sk, i)
 	}
 	return nil
+}
+
+// portHeld reports whether a UDP socket holds ap: whether the link that
+// registered ap with the program lives.
+func portHeld(ap netip.AddrPort) bool {
+	fd, err := udpSocket(ap, "")
+	if err != nil {
+		return errors.Is(err, unix.EADDRINUSE)
+	}
+	unix.Close(fd)
+	return false
 }
 
 // openSocket makes an AF_XDP socket on queue q: the UMEM's first, which

@@ -593,9 +593,15 @@ func (l *xskLink) Receive(rx []RxDesc) int {
 			}
 		}
 	} else {
-		l.next++
+		if l.next++; l.next == len(l.socks) {
+			l.next = 0
+		}
 		for k := range l.socks {
-			s := l.socks[(l.next+k)%len(l.socks)]
+			i := l.next + k
+			if i >= len(l.socks) {
+				i -= len(l.socks)
+			}
+			s := l.socks[i]
 			if avail := s.rx.consReady(); avail == 0 {
 				l.idle(s)
 			} else if n += l.receive(s, avail, rx[n:]); n == len(rx) {

@@ -118,11 +118,12 @@ func TestNetnsSharedHost(t *testing.T) {
 	t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
 }
 
-// TestNICSharedProgram: two processes on one host share its interface's
-// XDP program, each on its half of the queues: the second gets the
-// program from the first (it could not attach its own), keeps it
-// attached when the first is killed, and a link opened after that takes
-// the dead one's queue; the last link's close detaches the program.
+// TestNICSharedProgram: processes on one host share its interface's XDP
+// program, each on its half of the queues: the second gets the program
+// from the first (it could not attach its own) and keeps it attached
+// when the first is killed; a third gets it from the second and takes
+// the dead one's queue, and so does a link opened after the third was
+// killed too; the last link's close detaches the program.
 func TestNICSharedProgram(t *testing.T) {
 	if err := nethost.Available(); err != nil {
 		testskip.Skip(t, testskip.NoNamespaces, err)
@@ -154,9 +155,15 @@ func TestNICSharedProgram(t *testing.T) {
 	if on, err := h.XDPAttached(); err != nil || !on {
 		t.Fatalf("the program went with the process that loaded it (%v): the other's link holds it", err)
 	}
+	// A third process gets the program from the second, the one that
+	// loaded it gone, and takes the dead one's queue.
+	third, cue := startRole(t, h, "nichold", "TACHYON_NIC_SHARE=0/2")
+	t.Log(cue)
+	third.Process.Kill()
+	third.Wait()
 	l0 := open(nic.Share{Index: 0, Count: 2})
 	if s := l0.Status(); !slices.Equal(s.Queues, []int{0}) {
-		t.Fatalf("share 0 of 2 after its holder died: %+v", s)
+		t.Fatalf("share 0 of 2 after its holders died: %+v", s)
 	}
 	// Frames to both links from the other host arrive, whichever queue.
 	a := nictest.OpenOn(t, nw.Hosts[0], nic.ModeXDP, nicCookie)

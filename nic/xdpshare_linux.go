@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -20,8 +21,10 @@ import (
 // loads the program, attaches it and serves it on an abstract Unix socket
 // named after the interface (abstract names belong to the network
 // namespace, so they name the host's interface and no other); each later
-// link, of this process or another, connects there and receives, with
-// SCM_RIGHTS, the program's attachment and its maps. Each link then adds
+// link, of this process or another, connects there (or, that process
+// gone, to any other holder's socket, which /proc/net/unix lists) and
+// receives, with SCM_RIGHTS, the program's attachment and its maps, and
+// its process then serves them too. Each link then adds
 // its port and its sockets to the maps (xdpprog_linux.go) and takes them
 // out when it closes. The attachment is a BPF link that every process
 // holds a descriptor of, so the program stays on the interface while any
@@ -53,8 +56,45 @@ var sharedPrograms struct {
 	m map[sharedKey]*xdpShared
 }
 
-// shareName is the abstract socket name that serves ifc's program.
+// shareName is the abstract socket name of the process that loaded the
+// program of interface ifindex, which also serves as the lock on loading
+// it; holderName is this process's, which serves it too once it holds
+// it, so that the program can be had as long as any holder lives.
 func shareName(ifindex int) string { return "@tachyon/xdp/" + strconv.Itoa(ifindex) }
+
+func holderName(ifindex int) string {
+	return shareName(ifindex) + "/" + strconv.Itoa(os.Getpid())
+}
+
+// servers lists the names that may serve ifindex's program in this
+// thread's network namespace: the loader's, then every holder's that
+// /proc/thread-self/net/unix shows.
+func servers(ifindex int) []string {
+	names := []string{shareName(ifindex)}
+	b, err := os.ReadFile("/proc/thread-self/net/unix")
+	if err != nil {
+		return names
+	}
+	prefix := shareName(ifindex) + "/"
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 8 && strings.HasPrefix(f[7], prefix) {
+			names = append(names, f[7])
+		}
+	}
+	return names
+}
+
+// fds returns the descriptors a server sends, in the order of share*.
+func (s *xdpShared) fds() []int {
+	fds := []int{s.obj.prog.FD(), s.heldFD}
+	if h, ok := s.held.(interface{ FD() int }); ok {
+		fds[shareAttach] = h.FD()
+	}
+	for _, m := range s.obj.maps() {
+		fds = append(fds, (*m).FD())
+	}
+	return fds
+}
 
 // threadNetns identifies the network namespace of the calling thread.
 func threadNetns() (uint64, error) {
@@ -82,18 +122,31 @@ func acquireXDP(ifc *net.Interface, queues int) (*xdpShared, error) {
 		return s, nil
 	}
 	var s *xdpShared
-	for try := 0; s == nil; try++ {
-		if s, err = dialXDP(key); err == nil || try == 3 {
+	for try := 0; s == nil && try < 4; try++ {
+		for _, name := range servers(key.ifindex) {
+			if s, err = dialXDP(key, name); err == nil {
+				break
+			}
+		}
+		if s != nil {
 			break
 		}
 		// Nobody serves: load the program and serve it ourselves; if
-		// another process beat us to the name, ask it again.
+		// another process took the loader's name first, ask again.
 		if s, err = serveXDP(key, ifc, queues); err == nil || !errors.Is(err, unix.EADDRINUSE) {
 			break
 		}
 	}
 	if err != nil {
 		return nil, err
+	}
+	if s.ln == nil {
+		// Serve it too, so that links opened after the loader has gone
+		// still find it (best effort: a link of this process needs none).
+		if ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: holderName(key.ifindex), Net: "unixpacket"}); err == nil {
+			s.ln = ln
+			go serveShared(ln, s.fds(), s.attach)
+		}
 	}
 	if sharedPrograms.m == nil {
 		sharedPrograms.m = make(map[sharedKey]*xdpShared)
@@ -134,10 +187,10 @@ const (
 	shareFDs    = shareMaps + 7
 )
 
-// dialXDP asks the process that serves key's program for it; it fails
-// with ECONNREFUSED or ENOENT where none serves.
-func dialXDP(key sharedKey) (*xdpShared, error) {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: shareName(key.ifindex), Net: "unixpacket"})
+// dialXDP asks the process that serves key's program under name for it;
+// it fails with ECONNREFUSED where none serves.
+func dialXDP(key sharedKey, name string) (*xdpShared, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: name, Net: "unixpacket"})
 	if err != nil {
 		return nil, err
 	}
@@ -215,15 +268,7 @@ func serveXDP(key sharedKey, ifc *net.Interface, queues int) (*xdpShared, error)
 		s.obj.Close()
 		return nil, err
 	}
-	fd, ok := s.held.(interface{ FD() int })
-	fds := []int{s.obj.prog.FD(), -1}
-	for _, m := range s.obj.maps() {
-		fds = append(fds, (*m).FD())
-	}
-	if ok {
-		fds[shareAttach] = fd.FD()
-	}
-	go serveShared(ln, fds, s.attach)
+	go serveShared(ln, s.fds(), s.attach)
 	return s, nil
 }
 

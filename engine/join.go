@@ -53,6 +53,10 @@ func ParseNetPeer(s string) (NetPeer, error) {
 type NetLinkConfig struct {
 	Interface string   // "": nic.DefaultInterface
 	Mode      nic.Mode // nic.ModeAuto: nic_mode
+	// Share is the rank's place among the ranks of its host, which
+	// share the interface's receive queues (nic.Config.Share); the zero
+	// value: the rank is alone on its host.
+	Share nic.Share
 }
 
 // OpenNetLink opens this process's network link for a job with cookie,
@@ -69,7 +73,7 @@ func OpenNetLink(cookie uint64, cfg NetLinkConfig) (nic.Link, *nic.StreamListene
 			return nil, nil, NetPeer{}, fmt.Errorf("choosing the network interface: %w", err)
 		}
 	}
-	ncfg := nic.Config{Interface: ifc, Cookie: cookie, Mode: cfg.Mode}
+	ncfg := nic.Config{Interface: ifc, Cookie: cookie, Mode: cfg.Mode, Share: cfg.Share}
 	if netForce.Get() {
 		// Every process a host of its own on one machine: AF_XDP sends
 		// on the wire and never reaches this host's own address, so the
@@ -80,6 +84,7 @@ func OpenNetLink(cookie uint64, cfg NetLinkConfig) (nic.Link, *nic.StreamListene
 	if err != nil {
 		return nil, nil, NetPeer{}, fmt.Errorf("opening the network link on %s: %w", ifc, err)
 	}
+	logLinkPath(l)
 	e, err := randomUint64()
 	if err != nil {
 		l.Close()

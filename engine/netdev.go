@@ -89,6 +89,7 @@ type netDev struct {
 	epoch  uint32 // this endpoint's incarnation
 	window uint32
 	conns  []*netConn // by rank; nil where the peer is not on the network
+	paths  []uint8    // by rank: the path to the peer (netpath.go)
 	list   []*netConn // the connections, to walk
 
 	now      uint64 // the clock at the last pump
@@ -148,6 +149,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 	d := &netDev{
 		link: link, cookie: cookie, self: self, epoch: epoch, window: w,
 		conns:    make([]*netConn, n),
+		paths:    make([]uint8, n),
 		rx:       make([]nic.RxDesc, 64),
 		rel:      make([]nic.Frame, 0, 2*int(w)+64),
 		ackEvery: int(netAckEvery.Get()), rtoBurst: int(netRTOBurst.Get()),
@@ -256,6 +258,7 @@ func (d *netDev) connect(rank int, card nic.Card, epoch uint32, bulkPort uint16)
 	}
 	c.out.to = netip.AddrPortFrom(card.IP, bulkPort)
 	d.conns[rank] = c
+	d.paths[rank] = uint8(d.notePath(card))
 	d.list = append(d.list, c)
 	return c, nil
 }

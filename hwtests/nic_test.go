@@ -166,17 +166,17 @@ func TestNICProcessDeath(t *testing.T) {
 }
 
 // startRole starts this test binary inside h in role (with TACHYON_NIC
-// naming h's interface), waits for the line that says it is ready, which
+// naming h's interface, and the KEY=VALUE entries env), waits for the line that says it is ready, which
 // starts with the role's name, and returns it. The child is killed when
 // the test ends.
-func startRole(t *testing.T, h *nethost.Host, role string) (*exec.Cmd, string) {
+func startRole(t *testing.T, h *nethost.Host, role string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, testrole.NoTests)
-	cmd.Env = append(os.Environ(), testrole.Setting(role), "TACHYON_NIC="+h.Iface)
+	cmd.Env = append(append(os.Environ(), testrole.Setting(role), "TACHYON_NIC="+h.Iface), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -196,10 +196,18 @@ func startRole(t *testing.T, h *nethost.Host, role string) (*exec.Cmd, string) {
 	return cmd, strings.TrimSpace(cue)
 }
 
-// nicHold is TestNICProcessDeath's child (role "nichold"): it opens an
-// XDP link on TACHYON_NIC, says so and waits to be killed.
+// nicHold is TestNICProcessDeath's and TestNICSharedProgram's child
+// (role "nichold"): it opens an XDP link on TACHYON_NIC, as share i of n
+// where TACHYON_NIC_SHARE is "i/n", says so and waits to be killed.
 func nicHold() int {
-	l, err := nic.Open(nic.Config{Interface: os.Getenv("TACHYON_NIC"), Mode: nic.ModeXDP, Cookie: nicCookie})
+	var share nic.Share
+	if s := os.Getenv("TACHYON_NIC_SHARE"); s != "" {
+		if _, err := fmt.Sscanf(s, "%d/%d", &share.Index, &share.Count); err != nil {
+			fmt.Fprintln(os.Stderr, "nichold: TACHYON_NIC_SHARE:", err)
+			return 1
+		}
+	}
+	l, err := nic.Open(nic.Config{Interface: os.Getenv("TACHYON_NIC"), Mode: nic.ModeXDP, Cookie: nicCookie, Share: share})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nichold:", err)
 		return 1

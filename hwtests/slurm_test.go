@@ -48,6 +48,8 @@ func runRole(role string) int {
 		err = netJob(w)
 	case "colls":
 		err = collJob(w)
+	case "netshare":
+		err = netShare(w)
 	case "clock":
 		err = clockJob(w)
 	case "netfail":

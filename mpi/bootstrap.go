@@ -186,7 +186,9 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 		card := pmiNone
 		var err error
 		var self engine.NetPeer
-		link, bulk, self, err = engine.OpenNetLink(cookie, o.net)
+		nc := o.net
+		nc.Share = nic.Share{Index: slices.Index(local, me), Count: len(local)}
+		link, bulk, self, err = engine.OpenNetLink(cookie, nc)
 		if err == nil {
 			card, epoch = self.String(), self.Epoch
 		} else if failed == nil {

@@ -48,7 +48,7 @@ type Card struct {
 	IP    netip.Addr // IPv4
 	Port  uint16
 	MAC   [6]byte // the interface's; zero for a UDP link on no interface
-	Queue uint32  // the NIC receive queue an XDP link is bound to
+	Queue uint32  // the first NIC receive queue an XDP link is bound to (the one it steers its port to)
 	MTU   uint16  // largest Tachyon frame it takes (Link.MTU)
 }
 

@@ -14,15 +14,26 @@ type Config struct {
 	// the interface's first IPv4 address (a UDP link without an
 	// interface binds every address); port 0 lets the kernel choose.
 	Addr netip.AddrPort
-	// Queue is the NIC receive queue an XDP link binds to. Frames for the
-	// link that arrive on another queue go to the kernel: steer them
-	// (docs/nic.md) or use one combined queue.
-	Queue int
+	// Queues are the NIC receive queues an XDP link binds, a socket on
+	// each; nil takes the link's share of every queue of the interface
+	// (Share). Frames for the link that arrive on a queue where it has
+	// no socket go through the kernel to its UDP socket, which the link
+	// reads too: slower, never lost; steer them (docs/nic.md).
+	Queues []int
+	// Share is the link's place among the links of this host that share
+	// the interface, a job's ranks there: the link takes the queues q
+	// with q % Count == Index, and none where there are fewer queues
+	// than links (Open then refuses AF_XDP: ErrRefused). The zero value
+	// is one link alone, which takes every queue no other link holds.
+	Share Share
 	// Mode: ModeAuto takes the control variable nic_mode.
 	Mode Mode
 	// Cookie is the job's: frames with another are dropped on receive.
 	Cookie uint64
 }
+
+// Share is a link's place among Count links on one host and interface.
+type Share struct{ Index, Count int }
 
 // Errors of Open, each wrapped with its cause. In ModeAuto Open falls
 // back to UDP on ErrNoPrivilege, ErrNoXSK and ErrRefused, and reports

@@ -4,12 +4,17 @@
 //
 // A Link is one endpoint's queue. Open makes one of two kinds:
 //
-//   - ModeXDP: an AF_XDP socket on one receive queue of an interface, fed
-//     by an XDP program (built in Go with cilium/ebpf's asm package) that
-//     redirects the UDP datagrams for the link's address and port to the
-//     socket and passes everything else to the kernel. Frame buffers live
-//     in the socket's UMEM; the four rings are driven with cached indices
-//     and asm's acquire loads and release stores, and the kernel is woken
+//   - ModeXDP: AF_XDP sockets, one on each receive queue of an interface
+//     the link takes, sharing one UMEM, fed by an XDP program (built in
+//     Go with cilium/ebpf's asm package) that redirects the UDP datagrams
+//     for the link's address and port carrying its job's cookie to the
+//     link's socket on their queue and passes everything else to the
+//     kernel. One program serves every link on the interface, of this
+//     process and the host's others (xdpshare_linux.go); links of one
+//     host divide the queues (Config.Share), and frames that arrive where
+//     a link has no socket reach it through its UDP socket. Frame buffers
+//     live in the UMEM; the rings are driven with cached indices and
+//     asm's acquire loads and release stores, and the kernel is woken
 //     only when it asks (XDP_USE_NEED_WAKEUP). Zero-copy and the driver's
 //     hook are tried first, copy mode and the generic hook after.
 //   - ModeUDP: a non-blocking kernel UDP socket carrying the same payloads,
@@ -22,7 +27,9 @@
 // counts frames that are short, malformed, of another version or of
 // another job (the cookie).
 //
-// A link never blocks and runs no goroutine: the progress engine polls it
+// A link never blocks and runs no goroutine (the process that serves an
+// interface's program to the host's other links runs one, blocked in
+// accept): the progress engine polls it
 // (a Link is a progress.Poller), and in steady state no call allocates.
 // Every frame buffer has exactly one owner at a time (owner.go), which
 // each call checks and the tests audit. Tunables are the control

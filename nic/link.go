@@ -126,7 +126,14 @@ type Status struct {
 	Attach     string // where the program runs: "driver" or "generic"
 	ZeroCopy   bool   // the socket is bound in zero-copy mode (XDP_OPTIONS)
 	BusyPoll   bool   // the kernel took SO_PREFER_BUSY_POLL and SO_BUSY_POLL_BUDGET
-	NAPIPolled bool   // the socket has a NAPI id, so the link drives busy polling
+	NAPIPolled bool   // a socket has a NAPI id, so the link drives busy polling
+	// Queues are the receive queues the link has a socket on, of the
+	// InterfaceQueues the interface has.
+	Queues          []int
+	InterfaceQueues int
+	// Steered: the NIC holds a flow rule that sends the link's frames
+	// to its first queue (a link on some of the queues asks for one).
+	Steered bool
 	// Fallback says why Open in ModeAuto took UDP, "" if it did not.
 	Fallback string
 }
@@ -147,6 +154,10 @@ type Stats struct {
 	RxWakeups uint64 // system calls that woke (or busy-polled) the receive side
 	TxFull    uint64 // Send calls stopped by a full transmit queue
 	TxErrors  uint64 // frames the kernel refused for good (UDP links), counted as lost
+	// Frames an XDP link read from its UDP socket: the program passed
+	// them to the kernel, as they came on a queue where the link has no
+	// socket (they count in RxFrames too once they pass the checks).
+	RxFallback uint64
 
 	// The kernel's counts for an XDP socket (XDP_STATISTICS) and the
 	// XDP program's, zero for UDP links.
@@ -164,7 +175,12 @@ type XSKStats struct {
 	TxRingEmptyDesc uint64 // times the kernel found the transmit ring empty
 }
 
-// ProgramStats are the XDP program's counters, summed over CPUs.
+// ProgramStats are the XDP program's counters of the link's port,
+// summed over CPUs.
 type ProgramStats struct {
-	Redirected, Passed, Dropped uint64
+	Redirected uint64 // to a socket of the link
+	Passed     uint64 // frames no link's on the interface (for every link there)
+	Dropped    uint64 // dropped on purpose (nic_drop_rate)
+	Foreign    uint64 // to the link's port without its job's cookie: dropped
+	Misqueued  uint64 // on a queue without a socket of the link: passed to its UDP socket
 }

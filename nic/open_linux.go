@@ -3,6 +3,7 @@ package nic
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -15,11 +16,12 @@ import (
 )
 
 // Open opens a link as cfg says; with nic_dup_rate or nic_reorder_rate
-// set, one that injects those faults (WithFaults). In ModeAuto (after nic_mode) it tries
-// XDP and falls back to UDP when AF_XDP cannot be had: no privilege, a
-// kernel without XDP sockets, an interface that refuses, or a queue this
-// process's own AF_XDP link holds (one socket a queue); the link's Status
-// says why. Other errors (a missing interface, an address in
+// set, one that injects those faults (WithFaults). In ModeAuto (after
+// nic_mode) it tries XDP and falls back to UDP when AF_XDP cannot be had:
+// no privilege, a kernel without XDP sockets, an interface that refuses,
+// or no receive queue left for the link (other links hold them, or the
+// interface has fewer queues than Share.Count); the link's Status says
+// why, and a log record (log/slog, level Info) too. Other errors (a missing interface, an address in
 // use) fail in every mode. Sockets, attachments and frame memory belong
 // to the network namespace of the calling thread.
 func Open(cfg Config) (Link, error) {
@@ -54,12 +56,6 @@ func open(cfg Config) (Link, error) {
 	case ModeUDP:
 		return udpOrNil(openUDP(cfg, ""))
 	case ModeAuto:
-		if cfg.Interface != "" && xdpHeld(cfg.Interface, cfg.Queue) {
-			// The process's own link has the queue: AF_XDP cannot be
-			// had there until it closes, and the bind would only wait
-			// nic_rebind_wait to say so.
-			return udpOrNil(openUDP(cfg, fmt.Sprintf("this process's AF_XDP link holds %s queue %d", cfg.Interface, cfg.Queue)))
-		}
 		l, err := openXDP(cfg)
 		if err == nil {
 			return l, nil
@@ -68,6 +64,7 @@ func open(cfg Config) (Link, error) {
 			!(cfg.Interface == "" && errors.Is(err, ErrConfig)) {
 			return nil, err
 		}
+		slog.Info("nic: AF_XDP cannot be had; the link is a UDP socket", "interface", cfg.Interface, "why", err.Error())
 		return udpOrNil(openUDP(cfg, err.Error()))
 	}
 	return nil, fmt.Errorf("%w: mode %v", ErrConfig, cfg.Mode)

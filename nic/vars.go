@@ -79,6 +79,7 @@ var (
 	pvKicks      = pvar.NewCounter("nic_tx_kicks", "System calls that woke the kernel's transmit side of an AF_XDP socket (sendto), or sent a UDP batch (sendmmsg).", pvar.WithUnit("calls"))
 	pvWakeups    = pvar.NewCounter("nic_rx_wakeups", "System calls on the receive side: recvmmsg for UDP links, wake-ups and busy polls (recvfrom) for AF_XDP sockets.", pvar.WithUnit("calls"))
 	pvTxFull     = pvar.NewCounter("nic_tx_full", "Send calls stopped by a full transmit queue.", pvar.WithUnit("calls"))
+	pvFallback   = pvar.NewCounter("nic_rx_fallback_frames", "Frames an AF_XDP link read from its UDP socket, where the kernel put them because they came on a receive queue where the link has no socket (or no XDP program saw them): slower than the link's sockets, but not lost.", pvar.WithUnit("frames"))
 	pvTxErrors   = pvar.NewCounter("nic_tx_errors", "Frames a UDP link's kernel refused for good (no route, a firewall) and that count as lost.", pvar.WithUnit("frames"))
 )
 
@@ -87,6 +88,7 @@ type counters struct {
 	rxFrames, rxBytes, txFrames, txBytes     *pvar.CounterShard
 	short, length, version, cookie, injected *pvar.CounterShard
 	kicks, wakeups, txFull, txErrors         *pvar.CounterShard
+	fallback                                 *pvar.CounterShard
 }
 
 func newCounters() counters {
@@ -96,6 +98,7 @@ func newCounters() counters {
 		short: pvShort.Shard(), length: pvLength.Shard(), version: pvVersion.Shard(),
 		cookie: pvCookie.Shard(), injected: pvInjected.Shard(),
 		kicks: pvKicks.Shard(), wakeups: pvWakeups.Shard(), txFull: pvTxFull.Shard(), txErrors: pvTxErrors.Shard(),
+		fallback: pvFallback.Shard(),
 	}
 }
 
@@ -122,13 +125,14 @@ func (c *counters) stats() Stats {
 		DropVersion: c.version.Load(), DropCookie: c.cookie.Load(),
 		DropInjected: c.injected.Load(),
 		Kicks:        c.kicks.Load(), RxWakeups: c.wakeups.Load(), TxFull: c.txFull.Load(), TxErrors: c.txErrors.Load(),
+		RxFallback: c.fallback.Load(),
 	}
 }
 
 // close keeps the counts in the process's totals and detaches the shards.
 func (c *counters) close() {
 	for _, s := range []*pvar.CounterShard{c.rxFrames, c.rxBytes, c.txFrames, c.txBytes,
-		c.short, c.length, c.version, c.cookie, c.injected, c.kicks, c.wakeups, c.txFull, c.txErrors} {
+		c.short, c.length, c.version, c.cookie, c.injected, c.kicks, c.wakeups, c.txFull, c.txErrors, c.fallback} {
 		s.Close()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -29,6 +30,27 @@ const (
 	xdpTestPort  = 47000
 	xdpTestSport = 40000
 )
+
+// xdpTestSlot is the slot the first port added to new objects gets.
+const xdpTestSlot = 1
+
+// xdpTestAdd adds ip:port with xdpTestCookie and activates it, and
+// returns its slot.
+func xdpTestAdd(t *testing.T, o *xdpObjects, ip netip.Addr, port uint16) uint32 {
+	t.Helper()
+	slot, err := o.addPort(ip, port, xdpTestCookie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.activate(port, slot); err != nil {
+		t.Fatal(err)
+	}
+	return slot
+}
+
+// xdpTestCookie is the cookie xdpTestPayload carries where a Tachyon
+// header has it.
+var xdpTestCookie = binary.LittleEndian.Uint64(xdpTestPayload[offCookie : offCookie+8])
 
 // xdpTestObjects loads the program and maps for queues queues, skipping the
 // test where BPF is not allowed.
@@ -123,7 +145,7 @@ func xdpTestOurs() []byte { return xdpTestUDP(xdpTestIP, xdpTestPort, xdpTestPay
 // the change of the counters.
 func xdpTestRun(t *testing.T, o *xdpObjects, frame []byte) (uint32, xdpCounts) {
 	t.Helper()
-	before, err := o.counts()
+	before, err := o.counts(xdpTestSlot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +153,7 @@ func xdpTestRun(t *testing.T, o *xdpObjects, frame []byte) (uint32, xdpCounts) {
 	if err != nil {
 		t.Fatalf("running the program: %v", err)
 	}
-	after, err := o.counts()
+	after, err := o.counts(xdpTestSlot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +165,8 @@ func xdpTestDelta(before, after xdpCounts) xdpCounts {
 		Redirected: after.Redirected - before.Redirected,
 		Passed:     after.Passed - before.Passed,
 		Dropped:    after.Dropped - before.Dropped,
+		Foreign:    after.Foreign - before.Foreign,
+		Misqueued:  after.Misqueued - before.Misqueued,
 	}
 }
 
@@ -150,6 +174,8 @@ var (
 	xdpTestOneRedirected = xdpCounts{Redirected: 1}
 	xdpTestOnePassed     = xdpCounts{Passed: 1}
 	xdpTestOneDropped    = xdpCounts{Dropped: 1}
+	xdpTestOneForeign    = xdpCounts{Foreign: 1}
+	xdpTestOneMisqueued  = xdpCounts{Misqueued: 1}
 )
 
 // xdpTestExpect runs frame and checks the return code and counter change.
@@ -166,16 +192,16 @@ func xdpTestExpect(t *testing.T, o *xdpObjects, frame []byte, wantRet uint32, wa
 
 func TestXDPProgram(t *testing.T) {
 	o := xdpTestObjects(t, 4)
-	t.Logf("program: %d instructions (%d BPF slots)", len(xdpInstructions(o.xsks.FD(), o.config.FD(), o.counters.FD())),
-		xdpInstructions(o.xsks.FD(), o.config.FD(), o.counters.FD()).Size()/8)
+	insns := xdpInstructions(o.xsks.FD(), o.queues.FD(), o.portSlots.FD(), o.slots.FD(), o.countsMap.FD(), o.pending.FD())
+	t.Logf("program: %d instructions (%d BPF slots)", len(insns), insns.Size()/8)
 
-	// Before setTarget nothing is ours, not even a frame to port 0 of 0.0.0.0.
+	// Before addPort nothing is ours, not even a frame to port 0 of 0.0.0.0.
 	t.Run("not configured", func(t *testing.T) {
 		xdpTestExpect(t, o, xdpTestOurs(), xpActPass, xdpTestOnePassed)
 		xdpTestExpect(t, o, xdpTestUDP(netip.IPv4Unspecified(), 0, xdpTestPayload), xpActPass, xdpTestOnePassed)
 	})
-	if err := o.setTarget(xdpTestIP, xdpTestPort); err != nil {
-		t.Fatal(err)
+	if slot := xdpTestAdd(t, o, xdpTestIP, xdpTestPort); slot != xdpTestSlot {
+		t.Fatalf("first slot %d, want %d", slot, xdpTestSlot)
 	}
 
 	ours := xdpTestOurs()
@@ -205,12 +231,15 @@ func TestXDPProgram(t *testing.T) {
 		ret   uint32
 		delta xdpCounts
 	}{
-		// Ours, with no socket in the slot: counted redirected, and
-		// bpf_redirect_map's XDP_PASS flag passes it.
-		{"ours", ours, xpActPass, xdpTestOneRedirected},
-		{"ours with DF", xdpTestIPv4(xdpTestIP, 17, 0x4000, nil, xdpTestUDPHeader(xdpTestSport, xdpTestPort, xdpTestPayload)), xpActPass, xdpTestOneRedirected},
-		{"ours, headers only", xdpTestUDP(xdpTestIP, xdpTestPort, nil), xpActPass, xdpTestOneRedirected},
-		{"ours, 1400-byte payload", xdpTestUDP(xdpTestIP, xdpTestPort, make([]byte, 1400)), xpActPass, xdpTestOneRedirected},
+		// Ours, with no socket on the queue: counted misqueued and passed
+		// to the kernel, which gives it to the link's UDP socket.
+		{"ours", ours, xpActPass, xdpTestOneMisqueued},
+		{"ours with DF", xdpTestIPv4(xdpTestIP, 17, 0x4000, nil, xdpTestUDPHeader(xdpTestSport, xdpTestPort, xdpTestPayload)), xpActPass, xdpTestOneMisqueued},
+		{"ours, 1400-byte payload", xdpTestUDP(xdpTestIP, xdpTestPort, append(slices.Clone(xdpTestPayload), make([]byte, 1400)...)), xpActPass, xdpTestOneMisqueued},
+		// To our port without the job's cookie: dropped and counted.
+		{"headers only", xdpTestUDP(xdpTestIP, xdpTestPort, nil), xpActDrop, xdpTestOneForeign},
+		{"15 bytes of payload", xdpTestUDP(xdpTestIP, xdpTestPort, xdpTestPayload[:15]), xpActDrop, xdpTestOneForeign},
+		{"another job's cookie", xdpTestUDP(xdpTestIP, xdpTestPort, make([]byte, 1400)), xpActDrop, xdpTestOneForeign},
 
 		{"ARP", arp, xpActPass, xdpTestOnePassed},
 		{"ICMP", xdpTestIPv4(xdpTestIP, 1, 0, nil, icmp), xpActPass, xdpTestOnePassed},
@@ -232,26 +261,27 @@ func TestXDPProgram(t *testing.T) {
 		})
 	}
 
-	// A new target replaces the old one.
-	t.Run("retarget", func(t *testing.T) {
-		if err := o.setTarget(xdpTestOther, xdpTestPort+1); err != nil {
+	// A port removed is no link's.
+	t.Run("removed", func(t *testing.T) {
+		if err := o.removePort(xdpTestPort, xdpTestSlot); err != nil {
 			t.Fatal(err)
 		}
 		xdpTestExpect(t, o, ours, xpActPass, xdpTestOnePassed)
-		xdpTestExpect(t, o, xdpTestUDP(xdpTestOther, xdpTestPort+1, xdpTestPayload), xpActPass, xdpTestOneRedirected)
+		// The slot is free again.
+		if slot := xdpTestAdd(t, o, xdpTestIP, xdpTestPort); slot != xdpTestSlot {
+			t.Fatalf("slot %d after the removal, want %d", slot, xdpTestSlot)
+		}
 	})
 }
 
 func TestXDPDropRate(t *testing.T) {
 	o := xdpTestObjects(t, 1)
-	if err := o.setTarget(xdpTestIP, xdpTestPort); err != nil {
-		t.Fatal(err)
-	}
+	xdpTestAdd(t, o, xdpTestIP, xdpTestPort)
 	ours := xdpTestOurs()
 	other := xdpTestUDP(xdpTestIP, xdpTestPort+1, xdpTestPayload)
 
 	t.Run("rate 1 drops all of ours", func(t *testing.T) {
-		if err := o.setDropRate(1); err != nil {
+		if err := o.setDropRate(xdpTestSlot, 1); err != nil {
 			t.Fatal(err)
 		}
 		for range 100 {
@@ -259,33 +289,32 @@ func TestXDPDropRate(t *testing.T) {
 		}
 		xdpTestExpect(t, o, other, xpActPass, xdpTestOnePassed)
 	})
-	t.Run("setTarget keeps the rate", func(t *testing.T) {
-		if err := o.setTarget(xdpTestIP, xdpTestPort+2); err != nil {
-			t.Fatal(err)
+	t.Run("the rate is the port's", func(t *testing.T) {
+		slot := xdpTestAdd(t, o, xdpTestIP, xdpTestPort+2)
+		defer o.removePort(xdpTestPort+2, slot)
+		ret, err := o.prog.Run(&ebpf.RunOptions{Data: xdpTestUDP(xdpTestIP, xdpTestPort+2, xdpTestPayload)})
+		if err != nil || ret != xpActPass {
+			t.Fatalf("another port's frame: %d, %v; want %d", ret, err, xpActPass)
 		}
-		xdpTestExpect(t, o, xdpTestUDP(xdpTestIP, xdpTestPort+2, xdpTestPayload), xpActDrop, xdpTestOneDropped)
-		xdpTestExpect(t, o, ours, xpActPass, xdpTestOnePassed)
-		if err := o.setTarget(xdpTestIP, xdpTestPort); err != nil {
-			t.Fatal(err)
-		}
+		xdpTestExpect(t, o, ours, xpActDrop, xdpTestOneDropped)
 	})
 	t.Run("rate 0 drops none", func(t *testing.T) {
-		if err := o.setDropRate(0); err != nil {
+		if err := o.setDropRate(xdpTestSlot, 0); err != nil {
 			t.Fatal(err)
 		}
 		for range 100 {
-			xdpTestExpect(t, o, ours, xpActPass, xdpTestOneRedirected)
+			xdpTestExpect(t, o, ours, xpActPass, xdpTestOneMisqueued)
 		}
 	})
 	// Over 2000 runs the dropped share is within 7 standard deviations of
 	// p; 0.1 also catches a reversed comparison, which 0.5 cannot.
 	for _, c := range []struct{ p, min, max float64 }{{0.5, 0.35, 0.65}, {0.1, 0.05, 0.15}} {
 		t.Run(fmt.Sprintf("rate %v", c.p), func(t *testing.T) {
-			if err := o.setDropRate(c.p); err != nil {
+			if err := o.setDropRate(xdpTestSlot, c.p); err != nil {
 				t.Fatal(err)
 			}
 			const runs = 2000
-			before, err := o.counts()
+			before, err := o.counts(xdpTestSlot)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -293,7 +322,7 @@ func TestXDPDropRate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			after, err := o.counts()
+			after, err := o.counts(xdpTestSlot)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -302,7 +331,7 @@ func TestXDPDropRate(t *testing.T) {
 				t.Errorf("last return code %d, want %d or %d", ret, xpActDrop, xpActPass)
 			}
 			// The kernel may run the program more often than asked.
-			total := d.Dropped + d.Redirected
+			total := d.Dropped + d.Misqueued
 			if total < runs || d.Passed != 0 {
 				t.Fatalf("counters changed by %+v over %d runs", d, runs)
 			}
@@ -314,11 +343,16 @@ func TestXDPDropRate(t *testing.T) {
 		})
 	}
 	t.Run("invalid rates", func(t *testing.T) {
-		if err := o.setDropRate(1); err != nil {
+		if err := o.setDropRate(xdpTestSlot, 1); err != nil {
 			t.Fatal(err)
 		}
+		for _, slot := range []uint32{0, xpSlots} {
+			if err := o.setDropRate(slot, 0.5); err == nil {
+				t.Errorf("setDropRate of slot %d: no error", slot)
+			}
+		}
 		for _, p := range []float64{-0.1, 1.5, math.NaN(), math.Inf(1), math.Inf(-1)} {
-			if err := o.setDropRate(p); err == nil {
+			if err := o.setDropRate(xdpTestSlot, p); err == nil {
 				t.Errorf("setDropRate(%v): no error", p)
 			}
 		}
@@ -344,28 +378,37 @@ func TestXDPArguments(t *testing.T) {
 		t.Error("newXDPObjects(0): no error")
 	}
 	o := xdpTestObjects(t, 2)
-	if err := o.setTarget(netip.MustParseAddr("fd00::1"), xdpTestPort); err == nil {
-		t.Error("setTarget(IPv6): no error")
+	if _, err := o.addPort(netip.MustParseAddr("fd00::1"), xdpTestPort, 1); err == nil {
+		t.Error("addPort(IPv6): no error")
 	}
-	if err := o.setTarget(netip.Addr{}, xdpTestPort); err == nil {
-		t.Error("setTarget(zero Addr): no error")
+	if _, err := o.addPort(netip.Addr{}, xdpTestPort, 1); err == nil {
+		t.Error("addPort(zero Addr): no error")
 	}
-	if err := o.setTarget(xdpTestIP, 0); err == nil {
-		t.Error("setTarget(port 0): no error")
+	if _, err := o.addPort(xdpTestIP, 0, 1); err == nil {
+		t.Error("addPort(port 0): no error")
 	}
 	// An IPv4-mapped IPv6 address is the IPv4 one.
-	if err := o.setTarget(netip.AddrFrom16(xdpTestIP.As16()), xdpTestPort); err != nil {
-		t.Errorf("setTarget(IPv4-mapped): %v", err)
+	if slot := xdpTestAdd(t, o, netip.AddrFrom16(xdpTestIP.As16()), xdpTestPort); slot != xdpTestSlot {
+		t.Errorf("addPort(IPv4-mapped): slot %d", slot)
 	}
-	xdpTestExpect(t, o, xdpTestOurs(), xpActPass, xdpTestOneRedirected)
+	xdpTestExpect(t, o, xdpTestOurs(), xpActPass, xdpTestOneMisqueued)
 	for _, q := range []int{-1, 2} {
-		if err := o.setSocket(q, 0); err == nil {
+		if err := o.setSocket(q, 0, xdpTestSlot); err == nil {
 			t.Errorf("setSocket(%d, 0): no error", q)
 		}
 	}
 	// A descriptor that is not an AF_XDP socket is refused by the kernel.
-	if err := o.setSocket(0, int(os.Stdin.Fd())); err == nil {
+	if err := o.setSocket(0, int(os.Stdin.Fd()), xdpTestSlot); err == nil {
 		t.Error("setSocket(0, stdin): no error")
+	}
+	// Every slot taken: the next link is refused.
+	for range xpSlots - 2 {
+		if _, err := o.addPort(xdpTestIP, xdpTestPort+1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.addPort(xdpTestIP, xdpTestPort+2, 1); !errors.Is(err, ErrRefused) {
+		t.Errorf("addPort with every slot taken: %v", err)
 	}
 }
 
@@ -438,22 +481,32 @@ func xdpTestSocket(t *testing.T) int {
 
 func TestXDPRedirect(t *testing.T) {
 	o := xdpTestObjects(t, 1)
-	if err := o.setTarget(xdpTestIP, xdpTestPort); err != nil {
-		t.Fatal(err)
-	}
+	xdpTestAdd(t, o, xdpTestIP, xdpTestPort)
 	ours := xdpTestOurs()
-	// No socket yet: counted redirected, passed by the XDP_PASS flag.
-	xdpTestExpect(t, o, ours, xpActPass, xdpTestOneRedirected)
+	pending := o.pendingOf(xdpTestSlot)
+	// No socket yet: counted misqueued and pending, passed.
+	xdpTestExpect(t, o, ours, xpActPass, xdpTestOneMisqueued)
+	if *pending != 1 {
+		t.Errorf("pending count %d after one frame passed, want 1", *pending)
+	}
 
 	fd := xdpTestSocket(t)
-	if err := o.setSocket(0, fd); err != nil {
+	if err := o.setSocket(0, fd, xdpTestSlot+1); err != nil {
+		t.Fatal(err)
+	}
+	// Another link's socket on the queue: still misqueued.
+	xdpTestExpect(t, o, ours, xpActPass, xdpTestOneMisqueued)
+	if err := o.setSocket(0, fd, xdpTestSlot); err != nil {
 		t.Fatal(err)
 	}
 	xdpTestExpect(t, o, ours, xpActRedirect, xdpTestOneRedirected)
+	if *pending != 2 {
+		t.Errorf("pending count %d after two frames passed, want 2", *pending)
+	}
 	// Frames not ours still pass.
 	xdpTestExpect(t, o, xdpTestUDP(xdpTestIP, xdpTestPort+1, xdpTestPayload), xpActPass, xdpTestOnePassed)
 	// A drop rate of 1 drops before the redirect.
-	if err := o.setDropRate(1); err != nil {
+	if err := o.setDropRate(xdpTestSlot, 1); err != nil {
 		t.Fatal(err)
 	}
 	xdpTestExpect(t, o, ours, xpActDrop, xdpTestOneDropped)

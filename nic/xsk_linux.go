@@ -1,14 +1,18 @@
 package nic
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/tachyon-hpc/tachyon/asm"
@@ -16,55 +20,94 @@ import (
 
 // An XDP link, the way a frame goes:
 //
-// Receive: the NIC (or veth) receives a frame into memory the kernel took
-// from the fill ring; the XDP program matches it as Tachyon's (IPv4 UDP
-// to this link's address and port) and redirects it to the socket of its
-// receive queue; the kernel (copy mode) copies it into a UMEM frame taken
-// from the fill ring, or (zero-copy) the driver received it there, and
-// puts the frame on the receive ring. Receive reads the ring, checks the
-// headers, hands the frame to the caller; Release puts it back on the
-// fill ring.
+// Receive: the NIC (or veth) receives a frame, on one of its receive
+// queues, into memory the kernel took from that queue's fill ring; the
+// XDP program matches it as Tachyon's (IPv4 UDP to a link's address and
+// port, with the link's cookie) and redirects it to the link's socket on
+// that queue; the kernel (copy mode) copies it into a UMEM frame taken
+// from the socket's fill ring, or (zero-copy) the driver received it
+// there, and puts the frame on the socket's receive ring. Receive reads
+// the rings of the link's sockets, checks the headers, hands the frames
+// to the caller; Release puts each back on the fill ring of the socket
+// that received it. A frame that came on a queue where the link has no
+// socket goes to the kernel, and so to the link's UDP socket, which
+// holds its port: Receive reads that socket when the program says it
+// passed a frame there (the pending count) and now and then in any case.
 //
 // Send: Alloc takes a frame off the free list; the caller writes its
 // Tachyon frame at Bytes; Send writes the Ethernet, IPv4 and UDP headers
 // from the peer's template in front, puts the frame on the transmit ring
-// and, if the kernel asks (XDP_RING_NEED_WAKEUP, always in copy mode),
-// kicks it with a non-blocking sendto. When the frame has gone, the
-// kernel puts it on the completion ring; Alloc or Poll takes it back to
-// the free list, or to the caller if it was sent with Keep.
+// of the link's first socket and, if the kernel asks
+// (XDP_RING_NEED_WAKEUP, always in copy mode), kicks it with a
+// non-blocking sendto. When the frame has gone, the kernel puts it on the
+// completion ring; Alloc or Poll takes it back to the free list, or to
+// the caller if it was sent with Keep.
+//
+// The link's sockets, one for each receive queue it binds, share one
+// UMEM (XDP_SHARED_UMEM): the first registers it, the others bind with
+// its descriptor, each with fill and completion rings of its own, as the
+// kernel asks of sockets on different queues.
 
-// xskLink is a Link over an AF_XDP socket.
+// xskLink is a Link over AF_XDP sockets.
 type xskLink struct {
 	// The hot fields, in the order Receive and Send use them.
-	rx     descRing
-	fill   addrRing
-	tx     descRing
-	comp   addrRing
+	first  xskSock    // the socket that registered the UMEM, and sends
+	socks  []*xskSock // first, then the sockets sharing its UMEM
 	umem   []byte
 	shift  uint // log2 of the frame size
 	mtu    int
 	cookie uint64
 	frames frames
+	home   []uint8 // by frame: the socket whose fill side a received frame goes back to (noHome: the free list)
 	peers  []xskPeer
-	fd     int
+	next   int // the socket Receive reads first, turn about
+
+	inflight    int     // frames on the transmit side (transmit and completion rings)
+	pending     *uint64 // frames the program passed to the UDP socket (its count for the link's port)
+	pendingSeen uint64  // pending when the UDP socket was last read empty
+	polls       uint32  // Poll calls, for the sweep of the UDP socket
+	fbName      unix.RawSockaddrInet4
+	c           counters
+	napiPolled  atomic.Bool
+
+	card    Card
+	subnet  netip.Prefix
+	status  Status
+	reserve int // the UDP socket that holds the port and takes what the program passes
+	prog    *xdpShared
+	slot    uint32 // the link's in the program (0: none yet)
+	port    uint16
+	ethFD   int    // for ethtool requests in the interface's namespace, or -1
+	steerAt uint32 // the flow rule's location, when Status.Steered
+	queues  []int  // the receive queues bound, socks[i] on queues[i]
+	closed  bool
+	final   Stats // the kernel's and the program's counts at Close
+}
+
+// xskSock is one AF_XDP socket of a link, bound to one receive queue.
+type xskSock struct {
+	rx   descRing
+	fill addrRing
+	tx   descRing // socks[0]'s only
+	comp addrRing
+	fd   int
 
 	fillPending uint32 // entries written to the fill ring after its producer index, not yet published
 	nFill       int    // frames owned by the fill side (fill ring, kernel, receive ring)
 	fillTarget  int    // how many frames the fill side is kept at
-	inflight    int    // frames on the transmit side (transmit and completion rings)
 	rxWake      bool   // Receive may need to wake the kernel: napi, or zero-copy
 	napi        bool   // the socket has a NAPI instance: drive busy polling
-	c           counters
-
-	card     Card
-	subnet   netip.Prefix
-	status   Status
-	reserve  int // the UDP socket that holds the port
-	prog     *xdpObjects
-	attached link.Link
-	closed   bool
-	final    Stats // the kernel's and the program's counts at Close
+	napiRead    bool   // the NAPI id was read after a frame came
+	zeroCopy    bool
+	once        bool // bind without waiting out EBUSY
 }
+
+// noHome marks a frame that goes back to the free list on Release: one
+// read from the UDP socket.
+const noHome = 0xff
+
+// maxSocks is the most sockets (receive queues) a link binds.
+const maxSocks = noHome
 
 // xskPeer is a peer's header template.
 type xskPeer struct {
@@ -86,8 +129,10 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	if len(ifc.HardwareAddr) != 6 {
 		return nil, fmt.Errorf("%w: %s has no Ethernet address; AF_XDP needs an Ethernet interface", ErrRefused, ifc.Name)
 	}
-	if cfg.Queue < 0 || cfg.Queue > 1<<16 {
-		return nil, fmt.Errorf("%w: queue %d", ErrConfig, cfg.Queue)
+	nq := rxQueues(ifc.Name)
+	want, err := cfg.queues(nq)
+	if err != nil {
+		return nil, err
 	}
 	frameSize, nframes, ringSize, err := xskSizes()
 	if err != nil {
@@ -97,7 +142,7 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	if mtu < HeaderLen+MessageLen {
 		return nil, fmt.Errorf("%w: %s's MTU %d leaves no room for a Tachyon frame", ErrInterface, ifc.Name, ifc.MTU)
 	}
-	l = &xskLink{fd: -1, reserve: -1, cookie: cfg.Cookie, subnet: subnet, fillTarget: int(ringSize), mtu: mtu}
+	l = &xskLink{reserve: -1, ethFD: -1, cookie: cfg.Cookie, subnet: subnet, mtu: mtu}
 	defer func() {
 		if err != nil {
 			l.release()
@@ -106,7 +151,8 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	}()
 
 	// 1. Hold the port with a kernel UDP socket, which also picks one if
-	// cfg leaves it 0: nothing else on the host can take it from us.
+	// cfg leaves it 0: nothing else on the host can take it from us. It
+	// receives what the program passes to the kernel.
 	l.reserve, err = udpSocket(netip.AddrPortFrom(ip, cfg.Addr.Port()), "")
 	if err != nil {
 		return l, fmt.Errorf("nic: reserving UDP port %d on %s: %w", cfg.Addr.Port(), ip, err)
@@ -115,46 +161,123 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	if err != nil {
 		return l, err
 	}
-
-	// 2. The socket, its UMEM and its four rings, the fill ring stocked,
-	// bound to the queue, zero-copy first.
-	if err = l.openSocket(frameSize, nframes, ringSize); err != nil {
-		return l, err
-	}
-	l.topUp()
-	if err = l.bind(ifc, cfg.Queue); err != nil {
-		return l, err
+	size := int(udpBufVar.Get())
+	if unix.SetsockoptInt(l.reserve, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size) != nil {
+		unix.SetsockoptInt(l.reserve, unix.SOL_SOCKET, unix.SO_RCVBUF, size)
 	}
 
-	// 3. The XDP program, told our address and socket, attached last, so
-	// that no frame of ours goes to the kernel for want of a socket.
-	l.prog, err = newXDPObjects(cfg.Queue + 1)
-	if err != nil {
-		return l, classifyBPF(err)
-	}
-	if err = l.prog.setTarget(ip, port); err != nil {
+	// 2. The interface's program, this process's, another's or new, and
+	// a slot of its for the link.
+	if l.prog, err = acquireXDP(ifc, nq); err != nil {
 		return l, err
 	}
-	if err = l.prog.setDropRate(dropRateVar.Get()); err != nil {
+	l.status.Attach = l.prog.attach
+	if l.slot, err = l.prog.obj.addPort(ip, port, cfg.Cookie); err != nil {
+		return l, err
+	}
+	l.port = port
+	if err = l.prog.obj.setDropRate(l.slot, dropRateVar.Get()); err != nil {
 		return l, fmt.Errorf("%w: nic_drop_rate: %v", ErrConfig, err)
 	}
-	if err = l.prog.setSocket(cfg.Queue, l.fd); err != nil {
-		return l, fmt.Errorf("nic: putting the socket in the XDP program's map: %w", err)
-	}
-	if err = l.attach(ifc); err != nil {
+	l.pending = l.prog.obj.pendingOf(l.slot)
+	l.pendingSeen = atomic.LoadUint64(l.pending)
+
+	// 3. The UMEM, and a socket on each queue of the link's share that
+	// no other link holds, the fill rings stocked.
+	if err = l.openSockets(ifc, want, frameSize, nframes, ringSize); err != nil {
 		return l, err
 	}
-	l.busyPoll()
-	l.rxWake = l.napi || l.status.ZeroCopy
 
-	l.card = Card{Mode: ModeXDP, IP: ip, Port: port, Queue: uint32(cfg.Queue), MTU: uint16(l.mtu)}
+	// 4. The sockets in the program, then the port, so that no frame of
+	// ours goes to the kernel for want of one on a queue we bind.
+	for i, sk := range l.socks {
+		if err = l.prog.obj.setSocket(l.queues[i], sk.fd, l.slot); err != nil {
+			return l, fmt.Errorf("nic: putting a socket in the XDP program's map: %w", err)
+		}
+	}
+	if err = l.prog.obj.activate(port, l.slot); err != nil {
+		return l, err
+	}
+	if len(l.queues) < nq {
+		l.steer(ifc.Name, netip.AddrPortFrom(ip, port))
+	}
+
+	l.card = Card{Mode: ModeXDP, IP: ip, Port: port, Queue: uint32(l.queues[0]), MTU: uint16(l.mtu)}
 	copy(l.card.MAC[:], ifc.HardwareAddr)
 	l.status.Mode = ModeXDP
 	l.status.Interface = ifc.Name
 	l.status.Driver = driverString(ifc.Name)
+	l.status.ZeroCopy = l.first.zeroCopy
+	l.status.Queues = slices.Clone(l.queues)
+	l.status.InterfaceQueues = nq
+	l.fbName.Family = unix.AF_INET
 	l.c = newCounters()
 	l.register()
 	return l, nil
+}
+
+// steer asks the NIC for a rule that sends the link's datagrams to its
+// first queue: a link on some of the queues would otherwise receive most
+// of its frames through its UDP socket, as RSS spreads them over all.
+// Where the driver refuses, it says so and goes on.
+func (l *xskLink) steer(ifc string, ap netip.AddrPort) {
+	fd, err := ethtoolSocket()
+	if err == nil {
+		l.ethFD = fd
+		l.steerAt, err = steer(fd, ifc, ap, l.queues[0])
+	}
+	if err != nil {
+		slog.Info("nic: no flow steering for the link's share of the receive queues; frames that arrive on other queues come through its UDP socket, slower",
+			"interface", ifc, "queues", l.queues, "why", err.Error())
+		return
+	}
+	l.status.Steered = true
+}
+
+// queues returns the receive queues a link of cfg binds, of nq: Queues if
+// set, else its share of all.
+func (cfg Config) queues(nq int) ([]int, error) {
+	if len(cfg.Queues) > 0 {
+		for _, q := range cfg.Queues {
+			if q < 0 || q >= nq {
+				return nil, fmt.Errorf("%w: queue %d of an interface with %d receive queues", ErrConfig, q, nq)
+			}
+		}
+		return cfg.Queues, nil
+	}
+	i, n := cfg.Share.Index, max(cfg.Share.Count, 1)
+	if i < 0 || i >= n {
+		return nil, fmt.Errorf("%w: share %d of %d", ErrConfig, i, n)
+	}
+	if i >= nq {
+		return nil, fmt.Errorf("%w: this link is the %d-th of %d on the host, and the interface has only %d receive queues: give it more (ethtool -L) or fewer ranks", ErrRefused, i+1, n, nq)
+	}
+	var qs []int
+	for q := i; q < nq; q += n {
+		qs = append(qs, q)
+	}
+	return qs, nil
+}
+
+// rxQueues returns the number of receive queues of the interface named
+// ifc: its channels (ETHTOOL_GCHANNELS, receive and combined), 1 where
+// the driver does not say.
+func rxQueues(ifc string) int {
+	fd, err := ethtoolSocket()
+	if err != nil {
+		return 1
+	}
+	defer unix.Close(fd)
+	var ch struct {
+		cmd                                         uint32
+		maxRx, maxTx, maxOther, maxCombined         uint32
+		rxCount, txCount, otherCount, combinedCount uint32
+	}
+	ch.cmd = unix.ETHTOOL_GCHANNELS
+	if ethtoolIoctl(fd, ifc, unsafe.Pointer(&ch)) != nil {
+		return 1
+	}
+	return max(int(ch.rxCount+ch.combinedCount), 1)
 }
 
 // xskSizes reads and checks the control variables that size a link.
@@ -172,9 +295,91 @@ func xskSizes() (frameSize, nframes, ringSize uint32, err error) {
 	return uint32(fs), uint32(n), uint32(r), nil
 }
 
-// openSocket makes the AF_XDP socket, registers the UMEM and maps the
-// rings.
-func (l *xskLink) openSocket(frameSize, nframes, ringSize uint32) error {
+// openSockets allocates the UMEM and opens a socket on each of the
+// queues want that no other link holds, skipping those at once: the
+// first registers the UMEM, the others share it. At least one must bind.
+func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes, ringSize uint32) error {
+	size := int(frameSize * nframes)
+	var err error
+	l.umem, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("nic: allocating %d bytes of UMEM: %w", size, err)
+	}
+	l.shift = uint(log2(frameSize))
+	l.frames = newFrames(int(nframes))
+	l.home = make([]uint8, nframes)
+	// The fill sides together take half the frames at most, each at most
+	// a ring: the rest is for sending.
+	target := min(int(ringSize), int(nframes)/2/min(len(want), maxSocks))
+	if target < 16 {
+		return fmt.Errorf("%w: nic_frames %d leaves fewer than 16 receive frames for each of %d queues", ErrConfig, nframes, len(want))
+	}
+	var held []string
+	for _, q := range want {
+		if len(l.socks) == maxSocks {
+			break
+		}
+		s := &l.first
+		if len(l.socks) > 0 {
+			s = new(xskSock)
+		}
+		// Where the program says a link holds the queue, that link's UDP
+		// socket tells whether it lives: a live one holds the queue (one
+		// bind, no waiting); a killed process's entries stay in the maps
+		// while others hold the program: free them, and wait out the
+		// kernel's teardown of its socket.
+		owner, ownerAP := l.prog.obj.queueOwner(q)
+		if owner != 0 && !portHeld(ownerAP) {
+			l.prog.obj.removePort(ownerAP.Port(), owner)
+			l.prog.obj.clearSocket(q, owner)
+			owner = 0
+		}
+		*s = xskSock{fd: -1, fillTarget: target, once: owner != 0}
+		err := l.openSocket(s, ifc, q, frameSize, ringSize)
+		if err == nil {
+			l.socks = append(l.socks, s)
+			l.queues = append(l.queues, q)
+			continue
+		}
+		s.close()
+		if errors.Is(err, unix.EBUSY) {
+			if owner != 0 {
+				held = append(held, fmt.Sprintf("%d (port %d)", q, ownerAP.Port()))
+			} else {
+				held = append(held, fmt.Sprintf("%d (busy)", q))
+			}
+			continue
+		}
+		return err
+	}
+	if len(l.socks) == 0 {
+		return fmt.Errorf("%w: every receive queue of %s this link may take is held by another AF_XDP socket: %s", ErrRefused, ifc.Name, strings.Join(held, ", "))
+	}
+	if len(held) > 0 {
+		slog.Info("nic: some receive queues are held by other links; frames for this link that arrive there go through its UDP socket",
+			"interface", ifc.Name, "bound", l.queues, "held", held)
+	}
+	for i, sk := range l.socks {
+		l.topUpSock(sk, i)
+	}
+	return nil
+}
+
+// portHeld reports whether a UDP socket holds ap: whether the link that
+// registered ap with the program lives.
+func portHeld(ap netip.AddrPort) bool {
+	fd, err := udpSocket(ap, "")
+	if err != nil {
+		return errors.Is(err, unix.EADDRINUSE)
+	}
+	unix.Close(fd)
+	return false
+}
+
+// openSocket makes an AF_XDP socket on queue q: the UMEM's first, which
+// registers it and has the transmit ring, or one sharing it, which only
+// receives; maps its rings and binds it.
+func (l *xskLink) openSocket(s *xskSock, ifc *net.Interface, q int, frameSize, ringSize uint32) error {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.EAFNOSUPPORT):
@@ -184,20 +389,19 @@ func (l *xskLink) openSocket(frameSize, nframes, ringSize uint32) error {
 	case err != nil:
 		return fmt.Errorf("nic: socket(AF_XDP): %w", err)
 	}
-	l.fd = fd
-
-	size := int(frameSize * nframes)
-	l.umem, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-	if err != nil {
-		return fmt.Errorf("nic: allocating %d bytes of UMEM: %w", size, err)
+	s.fd = fd
+	first := len(l.socks) == 0
+	if first {
+		reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&l.umem[0]))), Len: uint64(len(l.umem)), Size: frameSize}
+		if err := setsockopt(fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+			return fmt.Errorf("nic: registering the UMEM: %w", err)
+		}
 	}
-	l.shift = uint(log2(frameSize))
-	l.frames = newFrames(int(nframes))
-	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&l.umem[0]))), Len: uint64(size), Size: frameSize}
-	if err := setsockopt(fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
-		return fmt.Errorf("nic: registering the UMEM: %w", err)
+	opts := []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING}
+	if first {
+		opts = append(opts, unix.XDP_TX_RING)
 	}
-	for _, o := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
+	for _, o := range opts {
 		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, o, int(ringSize)); err != nil {
 			return fmt.Errorf("nic: sizing ring %d of the AF_XDP socket: %w", o, err)
 		}
@@ -211,65 +415,36 @@ func (l *xskLink) openSocket(frameSize, nframes, ringSize uint32) error {
 	if n != uint32(unsafe.Sizeof(off)) {
 		return fmt.Errorf("%w: the kernel's AF_XDP rings have no flags word (kernel before 5.4)", ErrNoXSK)
 	}
-	if l.rx, err = mapDescRing(fd, &off.Rx, unix.XDP_PGOFF_RX_RING, ringSize); err != nil {
+	if s.rx, err = mapDescRing(fd, &off.Rx, unix.XDP_PGOFF_RX_RING, ringSize); err != nil {
 		return fmt.Errorf("nic: receive ring: %w", err)
 	}
-	if l.tx, err = mapDescRing(fd, &off.Tx, unix.XDP_PGOFF_TX_RING, ringSize); err != nil {
-		return fmt.Errorf("nic: transmit ring: %w", err)
+	if first {
+		if s.tx, err = mapDescRing(fd, &off.Tx, unix.XDP_PGOFF_TX_RING, ringSize); err != nil {
+			return fmt.Errorf("nic: transmit ring: %w", err)
+		}
 	}
-	if l.fill, err = mapAddrRing(fd, &off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, ringSize); err != nil {
+	if s.fill, err = mapAddrRing(fd, &off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, ringSize); err != nil {
 		return fmt.Errorf("nic: fill ring: %w", err)
 	}
-	if l.comp, err = mapAddrRing(fd, &off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, ringSize); err != nil {
+	if s.comp, err = mapAddrRing(fd, &off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, ringSize); err != nil {
 		return fmt.Errorf("nic: completion ring: %w", err)
 	}
+	shared := -1
+	if !first {
+		shared = l.first.fd
+	}
+	if err := l.bind(s, ifc, q, shared); err != nil {
+		return err
+	}
+	l.busyPoll(s)
 	return nil
 }
 
-// attach attaches the XDP program to ifc: in the driver first, in the
-// generic hook if the driver refuses (as nic_xdp_attach says), retrying
-// EBUSY for nic_rebind_wait.
-func (l *xskLink) attach(ifc *net.Interface) error {
-	modes := []struct {
-		name  string
-		flags link.XDPAttachFlags
-	}{{"driver", link.XDPDriverMode}, {"generic", link.XDPGenericMode}}
-	switch attachVar.Get() {
-	case "driver":
-		modes = modes[:1]
-	case "generic":
-		modes = modes[1:]
-	default:
-		// A native program on a veth makes the pair hand every frame to
-		// the peer's NAPI: one softirq hop more than the generic hook,
-		// which runs inline as the frame crosses (docs/nic.md).
-		if name, _ := driverName(ifc.Name); name == "veth" {
-			modes[0], modes[1] = modes[1], modes[0]
-		}
-	}
-	var errs []error
-	for _, m := range modes {
-		var a link.Link
-		err := retryBusy(func() (err error) {
-			a, err = link.AttachXDP(link.XDPOptions{Program: l.prog.prog, Interface: ifc.Index, Flags: m.flags})
-			return err
-		})
-		if err == nil {
-			l.attached, l.status.Attach = a, m.name
-			return nil
-		}
-		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return fmt.Errorf("%w: attaching the XDP program to %s: %v", ErrNoPrivilege, ifc.Name, err)
-		}
-		errs = append(errs, fmt.Errorf("%s mode: %w", m.name, err))
-	}
-	return fmt.Errorf("%w: attaching the XDP program to %s: %w", ErrRefused, ifc.Name, errors.Join(errs...))
-}
-
-// bind binds the socket to ifc's queue: zero-copy first, copy mode if
-// the driver cannot (as nic_xdp_bind says), retrying EBUSY for
-// nic_rebind_wait; then reads back which it got.
-func (l *xskLink) bind(ifc *net.Interface, queue int) error {
+// bind binds s to ifc's queue q, sharing the UMEM of the socket shared
+// if it is not -1: zero-copy first, copy mode if the driver cannot (as
+// nic_xdp_bind says); then reads back which it got. EBUSY right after
+// another socket on the queue closed is retried for nic_rebind_wait.
+func (l *xskLink) bind(s *xskSock, ifc *net.Interface, q, shared int) error {
 	modes := []struct {
 		name  string
 		flags uint16
@@ -280,22 +455,40 @@ func (l *xskLink) bind(ifc *net.Interface, queue int) error {
 	case "copy":
 		modes = modes[1:]
 	}
+	if shared >= 0 {
+		modes = modes[len(modes)-1:] // one try: the flags are the first socket's
+	}
 	var errs []error
 	for _, m := range modes {
-		sa := &unix.SockaddrXDP{Flags: m.flags | unix.XDP_USE_NEED_WAKEUP, Ifindex: uint32(ifc.Index), QueueID: uint32(queue)}
-		err := retryBusy(func() error { return unix.Bind(l.fd, sa) })
+		sa := &unix.SockaddrXDP{Flags: m.flags | unix.XDP_USE_NEED_WAKEUP, Ifindex: uint32(ifc.Index), QueueID: uint32(q)}
+		if shared >= 0 {
+			// The kernel takes a sharing socket's mode from the UMEM's
+			// first socket and refuses any flag but this one.
+			sa.Flags = unix.XDP_SHARED_UMEM
+			sa.SharedUmemFD = uint32(shared)
+		}
+		var err error
+		if s.once {
+			err = unix.Bind(s.fd, sa)
+		} else {
+			err = retryBusy(func() error { return unix.Bind(s.fd, sa) })
+		}
+		if errors.Is(err, unix.EBUSY) {
+			// Another socket holds the queue, in either mode.
+			return fmt.Errorf("%w: binding an AF_XDP socket to %s queue %d: %w", ErrRefused, ifc.Name, q, err)
+		}
 		if err == nil {
 			var opt uint32
 			n := uint32(4)
-			if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(l.fd), unix.SOL_XDP, unix.XDP_OPTIONS,
+			if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_OPTIONS,
 				uintptr(unsafe.Pointer(&opt)), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
-				l.status.ZeroCopy = opt&unix.XDP_OPTIONS_ZEROCOPY != 0
+				s.zeroCopy = opt&unix.XDP_OPTIONS_ZEROCOPY != 0
 			}
 			return nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
 	}
-	return fmt.Errorf("%w: binding an AF_XDP socket to %s queue %d: %w", ErrRefused, ifc.Name, queue, errors.Join(errs...))
+	return fmt.Errorf("%w: binding an AF_XDP socket to %s queue %d: %w", ErrRefused, ifc.Name, q, errors.Join(errs...))
 }
 
 // retryBusy calls f until it returns anything but EBUSY, for at most
@@ -312,25 +505,37 @@ func retryBusy(f func() error) error {
 	}
 }
 
-// busyPoll asks for busy polling where nic_busy_poll says so, and notes
-// whether the socket has a NAPI instance for the link to drive.
-func (l *xskLink) busyPoll() {
+// busyPoll asks for busy polling on s where nic_busy_poll says so, and
+// notes whether the socket has a NAPI instance for the link to drive. The
+// kernel gives a socket its NAPI id when a frame comes (Receive reads it
+// again then).
+func (l *xskLink) busyPoll(s *xskSock) {
 	if !busyPollVar.Get() {
 		return
 	}
-	ok := unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1) == nil &&
-		unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, int(busyUsecsVar.Get())) == nil &&
-		unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL_BUDGET, int(busyBudgetVar.Get())) == nil
+	ok := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1) == nil &&
+		unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, int(busyUsecsVar.Get())) == nil &&
+		unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL_BUDGET, int(busyBudgetVar.Get())) == nil
 	l.status.BusyPoll = ok
-	if id, err := unix.GetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID); ok && err == nil && id != 0 {
-		l.napi = true
-		l.status.NAPIPolled = true
+	l.readNAPI(s)
+	s.rxWake = s.napi || s.zeroCopy
+}
+
+// readNAPI reads whether s has a NAPI instance.
+func (l *xskLink) readNAPI(s *xskSock) {
+	if id, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID); l.status.BusyPoll && err == nil && id != 0 {
+		s.napi = true
+		l.napiPolled.Store(true)
 	}
 }
 
-func (l *xskLink) Card() Card     { return l.card }
-func (l *xskLink) MTU() int       { return l.mtu }
-func (l *xskLink) Status() Status { return l.status }
+func (l *xskLink) Card() Card { return l.card }
+func (l *xskLink) MTU() int   { return l.mtu }
+func (l *xskLink) Status() Status {
+	s := l.status
+	s.NAPIPolled = l.napiPolled.Load()
+	return s
+}
 
 func (l *xskLink) AddPeer(c Card) (Peer, error) {
 	if !c.IP.Is4() {
@@ -364,35 +569,80 @@ func newXSKPeer(self, c Card) xskPeer {
 	return p
 }
 
-// Receive reads the receive ring. A frame that fails the checks goes
-// straight back to the fill ring.
+// Receive reads the receive rings of the link's sockets, a different one
+// first each time, and then, if the program passed frames of the link to
+// the kernel, its UDP socket. A frame that fails the checks goes straight
+// back to its fill ring.
 func (l *xskLink) Receive(rx []RxDesc) int {
 	if l.closed {
 		return 0
 	}
-	avail := l.rx.consReady()
-	if avail == 0 {
-		// Idle: publish what the last frames freed, then wake if need be.
-		l.rx.consFlush()
-		l.comp.consFlush()
-		if l.rxWake {
-			l.wakeRx()
+	n := 0
+	if len(l.socks) == 1 {
+		// One socket, the common case: its empty poll stays in line.
+		s := &l.first
+		if avail := s.rx.consReady(); avail != 0 {
+			n = l.receive(s, avail, rx)
+		} else {
+			// idle's work, written out: the call costs an empty poll
+			// a fifth of its time.
+			s.rx.consFlush()
+			s.comp.consFlush()
+			if s.rxWake {
+				l.wakeRx(s)
+			}
 		}
-		return 0
+	} else {
+		if l.next++; l.next == len(l.socks) {
+			l.next = 0
+		}
+		for k := range l.socks {
+			i := l.next + k
+			if i >= len(l.socks) {
+				i -= len(l.socks)
+			}
+			s := l.socks[i]
+			if avail := s.rx.consReady(); avail == 0 {
+				l.idle(s)
+			} else if n += l.receive(s, avail, rx[n:]); n == len(rx) {
+				break
+			}
+		}
 	}
+	// The program writes pending with an atomic add; on amd64 this load
+	// is a plain MOV, inlined (asm's are calls).
+	if n < len(rx) && atomic.LoadUint64(l.pending) != l.pendingSeen {
+		n += l.receiveUDP(rx[n:])
+	}
+	return n
+}
+
+// idle is an empty poll's work on s: publish what the last frames freed,
+// then wake the kernel if need be.
+func (l *xskLink) idle(s *xskSock) {
+	s.rx.consFlush()
+	s.comp.consFlush()
+	if s.rxWake {
+		l.wakeRx(s)
+	}
+}
+
+// receive reads the avail frames on socket s's receive ring into rx.
+func (l *xskLink) receive(s *xskSock, avail uint32, rx []RxDesc) int {
 	n, bytes := 0, 0
-	var i uint32
-	for ; i < avail && n < len(rx); i++ {
-		d := &l.rx.descs[(l.rx.cons+i)&l.rx.mask]
+	var k uint32
+	for ; k < avail && n < len(rx); k++ {
+		d := &s.rx.descs[(s.rx.cons+k)&s.rx.mask]
 		f := Frame(d.Addr >> l.shift)
 		end := d.Addr + uint64(d.Len)
 		if !l.frames.valid(f) || l.frames.owner[f] != ownFill || end > uint64(f+1)<<l.shift {
-			// Not a frame we posted, or past its end: the kernel never
-			// does this; count it and leave the frame alone.
+			// Not a frame we posted, or past its end:
+			// the kernel never does this; count it and leave the frame
+			// alone.
 			l.c.length.Inc()
 			continue
 		}
-		l.nFill--
+		s.nFill--
 		// The frame's second cache line, which the Tachyon header reaches
 		// into, comes while the checks wait for the first.
 		if d.Len > 64 {
@@ -404,7 +654,7 @@ func (l *xskLink) Receive(rx []RxDesc) int {
 		}
 		if err != nil {
 			l.c.drop(err)
-			l.fillPut(f)
+			l.fillPut(s, f)
 			continue
 		}
 		l.frames.owner[f] = ownRx
@@ -412,8 +662,64 @@ func (l *xskLink) Receive(rx []RxDesc) int {
 		n++
 		bytes += len(payload)
 	}
-	l.rx.consReleaseLazy(i)
-	l.fillFlush()
+	s.rx.consReleaseLazy(k)
+	l.fillFlush(s)
+	if n > 0 {
+		l.c.rxFrames.Add(uint64(n))
+		l.c.rxBytes.Add(uint64(bytes))
+		if !s.napiRead && l.status.BusyPoll {
+			// The kernel marks a socket with its NAPI instance when a
+			// frame comes: look once that has happened.
+			s.napiRead = true
+			l.readNAPI(s)
+			s.rxWake = s.napi || s.zeroCopy
+		}
+	}
+	return n
+}
+
+// receiveUDP reads what the kernel delivered to the link's UDP socket
+// (frames the program passed: they came on a queue where the link has
+// no socket) into free frames, checks them and hands them to the caller,
+// until the socket is empty or rx full. Such a frame goes back to the
+// free list on Release.
+func (l *xskLink) receiveUDP(rx []RxDesc) int {
+	seen := atomic.LoadUint64(l.pending)
+	n, bytes := 0, 0
+	for n < len(rx) {
+		if l.frames.nfree == 0 {
+			return n // nothing to read into: the count stays unseen
+		}
+		f := l.frames.free[l.frames.nfree-1]
+		a := uint64(f)<<l.shift + FrameOverhead
+		buf := l.umem[a : a+uint64(l.mtu)]
+		namelen := uint32(unix.SizeofSockaddrInet4)
+		r, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(l.reserve), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
+			unix.MSG_DONTWAIT|unix.MSG_TRUNC, uintptr(unsafe.Pointer(&l.fbName)), uintptr(unsafe.Pointer(&namelen)))
+		l.c.wakeups.Inc()
+		if e != 0 {
+			l.pendingSeen = seen
+			break
+		}
+		var err error
+		if r > uintptr(len(buf)) {
+			err = ErrLength
+		} else {
+			err = check(buf[:r], l.cookie)
+		}
+		l.c.fallback.Inc()
+		if err != nil {
+			l.c.drop(err)
+			continue
+		}
+		l.frames.nfree--
+		l.frames.owner[f] = ownRx
+		l.home[f] = noHome
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&l.fbName.Port))[:])
+		rx[n] = RxDesc{Frame: f, Data: buf[:r], From: netip.AddrPortFrom(netip.AddrFrom4(l.fbName.Addr), port)}
+		n++
+		bytes += int(r)
+	}
 	if n > 0 {
 		l.c.rxFrames.Add(uint64(n))
 		l.c.rxBytes.Add(uint64(bytes))
@@ -421,70 +727,93 @@ func (l *xskLink) Receive(rx []RxDesc) int {
 	return n
 }
 
-// wakeRx makes the system call that moves the receive side on, when the
+// wakeRx makes the system call that moves s's receive side on, when the
 // socket has a NAPI instance to busy-poll or a zero-copy driver asked
 // for one (it ran out of fill frames). Receive calls it only where one
 // of those can be (rxWake): in copy mode the kernel never asks, and the
 // fill ring's flags share a cache line with its consumer index, which
 // the kernel writes on every frame, so reading them on each empty poll
 // would cost a cache miss just as a frame comes.
-func (l *xskLink) wakeRx() {
-	if !l.napi && !l.fill.needWakeup() {
+func (l *xskLink) wakeRx(s *xskSock) {
+	if !s.napi && !s.fill.needWakeup() {
 		return
 	}
-	unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(l.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	l.c.wakeups.Inc()
 }
 
-// fillPut gives f to the fill side: onto the fill ring (published by
+// fillPut gives f to s's fill side: onto the fill ring (published by
 // fillFlush) if it has room and the fill side is under its target, else
 // onto the free list.
-func (l *xskLink) fillPut(f Frame) {
-	if l.nFill >= l.fillTarget || l.fill.prodFree(l.fillPending+1) <= l.fillPending {
+func (l *xskLink) fillPut(s *xskSock, f Frame) {
+	if s.nFill >= s.fillTarget || s.fill.prodFree(s.fillPending+1) <= s.fillPending {
 		l.frames.push(f)
 		return
 	}
-	l.fill.addrs[(l.fill.prod+l.fillPending)&l.fill.mask] = uint64(f) << l.shift
-	l.fillPending++
+	s.fill.addrs[(s.fill.prod+s.fillPending)&s.fill.mask] = uint64(f) << l.shift
+	s.fillPending++
 	l.frames.owner[f] = ownFill
-	l.nFill++
+	s.nFill++
 }
 
 // fillFlush publishes the entries fillPut wrote.
-func (l *xskLink) fillFlush() {
-	if l.fillPending > 0 {
-		l.fill.prodSubmit(l.fillPending)
-		l.fillPending = 0
+func (l *xskLink) fillFlush(s *xskSock) {
+	if s.fillPending > 0 {
+		s.fill.prodSubmit(s.fillPending)
+		s.fillPending = 0
 	}
 }
 
-// topUp moves free frames to the fill ring until the fill side is at its
-// target or the ring is full, and returns how many it moved.
-func (l *xskLink) topUp() int {
-	want := min(l.fillTarget-l.nFill, l.frames.nfree)
+// topUpSock moves free frames to the fill ring of s, the link's i-th
+// socket, until its fill side is at its target or the ring is full, and
+// returns how many it moved.
+func (l *xskLink) topUpSock(s *xskSock, i int) int {
+	want := min(s.fillTarget-s.nFill, l.frames.nfree)
 	if want <= 0 {
 		return 0
 	}
-	n := min(want, int(l.fill.prodFree(uint32(want))))
+	n := min(want, int(s.fill.prodFree(uint32(want))))
 	for range n {
 		l.frames.nfree--
-		l.fillPut(l.frames.free[l.frames.nfree])
+		f := l.frames.free[l.frames.nfree]
+		l.home[f] = uint8(i)
+		l.fillPut(s, f)
 	}
-	l.fillFlush()
+	l.fillFlush(s)
 	return n
+}
+
+// rxBack is Release's move of a received frame: to the fill side of the
+// socket that received it, or the free list.
+func (l *xskLink) rxBack(f Frame) {
+	switch h := l.home[f]; h {
+	case 0:
+		l.fillPut(&l.first, f)
+	case noHome:
+		l.frames.push(f)
+	default:
+		l.fillPut(l.socks[h], f)
+	}
 }
 
 func (l *xskLink) Release(fs []Frame) error {
 	if l.closed {
 		return ErrClosed
 	}
-	defer l.fillFlush()
+	defer l.fillFlushAll()
 	for _, f := range fs {
-		if !l.frames.release(f, l.fillPut) {
+		if !l.frames.release(f, l.rxBack) {
 			return fmt.Errorf("%w: releasing frame %d (%s)", ErrNotOwned, f, ownerName(&l.frames, f))
 		}
 	}
 	return nil
+}
+
+// fillFlushAll publishes what fillPut wrote on every socket.
+func (l *xskLink) fillFlushAll() {
+	for _, sk := range l.socks {
+		l.fillFlush(sk)
+	}
 }
 
 func (l *xskLink) Alloc(fs []Frame) int {
@@ -512,7 +841,8 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 	if l.closed {
 		return 0, ErrClosed
 	}
-	room := int(l.tx.prodFree(uint32(len(tx))))
+	s := &l.first
+	room := int(s.tx.prodFree(uint32(len(tx))))
 	var err error
 	i, bytes := 0, 0
 	for ; i < len(tx); i++ {
@@ -536,7 +866,7 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 		p := &l.peers[d.Peer]
 		base := uint64(d.Frame) << l.shift
 		putHeaders(l.umem[base:base+FrameOverhead], &p.tmpl, p.sum, int(d.Len))
-		slot := &l.tx.descs[(l.tx.prod+uint32(i))&l.tx.mask]
+		slot := &s.tx.descs[(s.tx.prod+uint32(i))&s.tx.mask]
 		slot.Addr, slot.Len, slot.Options = base, FrameOverhead+uint32(d.Len), 0
 		if d.Keep {
 			l.frames.owner[d.Frame] = ownTxKeep
@@ -546,7 +876,7 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 		bytes += int(d.Len)
 	}
 	if i > 0 {
-		l.tx.prodSubmit(uint32(i))
+		s.tx.prodSubmit(uint32(i))
 		l.inflight += i
 		l.c.txFrames.Add(uint64(i))
 		l.c.txBytes.Add(uint64(bytes))
@@ -557,41 +887,54 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 
 // kick wakes the kernel's transmit side if it asked to be woken.
 func (l *xskLink) kick() {
-	if !l.tx.needWakeup() {
+	s := &l.first
+	if !s.tx.needWakeup() {
 		return
 	}
-	unix.RawSyscall6(unix.SYS_SENDTO, uintptr(l.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	unix.RawSyscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	l.c.kicks.Inc()
 }
 
 // reap takes completed sends off the completion ring and returns how
 // many.
 func (l *xskLink) reap() int {
-	n := l.comp.consReady()
+	c := &l.first.comp
+	n := c.consReady()
 	for i := range n {
-		f := Frame(l.comp.addrs[(l.comp.cons+i)&l.comp.mask] >> l.shift)
+		f := Frame(c.addrs[(c.cons+i)&c.mask] >> l.shift)
 		if !l.frames.completed(f) {
 			l.c.length.Inc() // a completion for a frame not in flight: the kernel never does this
 		}
 	}
 	if n > 0 {
-		l.comp.consReleaseLazy(n)
+		c.consReleaseLazy(n)
 		l.inflight -= int(n)
 	}
 	return int(n)
 }
 
+// sweepEvery is how many Poll calls pass between reads of the UDP socket
+// whatever the program counted: frames reach it that the program never
+// saw (while no program is attached, say).
+const sweepEvery = 1024
+
 func (l *xskLink) Poll() int {
 	if l.closed {
 		return 0
 	}
-	n := l.reap() + l.topUp()
-	l.rx.consFlush()
-	l.comp.consFlush()
+	n := l.reap()
+	for i, s := range l.socks {
+		n += l.topUpSock(s, i)
+		s.rx.consFlush()
+		s.comp.consFlush()
+	}
 	// A kick sends at most a budget of frames (32 in copy mode): kick
 	// again while the kernel has left some on the ring.
-	if l.inflight > 0 && l.tx.unconsumed() > 0 {
+	if l.inflight > 0 && l.first.tx.unconsumed() > 0 {
 		l.kick()
+	}
+	if l.polls++; l.polls%sweepEvery == 0 {
+		l.pendingSeen-- // Receive reads the UDP socket next time
 	}
 	return n
 }
@@ -606,29 +949,37 @@ func (l *xskLink) Stats() Stats {
 	return s
 }
 
-// kernelStats reads the socket's XDP_STATISTICS.
+// kernelStats reads the XDP_STATISTICS of the link's sockets, summed.
 func (l *xskLink) kernelStats() XSKStats {
-	var st unix.XDPStatistics
-	n := uint32(unsafe.Sizeof(st))
-	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(l.fd), unix.SOL_XDP, unix.XDP_STATISTICS,
-		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
-		return XSKStats{}
+	var t XSKStats
+	for _, sk := range l.socks {
+		var st unix.XDPStatistics
+		n := uint32(unsafe.Sizeof(st))
+		if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(sk.fd), unix.SOL_XDP, unix.XDP_STATISTICS,
+			uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
+			continue
+		}
+		t.RxDropped += st.Rx_dropped
+		t.RxInvalid += st.Rx_invalid_descs
+		t.TxInvalid += st.Tx_invalid_descs
+		t.RxRingFull += st.Rx_ring_full
+		t.FillRingEmpty += st.Rx_fill_ring_empty_descs
+		t.TxRingEmptyDesc += st.Tx_ring_empty_descs
 	}
-	return XSKStats{RxDropped: st.Rx_dropped, RxInvalid: st.Rx_invalid_descs, TxInvalid: st.Tx_invalid_descs,
-		RxRingFull: st.Rx_ring_full, FillRingEmpty: st.Rx_fill_ring_empty_descs, TxRingEmptyDesc: st.Tx_ring_empty_descs}
+	return t
 }
 
 func (l *xskLink) programStats() ProgramStats {
-	c, err := l.prog.counts()
+	c, err := l.prog.obj.counts(l.slot)
 	if err != nil {
 		return ProgramStats{}
 	}
-	return ProgramStats{Redirected: c.Redirected, Passed: c.Passed, Dropped: c.Dropped}
+	return ProgramStats{Redirected: c.Redirected, Passed: c.Passed, Dropped: c.Dropped, Foreign: c.Foreign, Misqueued: c.Misqueued}
 }
 
 // SetDropRate changes the probability of dropping a frame of ours in the
 // XDP program, for loss tests.
-func (l *xskLink) SetDropRate(p float64) error { return l.prog.setDropRate(p) }
+func (l *xskLink) SetDropRate(p float64) error { return l.prog.obj.setDropRate(l.slot, p) }
 
 func (l *xskLink) Close() error {
 	if l.closed {
@@ -641,23 +992,26 @@ func (l *xskLink) Close() error {
 	return l.release()
 }
 
-// release undoes what openXDP did, in reverse: the program comes off the
-// interface first, so that no frame is redirected to a closing socket.
+// release undoes what openXDP did, in reverse: the port and sockets come
+// out of the program first, so that no frame is redirected to a closing
+// socket.
 func (l *xskLink) release() error {
 	var errs []error
-	if l.attached != nil {
-		errs = append(errs, l.attached.Close())
-	}
 	if l.prog != nil {
-		errs = append(errs, l.prog.Close())
+		if l.slot != 0 {
+			errs = append(errs, l.prog.obj.removePort(l.port, l.slot))
+			for _, q := range l.queues {
+				l.prog.obj.clearSocket(q, l.slot)
+			}
+		}
+		errs = append(errs, l.prog.release())
+		l.prog = nil
 	}
-	if l.fd >= 0 {
-		errs = append(errs, unix.Close(l.fd))
-		l.fd = -1
+	// The sockets sharing the UMEM close before the one that registered it.
+	for i := len(l.socks) - 1; i >= 0; i-- {
+		errs = append(errs, l.socks[i].close())
 	}
-	for _, r := range []*xskRing{&l.rx.xskRing, &l.tx.xskRing, &l.fill.xskRing, &l.comp.xskRing} {
-		r.unmap()
-	}
+	l.socks = nil
 	if l.umem != nil {
 		errs = append(errs, unix.Munmap(l.umem))
 		l.umem = nil
@@ -666,32 +1020,57 @@ func (l *xskLink) release() error {
 		errs = append(errs, unix.Close(l.reserve))
 		l.reserve = -1
 	}
+	if l.ethFD >= 0 {
+		if l.status.Steered {
+			errs = append(errs, unsteer(l.ethFD, l.status.Interface, l.steerAt))
+		}
+		errs = append(errs, unix.Close(l.ethFD))
+		l.ethFD = -1
+	}
 	return errors.Join(errs...)
 }
 
+// close closes the socket and unmaps its rings.
+func (s *xskSock) close() error {
+	var err error
+	if s.fd >= 0 {
+		err = unix.Close(s.fd)
+		s.fd = -1
+	}
+	for _, r := range []*xskRing{&s.rx.xskRing, &s.tx.xskRing, &s.fill.xskRing, &s.comp.xskRing} {
+		r.unmap()
+	}
+	return err
+}
+
 // audit checks the frame ownership record against the rings: every
-// frame has one owner, the fill ring holds only frames of the fill side,
-// the transmit ring only frames in flight, and the counts agree. Tests
-// call it between operations.
+// frame has one owner, each fill ring holds only frames of its socket's
+// fill side, the transmit ring only frames in flight, and the counts
+// agree. Tests call it between operations.
 func (l *xskLink) audit() error {
 	n, err := l.frames.audit()
 	if err != nil {
 		return err
 	}
-	if n[ownFill] != l.nFill {
-		return fmt.Errorf("%d frames marked fill, the link counts %d", n[ownFill], l.nFill)
+	nFill := 0
+	for i, s := range l.socks {
+		nFill += s.nFill
+		for p, c := s.fill.prod, asmLoad(s.fill.consumer); c != p; c++ {
+			f := Frame(s.fill.addrs[c&s.fill.mask] >> l.shift)
+			if o := ownerName(&l.frames, f); o != "fill" || int(l.home[f]) != i {
+				return fmt.Errorf("fill ring %d holds frame %d owned by %s of socket %d", i, f, o, l.home[f])
+			}
+		}
+	}
+	if n[ownFill] != nFill {
+		return fmt.Errorf("%d frames marked fill, the link counts %d", n[ownFill], nFill)
 	}
 	if tx := n[ownTx] + n[ownTxKeep] + n[ownTxFree]; tx != l.inflight {
 		return fmt.Errorf("%d frames marked in flight, the link counts %d", tx, l.inflight)
 	}
-	for p, c := l.fill.prod, asmLoad(l.fill.consumer); c != p; c++ {
-		f := Frame(l.fill.addrs[c&l.fill.mask] >> l.shift)
-		if o := ownerName(&l.frames, f); o != "fill" {
-			return fmt.Errorf("fill ring holds frame %d owned by %s", f, o)
-		}
-	}
-	for p, c := l.tx.prod, asmLoad(l.tx.consumer); c != p; c++ {
-		f := Frame(l.tx.descs[c&l.tx.mask].Addr >> l.shift)
+	t := &l.first.tx
+	for p, c := t.prod, asmLoad(t.consumer); c != p; c++ {
+		f := Frame(t.descs[c&t.mask].Addr >> l.shift)
 		if o := l.frames.owner[f]; o != ownTx && o != ownTxKeep && o != ownTxFree {
 			return fmt.Errorf("transmit ring holds frame %d owned by %s", f, ownerName(&l.frames, f))
 		}

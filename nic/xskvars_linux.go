@@ -32,6 +32,8 @@ func (t *Stats) addXDP(s Stats) {
 	p.Redirected += s.Program.Redirected
 	p.Passed += s.Program.Passed
 	p.Dropped += s.Program.Dropped
+	p.Foreign += s.Program.Foreign
+	p.Misqueued += s.Program.Misqueued
 }
 
 // register adds l to the open links.
@@ -42,20 +44,6 @@ func (l *xskLink) register() {
 		openLinks.xsk = make(map[*xskLink]struct{})
 	}
 	openLinks.xsk[l] = struct{}{}
-}
-
-// xdpHeld reports whether this process holds an open AF_XDP link bound
-// to queue of interface ifc: a queue takes one socket, and another bind
-// there fails with EBUSY.
-func xdpHeld(ifc string, queue int) bool {
-	openLinks.Lock()
-	defer openLinks.Unlock()
-	for l := range openLinks.xsk {
-		if l.status.Interface == ifc && int(l.card.Queue) == queue {
-			return true
-		}
-	}
-	return false
 }
 
 // retire takes l out of the open links, keeping its final counts.
@@ -94,6 +82,8 @@ func init() {
 		pvar.NewFunc(name, doc+" by the XDP programs of the process's links (per-CPU counters, summed).", pvar.ClassCounter, xdpStat(get), pvar.WithUnit("frames"))
 	}
 	p("nic_xdp_prog_redirected", "Frames redirected to AF_XDP sockets", func(s *Stats) uint64 { return s.Program.Redirected })
-	p("nic_xdp_prog_passed", "Frames passed to the kernel (not Tachyon's)", func(s *Stats) uint64 { return s.Program.Passed })
+	p("nic_xdp_prog_passed", "Frames passed to the kernel as no link's (the count of the interface, once for each link on it)", func(s *Stats) uint64 { return s.Program.Passed })
+	p("nic_xdp_prog_foreign", "Frames to a link's port without its job's cookie, dropped before they took a UMEM frame", func(s *Stats) uint64 { return s.Program.Foreign })
+	p("nic_xdp_prog_misqueued", "Frames of a link that came on a receive queue where it has no socket, passed to its UDP socket", func(s *Stats) uint64 { return s.Program.Misqueued })
 	p("nic_xdp_prog_dropped", "Frames of Tachyon's dropped on purpose (nic_drop_rate)", func(s *Stats) uint64 { return s.Program.Dropped })
 }

@@ -60,6 +60,13 @@ type Config struct {
 
 	// MTU, if not 0, is set on every interface New creates.
 	MTU int
+
+	// Queues, if not 0, is the number of receive and transmit queues of
+	// every veth end New creates (ip link add ... numrxqueues N
+	// numtxqueues N); 0 leaves the kernel's default of one. On a veth,
+	// a frame sent on transmit queue q arrives on the peer's receive
+	// queue q.
+	Queues int
 }
 
 // Host is one simulated host: a network namespace with lo and one Ethernet

@@ -128,6 +128,9 @@ func New(cfg Config) (*Network, error) {
 	if cfg.MTU < 0 {
 		return nil, fmt.Errorf("nethost: negative MTU %d", cfg.MTU)
 	}
+	if cfg.Queues < 0 || cfg.Queues > 4096 {
+		return nil, fmt.Errorf("nethost: Queues is %d, must be 0 to 4096", cfg.Queues)
+	}
 	x := cfg.Subnet
 	if x == 0 {
 		x = byte(1 + (uint32(os.Getpid())+subnetCounter.Add(1)-1)%250)
@@ -185,10 +188,12 @@ func (nw *Network) build(cfg Config) error {
 	if len(nw.Hosts) == 2 {
 		a, b := nw.Hosts[0], nw.Hosts[1]
 		veth := &netlink.Veth{
-			LinkAttrs:        netlink.LinkAttrs{Name: a.Iface, HardwareAddr: a.MAC, MTU: cfg.MTU},
+			LinkAttrs:        netlink.LinkAttrs{Name: a.Iface, HardwareAddr: a.MAC, MTU: cfg.MTU, NumRxQueues: cfg.Queues, NumTxQueues: cfg.Queues},
 			PeerName:         b.Iface,
 			PeerHardwareAddr: b.MAC,
 			PeerNamespace:    netlink.NsFd(b.NS),
+			PeerNumRxQueues:  uint32(cfg.Queues),
+			PeerNumTxQueues:  uint32(cfg.Queues),
 		}
 		if err := handles[0].LinkAdd(veth); err != nil {
 			return fmt.Errorf("nethost: adding veth %s/%s: %w", a.Iface, b.Iface, err)
@@ -205,9 +210,11 @@ func (nw *Network) build(cfg Config) error {
 		for i, host := range nw.Hosts {
 			port := "port" + strconv.Itoa(i)
 			veth := &netlink.Veth{
-				LinkAttrs:     netlink.LinkAttrs{Name: host.Iface, HardwareAddr: host.MAC, MTU: cfg.MTU},
-				PeerName:      port,
-				PeerNamespace: netlink.NsFd(ns),
+				LinkAttrs:       netlink.LinkAttrs{Name: host.Iface, HardwareAddr: host.MAC, MTU: cfg.MTU, NumRxQueues: cfg.Queues, NumTxQueues: cfg.Queues},
+				PeerName:        port,
+				PeerNamespace:   netlink.NsFd(ns),
+				PeerNumRxQueues: uint32(cfg.Queues),
+				PeerNumTxQueues: uint32(cfg.Queues),
 			}
 			if err := handles[i].LinkAdd(veth); err != nil {
 				return fmt.Errorf("nethost: adding veth %s/%s for %s: %w", host.Iface, port, host.Name, err)

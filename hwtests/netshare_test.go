@@ -1,0 +1,180 @@
+//go:build linux
+
+package hwtests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// netShare is one rank of a job of two ranks on each of two hosts (role
+// "netshare"): every pair of ranks streams messages both ways, in rounds
+// of pairs (rank r with r^1, r^2, r^3), and each rank reports the path
+// of its frames to the network peers (engine_net_path), which must be
+// AF_XDP for all of them: the two ranks of a host share its interface.
+func netShare(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	if n != 4 {
+		return fmt.Errorf("netshare wants 4 ranks, has %d", n)
+	}
+	for round := 1; round < n; round++ {
+		if err := netStream(w, me^round, 2000); err != nil {
+			return fmt.Errorf("round %d, with rank %d: %v", round, me^round, err)
+		}
+	}
+	if err := w.Barrier(); err != nil {
+		return err
+	}
+	read := func(name string) int64 {
+		v, ok := pvar.Lookup(name)
+		if !ok {
+			return -1
+		}
+		return v.Read()
+	}
+	host, _ := os.Hostname()
+	fmt.Printf("netshare rank %d on %s: path %d, shm messages %d, net messages %d, fallback frames %d, misqueued %d\n",
+		me, host, read("engine_net_path"), read("engine_shm_messages"), read("engine_net_messages"),
+		read("nic_rx_fallback_frames"), read("nic_xdp_prog_misqueued"))
+	if read("engine_shm_messages") == 0 || read("engine_net_messages") == 0 {
+		return fmt.Errorf("rank %d: %d messages over shared memory, %d over the network; want both", me, read("engine_shm_messages"), read("engine_net_messages"))
+	}
+	return nil
+}
+
+// TestNetnsSharedHost runs a job of two hosts with two ranks each, the
+// hosts' veths of four queues, under mpiexec.mpich: the ranks of a host
+// share one XDP program and take two receive queues each, and all four
+// pairs across the hosts go over AF_XDP (engine_net_path 2, xdp-copy: a
+// veth has no zero-copy), the pairs within a host over shared memory.
+func TestNetnsSharedHost(t *testing.T) {
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
+	}
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	nw, err := nethost.New(nethost.Config{Hosts: 2, Queues: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for i, h := range nw.Hosts {
+		if i > 0 {
+			args = append(args, ":")
+		}
+		// The ranks of a host share a directory for their segment (each
+		// has a /dev/shm of its own: nethost's shim), which makes them
+		// one host to the engine (HostID).
+		dir := filepath.Join(t.TempDir(), h.Name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		k, v, _ := strings.Cut(h.EnterEnv(), "=")
+		args = append(args, "-n", "2", "-env", k, v, "-env", testrole.Env, "netshare",
+			"-env", "TACHYON_NIC_MODE", "xdp", "-env", "TACHYON_RINGS_SHM_DIR", dir,
+			exe, exe, testrole.NoTests)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpiexec, args...)
+	// A job past its time dies whole: mpiexec and what it started share
+	// a process group of their own, which the timeout kills.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
+	}
+	for r := range 4 {
+		if !strings.Contains(string(out), fmt.Sprintf("netshare rank %d on %s: path 2,", r, nw.Hosts[r/2].Name)) {
+			t.Fatalf("rank %d did not finish on %s over AF_XDP:\n%s", r, nw.Hosts[r/2].Name, out)
+		}
+	}
+	t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
+}
+
+// TestNICSharedProgram: processes on one host share its interface's XDP
+// program, each on its half of the queues: the second gets the program
+// from the first (it could not attach its own) and keeps it attached
+// when the first is killed; a third gets it from the second and takes
+// the dead one's queue, and so does a link opened after the third was
+// killed too; the last link's close detaches the program.
+func TestNICSharedProgram(t *testing.T) {
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	nw, err := nethost.New(nethost.Config{Queues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	h := nw.Hosts[1]
+	child, _ := startRole(t, h, "nichold", "TACHYON_NIC_SHARE=0/2")
+	open := func(share nic.Share) nic.Link {
+		var l nic.Link
+		if err := h.Do(func() (err error) {
+			l, err = nic.Open(nic.Config{Interface: h.Iface, Mode: nic.ModeXDP, Cookie: nicCookie, Share: share})
+			return err
+		}); err != nil {
+			t.Fatalf("opening share %v beside the child's: %v", share, err)
+		}
+		return l
+	}
+	l1 := open(nic.Share{Index: 1, Count: 2})
+	defer l1.Close()
+	if s := l1.Status(); !slices.Equal(s.Queues, []int{1}) {
+		t.Fatalf("share 1 of 2: %+v", s)
+	}
+	child.Process.Kill()
+	child.Wait()
+	if on, err := h.XDPAttached(); err != nil || !on {
+		t.Fatalf("the program went with the process that loaded it (%v): the other's link holds it", err)
+	}
+	// A third process gets the program from the second, the one that
+	// loaded it gone, and takes the dead one's queue.
+	third, cue := startRole(t, h, "nichold", "TACHYON_NIC_SHARE=0/2")
+	t.Log(cue)
+	third.Process.Kill()
+	third.Wait()
+	l0 := open(nic.Share{Index: 0, Count: 2})
+	if s := l0.Status(); !slices.Equal(s.Queues, []int{0}) {
+		t.Fatalf("share 0 of 2 after its holders died: %+v", s)
+	}
+	// Frames to both links from the other host arrive, whichever queue.
+	a := nictest.OpenOn(t, nw.Hosts[0], nic.ModeXDP, nicCookie)
+	for _, b := range []nic.Link{l0, l1} {
+		if err := nictest.Exchange(a, b, nicCookie, 2000, 32, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l0.Close()
+	l1.Close()
+	if on, err := h.XDPAttached(); err != nil || on {
+		t.Fatalf("a program stays attached after the last link closed (%v)", err)
+	}
+}

@@ -6,7 +6,7 @@ package engine
 // onCancel withdraws the unexpected message src's cancel names, if it is
 // still unmatched and whole, and answers whether it did.
 func (ep *Endpoint) onCancel(src int, pkt []byte) {
-	ctx, sreq, tag, sid := u32(pkt, 4), u64(pkt, 8), int32(u32(pkt, 16)), u32(pkt, 20)
+	ctx, sreq, tag, sid := u32(pkt, cancelCtx), u64(pkt, cancelSreq), int32(u32(pkt, cancelTag)), u32(pkt, cancelID)
 	var ok byte
 	if l := ep.m.uq[key{ctx, int32(src), tag}]; l != nil {
 		for u := l.head; u != nil; u = u.links[byExact].next {
@@ -16,7 +16,7 @@ func (ep *Endpoint) onCancel(src int, pkt []byte) {
 			}
 			if u.sreq == id && id != 0 && (u.kind == uqRTS || u.got == u.length) && u.waiter == nil {
 				ep.dropUnexpected(u)
-				ok = 1
+				ok = flagWithdrawn
 				break
 			}
 		}
@@ -27,14 +27,14 @@ func (ep *Endpoint) onCancel(src int, pkt []byte) {
 // onCancelled takes the answer to a cancel: the send completes cancelled,
 // or goes on as if no cancel had been asked.
 func (ep *Endpoint) onCancelled(src int, pkt []byte) {
-	s := ep.reqs.lookup(u64(pkt, 8))
+	s := ep.reqs.lookup(u64(pkt, cancelledSreq))
 	if s == nil || s.kind != kindSend || s.peer != src || !s.cancelling {
 		ep.malformed.Inc()
 		return
 	}
 	s.cancelling = false
 	switch {
-	case pkt[1] == 1 && s.state != stDone:
+	case pkt[offFlags] == flagWithdrawn && s.state != stDone:
 		s.status.Cancelled = true
 		ep.cancelled.Inc()
 		ep.complete(s, nil)

@@ -28,7 +28,7 @@ func (ep *Endpoint) handleAny(src int, pkt []byte) {
 		return
 	}
 	p := &ep.peers[src]
-	switch pkt[0] {
+	switch pkt[offType] {
 	case pktEager:
 		ep.onEager(src, p, pkt)
 	case pktShort:
@@ -38,12 +38,12 @@ func (ep *Endpoint) handleAny(src int, pkt []byte) {
 	case pktRTS:
 		ep.onRTS(src, pkt)
 	case pktCTS:
-		s := ep.sendRequest(src, u64(pkt, 8), stAwaitFin)
+		s := ep.sendRequest(src, u64(pkt, ctsSreq), stAwaitFin)
 		if s == nil {
 			return
 		}
-		s.rreq, s.sent, s.state = u64(pkt, 16), 0, stStreaming
-		if pkt[1]&flagBulk != 0 && ep.net != nil && ep.net.bulkSend(src, s) {
+		s.rreq, s.sent, s.state = u64(pkt, ctsRreq), 0, stStreaming
+		if pkt[offFlags]&flagBulk != 0 && ep.net != nil && ep.net.bulkSend(src, s) {
 			return
 		}
 		p.dataq.push(s)
@@ -55,7 +55,7 @@ func (ep *Endpoint) handleAny(src int, pkt []byte) {
 	case pktWritten:
 		ep.onWritten(src, pkt)
 	case pktFin:
-		if s := ep.reqs.lookup(u64(pkt, 8)); s != nil && s.kind == kindSend && s.peer == src &&
+		if s := ep.reqs.lookup(u64(pkt, finSreq)); s != nil && s.kind == kindSend && s.peer == src &&
 			s.state == stPushing && s.mode == Synchronous && !s.finned {
 			// A synchronous eager send whose receiver matched its first
 			// packet while the rest still waits for room: it completes
@@ -63,7 +63,7 @@ func (ep *Endpoint) handleAny(src int, pkt []byte) {
 			s.finned = true
 			return
 		}
-		s := ep.sendRequest(src, u64(pkt, 8), stAwaitFin)
+		s := ep.sendRequest(src, u64(pkt, finSreq), stAwaitFin)
 		if s == nil {
 			return
 		}
@@ -101,13 +101,13 @@ func (ep *Endpoint) onEager(src int, p *peer, pkt []byte) {
 		ep.malformed.Inc()
 		ep.abandonRx(p)
 	}
-	ctx, tag, length := u32(pkt, 4), int32(u32(pkt, 8)), int(u32(pkt, 12))
+	ctx, tag, length := u32(pkt, eagerCtx), int32(u32(pkt, eagerTag)), int(u32(pkt, eagerLen))
 	payload := pkt[eagerHeader:]
 	if len(payload) > length || length > maxEagerAccepted() {
 		ep.malformed.Inc()
 		return
 	}
-	ep.eager(src, p, ctx, tag, length, pkt[1]&flagSync != 0, u64(pkt, 16), false, payload)
+	ep.eager(src, p, ctx, tag, length, pkt[offFlags]&flagSync != 0, u64(pkt, eagerSreq), false, payload)
 }
 
 // onShort takes a whole eager message in a short packet.
@@ -121,7 +121,7 @@ func (ep *Endpoint) onShort(src int, p *peer, pkt []byte) {
 		ep.malformed.Inc()
 		return
 	}
-	ep.eager(src, p, u32(pkt, 4), int32(u32(pkt, 8)), len(payload), false, uint64(u32(pkt, 12)), true, payload)
+	ep.eager(src, p, u32(pkt, shortCtx), int32(u32(pkt, shortTag)), len(payload), false, uint64(u32(pkt, shortID)), true, payload)
 }
 
 // shortToPosted delivers a short packet from src into the receive posted
@@ -133,16 +133,16 @@ func (ep *Endpoint) onShort(src int, p *peer, pkt []byte) {
 // message-rate loop every instruction of the packet's way counts.
 func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 	m := &ep.m
-	if len(pkt) < shortHeader || pkt[0] != pktShort || m.nposted == 0 || m.nwild != 0 {
+	if len(pkt) < shortHeader || pkt[offType] != pktShort || m.nposted == 0 || m.nwild != 0 {
 		return false
 	}
 	p := &ep.peers[src]
 	if p.rx.req != nil || p.rx.uq != nil {
 		return false
 	}
-	tag := int32(u32(pkt, 8))
+	tag := int32(u32(pkt, shortTag))
 	l := m.pcache.last.l // the list last looked up, in line: a window's packets share one key
-	if l == nil || m.pcache.last.k != (key{u32(pkt, 4), int32(src), tag}) {
+	if l == nil || m.pcache.last.k != (key{u32(pkt, shortCtx), int32(src), tag}) {
 		if l = ep.postedFor(src, pkt); l == nil {
 			return false
 		}
@@ -187,7 +187,7 @@ func (ep *Endpoint) shortToPosted(src int, pkt []byte) bool {
 //
 //go:noinline
 func (ep *Endpoint) postedFor(src int, pkt []byte) *reqList {
-	return ep.m.pcache.get(ep.m.posted, key{u32(pkt, 4), int32(src), int32(u32(pkt, 8))})
+	return ep.m.pcache.get(ep.m.posted, key{u32(pkt, shortCtx), int32(src), int32(u32(pkt, shortTag))})
 }
 
 // copyShort copies src to dst, which has room for it, and returns its

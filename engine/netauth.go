@@ -43,8 +43,13 @@ var (
 const (
 	// JobKeyLen is the length of a job key.
 	JobKeyLen = 32
+	// The trailer's fields, from its start: the counter u64, the tag.
+	authCtr = 0
+	authTag = 8
 	// authTrailer is the length of the trailer: counter and tag.
-	authTrailer = 8 + 16
+	authTrailer = authTag + 16
+	// nonceCtr is where a nonce holds the counter, after four zero bytes.
+	nonceCtr = 4
 	// replayWords is the replay filter's size in 64-bit words; it tells
 	// counters apart up to replayWindow below the highest.
 	replayWords  = 16
@@ -108,9 +113,9 @@ type frameSealer struct {
 func (s *frameSealer) seal(b []byte) {
 	n := len(b) - authTrailer
 	s.ctr++
-	binary.LittleEndian.PutUint64(b[n:], s.ctr)
-	binary.LittleEndian.PutUint64(s.nonce[4:], s.ctr)
-	s.aead.Seal(b[n+8:n+8:len(b)], s.nonce[:], nil, b[:n+8])
+	binary.LittleEndian.PutUint64(b[n+authCtr:], s.ctr)
+	binary.LittleEndian.PutUint64(s.nonce[nonceCtr:], s.ctr)
+	s.aead.Seal(b[n+authTag:n+authTag:len(b)], s.nonce[:], nil, b[:n+authTag])
 }
 
 // frameOpener checks the frames of one peer's incarnation.
@@ -132,9 +137,9 @@ func (o *frameOpener) open(b []byte) ([]byte, error) {
 	if n < 0 {
 		return nil, errAuthTag
 	}
-	ctr := binary.LittleEndian.Uint64(b[n:])
-	binary.LittleEndian.PutUint64(o.nonce[4:], ctr)
-	if _, err := o.aead.Open(nil, o.nonce[:], b[n+8:], b[:n+8]); err != nil {
+	ctr := binary.LittleEndian.Uint64(b[n+authCtr:])
+	binary.LittleEndian.PutUint64(o.nonce[nonceCtr:], ctr)
+	if _, err := o.aead.Open(nil, o.nonce[:], b[n+authTag:], b[:n+authTag]); err != nil {
 		return nil, errAuthTag
 	}
 	if !o.accept(ctr) {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net/netip"
@@ -67,9 +66,21 @@ var (
 )
 
 const (
-	bulkMagic     = 0x4b4c5542_59484354 // "TCHYBULK", little-endian: the first eight bytes of a hello
-	bulkHelloLen  = 32                  // magic, cookie u64; from, from epoch, to, to epoch u32
-	bulkHeaderLen = 16                  // receiver request u64, length u64
+	bulkMagic = 0x4b4c5542_59484354 // "TCHYBULK", little-endian: the first eight bytes of a hello
+
+	// A hello's fields: magic, cookie u64; from, from epoch, to, to epoch u32.
+	helloMagic     = 0
+	helloCookie    = 8
+	helloFrom      = 16
+	helloFromEpoch = 20
+	helloTo        = 24
+	helloToEpoch   = 28
+	bulkHelloLen   = helloToEpoch + 4
+
+	// A transfer's header's fields: receiver request u64, length u64.
+	bulkRreq      = 0
+	bulkLen       = 8
+	bulkHeaderLen = bulkLen + 8
 )
 
 // bulkDev is a device's side of the bulk lane: its listener and the
@@ -163,12 +174,12 @@ func (d *netDev) bulkSend(dest int, s *Request) bool {
 		}
 		o.s = st
 		o.vec = make([][]byte, 0, nic.StreamBuffers)
-		binary.LittleEndian.PutUint64(o.hello[0:], bulkMagic)
-		binary.LittleEndian.PutUint64(o.hello[8:], d.cookie)
-		put32(o.hello[:], 16, d.self)
-		put32(o.hello[:], 20, d.epoch)
-		put32(o.hello[:], 24, c.rank)
-		put32(o.hello[:], 28, c.epoch)
+		put64(o.hello[:], helloMagic, bulkMagic)
+		put64(o.hello[:], helloCookie, d.cookie)
+		put32(o.hello[:], helloFrom, d.self)
+		put32(o.hello[:], helloFromEpoch, d.epoch)
+		put32(o.hello[:], helloTo, c.rank)
+		put32(o.hello[:], helloToEpoch, c.epoch)
 	}
 	if o.q.head == nil {
 		o.hdrN = 0
@@ -181,8 +192,8 @@ func (d *netDev) bulkSend(dest int, s *Request) bool {
 // putHeader writes the header of transfer s into h: the receiver's
 // request, the length.
 func putHeader(h *[bulkHeaderLen]byte, s *Request) {
-	put64(h[:], 0, s.rreq)
-	put64(h[:], 8, uint64(len(s.buf)))
+	put64(h[:], bulkRreq, s.rreq)
+	put64(h[:], bulkLen, uint64(len(s.buf)))
 }
 
 // pollBulk moves what it can on every connection's lane and returns how
@@ -333,8 +344,8 @@ func (ep *Endpoint) readBulk(c *netConn) int {
 				continue
 			}
 			in.hdrN = 0
-			r := ep.reqs.lookup(u64(in.hdr[:], 0))
-			length := u64(in.hdr[:], 8)
+			r := ep.reqs.lookup(u64(in.hdr[:], bulkRreq))
+			length := u64(in.hdr[:], bulkLen)
 			if r == nil || r.kind != kindRecv || r.state != stReceiving || r.status.Source != int(c.rank) ||
 				!r.bulk || r.got != 0 || uint64(r.total) != length {
 				ep.malformed.Inc()
@@ -442,13 +453,13 @@ func (d *netDev) acceptBulk() {
 // helloed makes h's stream its sender's lane if its hello is this job's,
 // from a network peer's current incarnation, to this one.
 func (d *netDev) helloed(h *bulkHello) bool {
-	from, to := u32(h.b[:], 16), u32(h.b[:], 24)
-	if binary.LittleEndian.Uint64(h.b[0:]) != bulkMagic || u64(h.b[:], 8) != d.cookie ||
-		to != d.self || u32(h.b[:], 28) != d.epoch || int(from) >= len(d.conns) {
+	from, to := u32(h.b[:], helloFrom), u32(h.b[:], helloTo)
+	if u64(h.b[:], helloMagic) != bulkMagic || u64(h.b[:], helloCookie) != d.cookie ||
+		to != d.self || u32(h.b[:], helloToEpoch) != d.epoch || int(from) >= len(d.conns) {
 		return false
 	}
 	c := d.conns[from]
-	if c == nil || c.dead != nil || c.epoch != u32(h.b[:], 20) || c.in.s != nil {
+	if c == nil || c.dead != nil || c.epoch != u32(h.b[:], helloFromEpoch) || c.in.s != nil {
 		return false
 	}
 	if d.bulk.lowat > 0 {

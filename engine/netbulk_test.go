@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -143,22 +142,22 @@ func TestNetBulkHostile(t *testing.T) {
 	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ep1.net.bulk.ln.Port())
 	good := func() []byte {
 		b := make([]byte, bulkHelloLen)
-		binary.LittleEndian.PutUint64(b[0:], bulkMagic)
-		binary.LittleEndian.PutUint64(b[8:], ep1.net.cookie)
-		put32(b, 16, 0)
-		put32(b, 20, ep1.net.conns[0].epoch)
-		put32(b, 24, 1)
-		put32(b, 28, ep1.net.epoch)
+		put64(b, helloMagic, bulkMagic)
+		put64(b, helloCookie, ep1.net.cookie)
+		put32(b, helloFrom, 0)
+		put32(b, helloFromEpoch, ep1.net.conns[0].epoch)
+		put32(b, helloTo, 1)
+		put32(b, helloToEpoch, ep1.net.epoch)
 		return b
 	}
 	hellos := map[string]func([]byte){
-		"magic":      func(b []byte) { b[0]++ },
-		"cookie":     func(b []byte) { b[8]++ },
-		"from self":  func(b []byte) { put32(b, 16, 1) },
-		"from 99":    func(b []byte) { put32(b, 16, 99) },
-		"old epoch":  func(b []byte) { put32(b, 20, u32(b, 20)+2) },
-		"to 0":       func(b []byte) { put32(b, 24, 0) },
-		"to old one": func(b []byte) { put32(b, 28, u32(b, 28)+2) },
+		"magic":      func(b []byte) { b[helloMagic]++ },
+		"cookie":     func(b []byte) { b[helloCookie]++ },
+		"from self":  func(b []byte) { put32(b, helloFrom, 1) },
+		"from 99":    func(b []byte) { put32(b, helloFrom, 99) },
+		"old epoch":  func(b []byte) { put32(b, helloFromEpoch, u32(b, helloFromEpoch)+2) },
+		"to 0":       func(b []byte) { put32(b, helloTo, 0) },
+		"to old one": func(b []byte) { put32(b, helloToEpoch, u32(b, helloToEpoch)+2) },
 		"short":      nil,
 	}
 	refused0 := pvNetBulkRefused.Value()

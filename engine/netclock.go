@@ -47,7 +47,10 @@ var (
 )
 
 const (
-	clockBody   = 24
+	clockCount  = 0  // u64: the probe's raw count, echoed
+	clockWtime  = 8  // float64: the reference's Wtime (answers only)
+	clockErr    = 16 // float64: an error bound
+	clockBody   = clockErr + 8
 	clockProbes = 4     // answers a round takes its sample from
 	clockKeep   = 16    // samples the line is fit through
 	clockSpan   = 0.5   // seconds samples must span for the rate to be fit
@@ -144,8 +147,8 @@ func (d *netDev) probeClock() {
 	k := &d.clk
 	var b [clockBody]byte
 	x := progress.Now()
-	binary.LittleEndian.PutUint64(b[0:], x)
-	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(k.err))
+	binary.LittleEndian.PutUint64(b[clockCount:], x)
+	binary.LittleEndian.PutUint64(b[clockErr:], math.Float64bits(k.err))
 	if k.ref.sendControl(nic.TypeClock, nic.FlagAckNow, b[:]) {
 		k.sentAt = x
 		k.probes.Inc()
@@ -165,11 +168,11 @@ func (d *netDev) onClock(c *netConn, flags nic.Flags, body []byte) {
 	}
 	k := &d.clk
 	x1 := progress.Now()
-	if c != k.ref || k.sentAt == 0 || binary.LittleEndian.Uint64(body) != k.sentAt || x1 < k.sentAt {
+	if c != k.ref || k.sentAt == 0 || binary.LittleEndian.Uint64(body[clockCount:]) != k.sentAt || x1 < k.sentAt {
 		return // late, or not asked for
 	}
-	ref := math.Float64frombits(binary.LittleEndian.Uint64(body[8:]))
-	heard := math.Float64frombits(binary.LittleEndian.Uint64(body[16:]))
+	ref := math.Float64frombits(binary.LittleEndian.Uint64(body[clockWtime:]))
+	heard := math.Float64frombits(binary.LittleEndian.Uint64(body[clockErr:]))
 	rtt := x1 - k.sentAt
 	if k.best.rtt == 0 || rtt < k.best.rtt {
 		k.best = clockSample{x: k.sentAt + rtt/2, rtt: rtt, ref: ref}
@@ -188,7 +191,7 @@ func (d *netDev) onClock(c *netConn, flags nic.Flags, body []byte) {
 // answerClock answers c's probe with this rank's Wtime and the largest
 // error heard from any rank lately, noting c's.
 func (d *netDev) answerClock(c *netConn, probe []byte) {
-	claim := math.Float64frombits(binary.LittleEndian.Uint64(probe[16:]))
+	claim := math.Float64frombits(binary.LittleEndian.Uint64(probe[clockErr:]))
 	if !(claim >= 0) || math.IsInf(claim, 0) {
 		claim = 0 // a prober with no estimate yet, or nonsense
 	}
@@ -205,9 +208,9 @@ func (d *netDev) answerClock(c *netConn, probe []byte) {
 		}
 	}
 	var b [clockBody]byte
-	copy(b[0:8], probe[0:8])
-	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(progress.Wtime()))
-	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(first))
+	copy(b[clockCount:clockCount+8], probe[clockCount:clockCount+8])
+	binary.LittleEndian.PutUint64(b[clockWtime:], math.Float64bits(progress.Wtime()))
+	binary.LittleEndian.PutUint64(b[clockErr:], math.Float64bits(first))
 	c.sendControl(nic.TypeClock, 0, b[:])
 	if first > 0 {
 		d.clk.bound.Store(math.Float64bits(first + second))

@@ -163,7 +163,7 @@ func (ep *Endpoint) pollShort(src int, rd *rings.RecordReader, k, batch int) (in
 		pkt := rd.NextReady(batch)
 		// None (nil) fails the length check, and goes back as nil.
 		if len(pkt) < shortHeader || len(pkt) > shortHeader+16 || // the type, its three zero bytes, the context; the tag
-			u64(pkt, 0) != h0 || u32(pkt, 8) != tag {
+			u64(pkt, offType) != h0 || u32(pkt, shortTag) != tag {
 			return ep.shortDone(k, k0, pkt)
 		}
 		// A receive posted first with more behind it: the list keeps

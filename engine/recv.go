@@ -152,7 +152,7 @@ func (ep *Endpoint) recvDirect(buf []byte, src, tag int, ctx uint32) (Status, bo
 			continue
 		}
 		p.held++
-		if len(pkt) >= shortHeader && pkt[0] == pktShort && u32(pkt, 4) == ctx && u32(pkt, 8) == uint32(tag) &&
+		if len(pkt) >= shortHeader && pkt[offType] == pktShort && u32(pkt, shortCtx) == ctx && u32(pkt, shortTag) == uint32(tag) &&
 			len(pkt)-shortHeader <= len(buf) {
 			n := copyShort(buf, pkt[shortHeader:])
 			return Status{Source: src, Tag: tag, Count: n}, true, nil

@@ -15,13 +15,13 @@ import (
 // onRTS takes an announced message from src: matched to a posted receive,
 // the transfer starts; unmatched, it is queued unexpected.
 func (ep *Endpoint) onRTS(src int, pkt []byte) {
-	ctx, tag := u32(pkt, 4), int32(u32(pkt, 8))
-	length, sreq, addr := u64(pkt, 16), u64(pkt, 24), u64(pkt, 32)
+	ctx, tag := u32(pkt, rtsCtx), int32(u32(pkt, rtsTag))
+	length, sreq, addr := u64(pkt, rtsLen), u64(pkt, rtsSreq), u64(pkt, rtsAddr)
 	if length > 1<<62 {
 		ep.malformed.Inc()
 		return
 	}
-	sync := pkt[1]&flagSync != 0
+	sync := pkt[offFlags]&flagSync != 0
 	if r := ep.m.matchPosted(ctx, int32(src), tag); r != nil {
 		ep.posted.Sub(1)
 		r.status.Source, r.status.Tag = src, int(tag)
@@ -97,7 +97,7 @@ func (ep *Endpoint) startSplit(r *Request, src, n, at int) {
 // onWritten completes a split receive once the sender has written its
 // part, or gets that part another way if the sender could not.
 func (ep *Endpoint) onWritten(src int, pkt []byte) {
-	r := ep.reqs.lookup(u64(pkt, 8))
+	r := ep.reqs.lookup(u64(pkt, writtenRreq))
 	if r == nil || r.kind != kindRecv || r.state != stReceiving || r.status.Source != src || r.split == splitNone {
 		ep.malformed.Inc()
 		return
@@ -108,7 +108,7 @@ func (ep *Endpoint) onWritten(src int, pkt []byte) {
 	}
 	r.split = splitNone
 	n := min(r.total, len(r.buf))
-	if pkt[1] != 1 {
+	if pkt[offFlags] != flagWritten {
 		if err := ep.reader.readPart(src, r.saddr+uint64(r.splitAt), r.buf[r.splitAt:n]); err != nil {
 			ep.streamRest(r, src)
 			return
@@ -132,11 +132,11 @@ func (ep *Endpoint) streamRest(r *Request, src int) {
 // onCTW writes the part of a rendezvous message its receiver asked for
 // into the receiver's buffer and answers written, saying whether it could.
 func (ep *Endpoint) onCTW(src int, pkt []byte) {
-	s := ep.sendRequest(src, u64(pkt, 8), stAwaitFin)
+	s := ep.sendRequest(src, u64(pkt, ctwSreq), stAwaitFin)
 	if s == nil {
 		return
 	}
-	rreq, off, n, addr := u64(pkt, 16), u64(pkt, 24), u64(pkt, 32), u64(pkt, 40)
+	rreq, off, n, addr := u64(pkt, ctwRreq), u64(pkt, ctwOff), u64(pkt, ctwLen), u64(pkt, ctwAddr)
 	var ok byte
 	switch {
 	case off > uint64(len(s.buf)) || n > uint64(len(s.buf))-off:
@@ -151,8 +151,8 @@ func (ep *Endpoint) onCTW(src int, pkt []byte) {
 // completes the receive with its last byte; a packet naming no such
 // receive, or past its end, is malformed.
 func (ep *Endpoint) onData(src int, pkt []byte) {
-	r := ep.reqs.lookup(u64(pkt, 8))
-	off := u64(pkt, 16)
+	r := ep.reqs.lookup(u64(pkt, dataRreq))
+	off := u64(pkt, dataOff)
 	payload := pkt[dataHeader:]
 	if r == nil || r.kind != kindRecv || r.state != stReceiving || r.status.Source != src || r.uq != nil ||
 		off > uint64(r.total) || uint64(len(payload)) > uint64(r.total)-off {

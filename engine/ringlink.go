@@ -32,14 +32,14 @@ func (l *ringLink) Put(h0, h1 uint64, payload []byte) bool { return putWords(l, 
 
 // putWords is Link.Put by way of Reserve and Commit.
 func putWords(l Link, h0, h1 uint64, payload []byte) bool {
-	n := 16 + len(payload)
+	n := shortHeader + len(payload)
 	b := l.Reserve(n)
 	if b == nil {
 		return false
 	}
-	put64(b, 0, h0)
-	put64(b, 8, h1)
-	copy(b[16:], payload)
+	put64(b, offType, h0)  // type, three zero bytes, context
+	put64(b, shortTag, h1) // tag, short id
+	copy(b[shortHeader:], payload)
 	l.Commit(n)
 	return true
 }

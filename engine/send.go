@@ -379,14 +379,14 @@ func (ep *Endpoint) flush(i int) int {
 		switch c.typ {
 		case pktCancel:
 			putIDs(pkt[:cancelHeader], c.typ, c.flags, c.a, uint64(uint32(c.tag))|uint64(c.sid)<<32)
-			put32(pkt, 4, c.ctx)
+			put32(pkt, cancelCtx, c.ctx)
 		case pktCTS, pktWritten:
 			putIDs(pkt[:ctsHeader], c.typ, c.flags, c.a, c.b)
 		case pktCTW:
 			putIDs(pkt[:ctwHeader], c.typ, c.flags, c.a, c.b)
-			put64(pkt, 24, c.c)
-			put64(pkt, 32, c.d)
-			put64(pkt, 40, c.e)
+			put64(pkt, ctwOff, c.c)
+			put64(pkt, ctwLen, c.d)
+			put64(pkt, ctwAddr, c.e)
 		default:
 			putIDs(pkt[:finHeader], c.typ, c.flags, c.a, 0)
 		}
@@ -464,7 +464,7 @@ func (ep *Endpoint) pushSend(p *peer, r *Request) (int, bool) {
 		if pkt == nil {
 			return n, false
 		}
-		pkt[0] = pktFrag
+		pkt[offType] = pktFrag
 		k := copy(pkt[fragHeader:], r.buf[r.sent:])
 		p.out.Commit(fragHeader + k)
 		r.sent += k

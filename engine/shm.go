@@ -40,9 +40,12 @@ const (
 	shmMagicV1   = 0x4d485354
 	ctlLine      = 64
 	ctlPerRank   = 2 * ctlLine
+	offCtlMagic  = 0       // within line 0: shmMagic, stored last
+	offCtlRanks  = 4       // within line 0: ranks u32
 	offCtlRing   = 8       // within line 0: ring bytes
 	offCtlAbort  = 16      // within line 0: the job's abort
-	offCtlClock  = 24      // within line 0: the creator's clock base, then its frequency
+	offCtlClock  = 24      // within line 0: the creator's clock base u64
+	offCtlHz     = 32      // within line 0: the creator's clock frequency, float64
 	offCtlPID    = ctlLine // within a rank's lines
 	offCtlJoined = ctlLine + 8
 	maxShmRanks  = 1 << 12
@@ -138,13 +141,13 @@ func CreateShmJob(name string, n int) (*Segment, error) {
 		seg.Close()
 		return nil, err
 	}
-	binary.LittleEndian.PutUint32(ctl[4:], uint32(n))
+	binary.LittleEndian.PutUint32(ctl[offCtlRanks:], uint32(n))
 	binary.LittleEndian.PutUint64(ctl[offCtlRing:], uint64(stride))
 	if base, hz, ok := progress.SharedClock(); ok {
 		binary.LittleEndian.PutUint64(ctl[offCtlClock:], base)
-		binary.LittleEndian.PutUint64(ctl[offCtlClock+8:], math.Float64bits(hz))
+		binary.LittleEndian.PutUint64(ctl[offCtlHz:], math.Float64bits(hz))
 	}
-	asm.StoreRelease32((*uint32)(unsafe.Pointer(&ctl[0])), shmMagic)
+	asm.StoreRelease32((*uint32)(unsafe.Pointer(&ctl[offCtlMagic])), shmMagic)
 	return seg, nil
 }
 
@@ -201,14 +204,14 @@ func openShmJob(seg *rings.Segment) (shmJob, error) {
 	if len(ctl) < ctlLine {
 		return shmJob{}, fmt.Errorf("%w: segment %q holds no shared-memory job", ErrConfig, seg.Name())
 	}
-	switch asm.LoadAcquire32((*uint32)(unsafe.Pointer(&ctl[0]))) {
+	switch asm.LoadAcquire32((*uint32)(unsafe.Pointer(&ctl[offCtlMagic]))) {
 	case shmMagic:
 	case shmMagicV1:
 		return shmJob{}, fmt.Errorf("%w: segment %q holds a job laid out by an older Tachyon (a region per ring): launch with a tachyonrun of the same version", ErrConfig, seg.Name())
 	default:
 		return shmJob{}, fmt.Errorf("%w: segment %q holds no shared-memory job", ErrConfig, seg.Name())
 	}
-	n := int(binary.LittleEndian.Uint32(ctl[4:]))
+	n := int(binary.LittleEndian.Uint32(ctl[offCtlRanks:]))
 	stride := binary.LittleEndian.Uint64(ctl[offCtlRing:])
 	if n < 1 || n > maxShmRanks || len(ctl) < ctlSize(n) || seg.Regions() != 2 {
 		return shmJob{}, fmt.Errorf("%w: segment %q: a job of %d ranks in %d regions", ErrConfig, seg.Name(), n, seg.Regions())
@@ -286,7 +289,7 @@ func attachShm(seg *rings.Segment, rank int, opts []progress.Option) (*shmSide, 
 	// Start this process's clock as the creator's, if it has not started
 	// (progress.StartSharedClock): every rank's Wtime is then one clock.
 	if base := binary.LittleEndian.Uint64(job.ctl[offCtlClock:]); base != 0 {
-		progress.StartSharedClock(base, math.Float64frombits(binary.LittleEndian.Uint64(job.ctl[offCtlClock+8:])))
+		progress.StartSharedClock(base, math.Float64frombits(binary.LittleEndian.Uint64(job.ctl[offCtlHz:])))
 	}
 	bells := make([]*progress.Doorbell, n)
 	for i := range bells {

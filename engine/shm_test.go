@@ -461,7 +461,7 @@ func TestShmJobLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	binary.LittleEndian.PutUint32(ctl, shmMagicV1)
-	binary.LittleEndian.PutUint32(ctl[4:], 2)
+	binary.LittleEndian.PutUint32(ctl[offCtlRanks:], 2)
 	if _, err := OpenShm(old, 0); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "older Tachyon") {
 		t.Fatalf("a first-layout segment: %v", err)
 	}
@@ -489,7 +489,7 @@ func FuzzShmJob(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		binary.LittleEndian.PutUint32(ctl[4:], ranks)
+		binary.LittleEndian.PutUint32(ctl[offCtlRanks:], ranks)
 		binary.LittleEndian.PutUint64(ctl[offCtlRing:], stride)
 		binary.LittleEndian.PutUint32(ctl, magic)
 		if ep, err := OpenShm(seg, rank); err == nil {

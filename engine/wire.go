@@ -60,16 +60,74 @@ const (
 	flagSync = 1 << 0 // eager or rts: the sender wants fin once matched
 	flagBulk = 1 << 0 // cts: send the data over the bulk lane (netbulk.go)
 
-	eagerHeader   = 24
-	shortHeader   = 16
-	fragHeader    = 8
-	rtsHeader     = 40
-	ctsHeader     = 24
-	dataHeader    = 24
-	finHeader     = 16
-	cancelHeader  = 24
-	ctwHeader     = 48
-	writtenHeader = 24
+	flagWithdrawn = 1 // cancelled: the message was withdrawn
+	flagWritten   = 1 // written: the sender wrote its part
+
+	// Field offsets, by packet. Every packet has its type at offType;
+	// those with flags have them at offFlags. TestWireTable checks the
+	// table above against these.
+	offType  = 0
+	offFlags = 1
+
+	eagerCtx     = 4  // u32
+	eagerTag     = 8  // i32
+	eagerLen     = 12 // u32, the whole message
+	eagerSreq    = 16 // u64
+	eagerPayload = 24
+	eagerHeader  = eagerPayload
+
+	shortCtx     = 4  // u32
+	shortTag     = 8  // i32
+	shortID      = 12 // u32
+	shortPayload = 16
+	shortHeader  = shortPayload
+
+	fragPayload = 8
+	fragHeader  = fragPayload
+
+	rtsCtx    = 4  // u32
+	rtsTag    = 8  // i32
+	rtsPad    = 12 // u32, zero
+	rtsLen    = 16 // u64
+	rtsSreq   = 24 // u64
+	rtsAddr   = 32 // u64
+	rtsHeader = rtsAddr + 8
+
+	ctsSreq   = 8  // u64
+	ctsRreq   = 16 // u64
+	ctsHeader = ctsRreq + 8
+
+	dataRreq    = 8  // u64
+	dataOff     = 16 // u64
+	dataPayload = 24
+	dataHeader  = dataPayload
+
+	finSreq   = 8 // u64
+	finHeader = finSreq + 8
+
+	cancelCtx    = 4  // u32
+	cancelSreq   = 8  // u64
+	cancelTag    = 16 // i32
+	cancelID     = 20 // u32
+	cancelHeader = cancelID + 4
+
+	cancelledSreq = 8 // u64; the header is finHeader
+
+	ctwSreq   = 8  // u64
+	ctwRreq   = 16 // u64
+	ctwOff    = 24 // u64
+	ctwLen    = 32 // u64
+	ctwAddr   = 40 // u64
+	ctwHeader = ctwAddr + 8
+
+	writtenRreq   = 8  // u64
+	writtenLen    = 16 // u64
+	writtenHeader = writtenLen + 8
+
+	// putIDs' two words, the ids of cts, data, fin, cancel, cancelled,
+	// ctw and written.
+	idsA = 8
+	idsB = 16
 
 	// minPacket is the smallest packet capacity a link may offer: the
 	// largest header of a packet with payload plus one byte of it, which
@@ -79,6 +137,31 @@ const (
 
 // A ctw fits any link.
 var _ [minPacket - ctwHeader]struct{}
+
+// putIDs writes the id fields of cts, data, fin, cancel, cancelled, ctw
+// and written: theirs must sit where its words go, and cancel's tag and
+// short id make its second word.
+var (
+	_ [0]struct{} = [ctsSreq - idsA]struct{}{}
+	_ [0]struct{} = [ctsRreq - idsB]struct{}{}
+	_ [0]struct{} = [dataRreq - idsA]struct{}{}
+	_ [0]struct{} = [finSreq - idsA]struct{}{}
+	_ [0]struct{} = [cancelSreq - idsA]struct{}{}
+	_ [0]struct{} = [cancelTag - idsB]struct{}{}
+	_ [0]struct{} = [cancelID - idsB - 4]struct{}{}
+	_ [0]struct{} = [cancelledSreq - idsA]struct{}{}
+	_ [0]struct{} = [ctwSreq - idsA]struct{}{}
+	_ [0]struct{} = [ctwRreq - idsB]struct{}{}
+	_ [0]struct{} = [writtenRreq - idsA]struct{}{}
+	_ [0]struct{} = [writtenLen - idsB]struct{}{}
+	_ [0]struct{} = [shortCtx - 4]struct{}{}         // shortWords: the context in h0's high half
+	_ [0]struct{} = [shortTag - 8]struct{}{}         // the tag in h1's low half
+	_ [0]struct{} = [shortID - 12]struct{}{}         // the short id in h1's high half
+	_ [0]struct{} = [shortHeader - 16]struct{}{}     // two words
+	_ [0]struct{} = [eagerCtx - cancelCtx]struct{}{} // handle.go reads the context of either at one offset
+	_ [0]struct{} = [eagerCtx - rtsCtx]struct{}{}
+	_ [0]struct{} = [eagerTag - rtsTag]struct{}{}
+)
 
 // headerLen returns the header length of a packet type, 0 if the type is
 // unknown.
@@ -113,12 +196,12 @@ func checkPacket(p []byte) error {
 	if len(p) == 0 {
 		return fmt.Errorf("%w: empty packet", ErrMalformed)
 	}
-	n := headerLen(p[0])
+	n := headerLen(p[offType])
 	if n == 0 {
-		return fmt.Errorf("%w: unknown packet type %d", ErrMalformed, p[0])
+		return fmt.Errorf("%w: unknown packet type %d", ErrMalformed, p[offType])
 	}
 	if len(p) < n {
-		return fmt.Errorf("%w: %d-byte packet of type %d, header needs %d", ErrMalformed, len(p), p[0], n)
+		return fmt.Errorf("%w: %d-byte packet of type %d, header needs %d", ErrMalformed, len(p), p[offType], n)
 	}
 	return nil
 }
@@ -130,18 +213,18 @@ func put64(p []byte, off int, v uint64) { binary.LittleEndian.PutUint64(p[off:],
 
 // putEager writes an eager header.
 func putEager(p []byte, flags byte, ctx uint32, tag int32, length uint32, sreq uint64) {
-	p[0], p[1], p[2], p[3] = pktEager, flags, 0, 0
-	put32(p, 4, ctx)
-	put32(p, 8, uint32(tag))
-	put32(p, 12, length)
-	put64(p, 16, sreq)
+	p[offType], p[offFlags], p[2], p[3] = pktEager, flags, 0, 0
+	put32(p, eagerCtx, ctx)
+	put32(p, eagerTag, uint32(tag))
+	put32(p, eagerLen, length)
+	put64(p, eagerSreq, sreq)
 }
 
 // putShort writes a short eager header.
 func putShort(p []byte, ctx uint32, tag int32, sid uint32) {
 	h0, h1 := shortWords(ctx, tag, sid)
-	put64(p, 0, h0)
-	put64(p, 8, h1)
+	put64(p, offType, h0)  // type, three zero bytes, context
+	put64(p, shortTag, h1) // tag, short id
 }
 
 // shortWords returns a short header as two little-endian words.
@@ -151,22 +234,22 @@ func shortWords(ctx uint32, tag int32, sid uint32) (h0, h1 uint64) {
 
 // putRTS writes a rendezvous announcement.
 func putRTS(p []byte, flags byte, ctx uint32, tag int32, length, sreq, addr uint64) {
-	p[0], p[1], p[2], p[3] = pktRTS, flags, 0, 0
-	put32(p, 4, ctx)
-	put32(p, 8, uint32(tag))
-	put32(p, 12, 0)
-	put64(p, 16, length)
-	put64(p, 24, sreq)
-	put64(p, 32, addr)
+	p[offType], p[offFlags], p[2], p[3] = pktRTS, flags, 0, 0
+	put32(p, rtsCtx, ctx)
+	put32(p, rtsTag, uint32(tag))
+	put32(p, rtsPad, 0)
+	put64(p, rtsLen, length)
+	put64(p, rtsSreq, sreq)
+	put64(p, rtsAddr, addr)
 }
 
 // putIDs writes a control packet of one or two request ids (cts, data,
 // fin, cancel, cancelled).
 func putIDs(p []byte, typ, flags byte, a, b uint64) {
-	p[0], p[1], p[2], p[3] = typ, flags, 0, 0
+	p[offType], p[offFlags], p[2], p[3] = typ, flags, 0, 0
 	put32(p, 4, 0)
-	put64(p, 8, a)
-	if len(p) >= 24 {
-		put64(p, 16, b)
+	put64(p, idsA, a)
+	if len(p) >= idsB+8 {
+		put64(p, idsB, b)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // netWorld makes a world of n ranks over the network transport (UDP links
@@ -450,4 +451,29 @@ func TestNetEagerLimit(t *testing.T) {
 		}
 	}
 	closeWorld(t, w)
+}
+
+// TestNetLinkMode: engine_net_link_mode reads each rank's link's mode
+// (udp over loopback) for the rank, and nothing (-1) once the rank is
+// closed; linkMode names the XDP modes.
+func TestNetLinkMode(t *testing.T) {
+	w := netWorld(t, 2)
+	ep := w.Endpoint(1)
+	k := pvar.Key{Owner: ep.owner}
+	if v := pvNetLinkMode.ReadAt(k); v != 2 || linkModes[v] != "udp" {
+		t.Errorf("rank 1's link mode %d, want 2 (udp)", v)
+	}
+	for st, want := range map[nic.Status]int{
+		{Mode: nic.ModeXDP, ZeroCopy: true}: 0, {Mode: nic.ModeXDP}: 1, {Mode: nic.ModeUDP}: 2,
+	} {
+		if got := linkMode(st); got != want {
+			t.Errorf("linkMode(%+v) = %d, want %d", st, got, want)
+		}
+	}
+	if err := ep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if v := pvNetLinkMode.ReadAt(k); v != -1 {
+		t.Errorf("a closed rank's link mode %d, want -1", v)
+	}
 }

@@ -63,6 +63,9 @@ var (
 
 // Performance variables of the network transport.
 var (
+	pvNetLinkMode = pvar.NewState("engine_net_link_mode",
+		"The mode a rank's network link runs in: 0 xdp-zerocopy (AF_XDP bound zero-copy), 1 xdp-copy (AF_XDP copying frames), 2 udp (the kernel's UDP sockets); a rank's value is the slowest of its links, the process's the slowest of all, -1 with no network link.",
+		linkModes, pvar.WithBind(pvar.BindComm))
 	pvNetData       = pvar.NewCounter("engine_net_data_frames", "Data frames sent to network peers, each once however often it went.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
 	pvNetAcks       = pvar.NewCounter("engine_net_acks", "Acknowledgement frames sent on their own (not carried by data).", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
 	pvNetRetx       = pvar.NewCounter("engine_net_retransmits", "Frames sent again after a retransmission timeout.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
@@ -122,6 +125,7 @@ type netDev struct {
 	outOfWindow, stale, foreign  *pvar.CounterShard
 	malformed, deaths, kicks     *pvar.CounterShard
 	authFail, replays            *pvar.CounterShard
+	mode                         *pvar.StateShard // the link's mode (linkModes)
 	keepIdle, keepMin, keepSlice time.Duration
 	lingerUntil                  time.Time // CloseContext's deadline for close's linger; zero: engine_net_linger alone
 }
@@ -174,8 +178,26 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 		}
 		d.sealer = &frameSealer{aead: aead}
 	}
+	d.mode = pvNetLinkMode.Shard()
+	d.mode.Set(linkMode(link.Status()))
 	d.now = d.clock()
 	return d, nil
+}
+
+// linkModes names the modes of a network link, from the fastest to the
+// slowest, as engine_net_link_mode reads them.
+var linkModes = []string{"xdp-zerocopy", "xdp-copy", "udp"}
+
+// linkMode returns the index in linkModes of the mode of a link set up as
+// st says.
+func linkMode(st nic.Status) int {
+	switch {
+	case st.Mode == nic.ModeXDP && st.ZeroCopy:
+		return 0
+	case st.Mode == nic.ModeXDP:
+		return 1
+	}
+	return 2
 }
 
 // attachNet makes dev ep's network device and starts its keeper. It
@@ -228,6 +250,10 @@ func (d *netDev) own(o *pvar.Owner) {
 		*c.shard = c.of.ShardOf(o)
 		old.Close()
 	}
+	old := d.mode
+	d.mode = pvNetLinkMode.ShardOf(o)
+	d.mode.Set(int(old.Load()))
+	old.Close()
 }
 
 // clock reads the progress clock without ordering (NowCoarse: a plain
@@ -527,6 +553,7 @@ func (d *netDev) close() error {
 	for _, c := range d.counters() {
 		(*c.shard).Close()
 	}
+	d.mode.Close()
 	if c := d.clk.probes; c != nil {
 		c.Close()
 		d.clk.steers.Close()

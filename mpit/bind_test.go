@@ -102,3 +102,44 @@ func TestBoundReads(t *testing.T) {
 		}
 	}
 }
+
+var testBoundState = pvar.NewState("mpit_test_bound_state", "modes per link", []string{"fast", "slow"}, pvar.WithBind(pvar.BindComm))
+
+// TestStateVariable: a state variable is MPI_T's state class, TypeInt
+// with an Enum of its states, and a handle bound to a rank reads that
+// rank's worst state now.
+func TestStateVariable(t *testing.T) {
+	initT(t)
+	i := mustIndex(t, testBoundState.Name(), pvar.ClassState)
+	d, err := PvarInfo(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Datatype != TypeInt || !d.Continuous || !d.ReadOnly {
+		t.Errorf("desc %+v", d)
+	}
+	name, n, err := d.Enum.Info()
+	if err != nil || name != "mpit_test_bound_state" || n != 2 {
+		t.Fatalf("Enum.Info = %q, %d, %v", name, n, err)
+	}
+	if _, s, err := d.Enum.Item(1); err != nil || s != "slow" {
+		t.Errorf("Enum.Item(1) = %q, %v", s, err)
+	}
+	o := pvar.NewOwner()
+	a, b := testBoundState.ShardOf(o), testBoundState.ShardOf(o)
+	defer a.Close()
+	defer b.Close()
+	b.Set(1)
+	s := session(t)
+	h, _, err := s.HandleAlloc(i, object{BindComm, pvar.Key{Owner: o}, true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := read(t, s, h); v != 1 {
+		t.Errorf("read %d, want 1 (slow)", v)
+	}
+	b.Set(0)
+	if v := read(t, s, h); v != 0 {
+		t.Errorf("read %d, want 0 (fast)", v)
+	}
+}

@@ -6,9 +6,10 @@ import "strconv"
 // the value i and a name unique within the enumeration. A nil *Enum is
 // MPI_T_ENUM_NULL, what a variable without an enumeration reports.
 //
-// Every enumerated control variable has an Enum named after it, so Enum
-// names are unique as variable names are; its items are the variable's
-// choices in the order cvar lists them. An Enum is immutable.
+// Every enumerated control variable has an Enum named after it, its items
+// the variable's choices in the order cvar lists them; every state
+// performance variable has one too, its items the variable's states in
+// pvar's order. An Enum is immutable.
 type Enum struct {
 	name  string
 	items []string

@@ -18,7 +18,7 @@ type PvarDesc struct {
 	Verbosity Verbosity // its audience: VerbosityTunerBasic for every variable
 	Class     Class     // its semantics, starting value and overflow
 	Datatype  Datatype  // what MPI type its value is; reads carry an int64
-	Enum      *Enum     // its states' names; nil for every variable of the registry
+	Enum      *Enum     // a state variable's names of its states (pvar.NewState); nil for other classes
 	Bind      Bind      // the type of object a handle binds it to
 	// ReadOnly: the variable cannot be written or reset (Session.Write,
 	// Session.Reset return ErrPvarNoWrite).
@@ -60,6 +60,7 @@ func newPvarEntry(v *pvar.Var) *pvarEntry {
 	switch c {
 	case pvar.ClassState:
 		d.Datatype = TypeInt
+		d.Enum = &Enum{name: v.Name(), items: v.States()}
 	case pvar.ClassPercentage:
 		d.Datatype = TypeDouble
 		d.Desc += " (read in millionths: 1000000 is all of the resource)"

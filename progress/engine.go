@@ -77,6 +77,9 @@ var (
 	pvLateHWM = pvar.NewHighWatermark("progress_timer_lateness_hwm",
 		"Most nanoseconds one fired timer was late (progress_timer_lateness).",
 		pvar.WithUnit("nanoseconds"), pvar.WithBind(pvar.BindComm))
+	pvLateLWM = pvar.NewLowWatermark("progress_timer_lateness_lwm",
+		"Fewest nanoseconds one fired timer was late (progress_timer_lateness); 9223372036854775807 before any fires.",
+		pvar.WithUnit("nanoseconds"), pvar.WithBind(pvar.BindComm))
 	// Process-wide: any goroutine waiting on an engine parks.
 	pvParks = pvar.NewCounter("progress_parks",
 		"Times a waiting goroutine parked: slept on a doorbell's futex (an engine's watcher) or in Go's scheduler (the other parked goroutines of an engine).", pvar.WithUnit("parks"))
@@ -148,6 +151,7 @@ type Engine struct {
 	polls, empty, work, fired, late *pvar.CounterShard // written under the polling flag
 	pending                         *pvar.LevelShard
 	lateHWM                         *pvar.WatermarkShard
+	lateLWM                         *pvar.LowWatermarkShard
 
 	napping  atomic.Int32 // goroutines using the doorbell (a nap, a context's wake-up) from enterNap on: Close waits for none
 	mu       sync.Mutex   // registration, Start/Stop, Close: never the message path
@@ -200,7 +204,7 @@ func New(opts ...Option) (*Engine, error) {
 	o := pvar.NewOwner()
 	e.owner = o
 	e.polls, e.empty, e.work, e.fired = pvPolls.ShardOf(o), pvEmpty.ShardOf(o), pvWork.ShardOf(o), pvFired.ShardOf(o)
-	e.late, e.lateHWM = pvLate.ShardOf(o), pvLateHWM.ShardOf(o)
+	e.late, e.lateHWM, e.lateLWM = pvLate.ShardOf(o), pvLateHWM.ShardOf(o), pvLateLWM.ShardOf(o)
 	e.pending = pvTimers.ShardOf(o)
 	return e, nil
 }
@@ -345,9 +349,11 @@ func (e *Engine) poll() int {
 func (e *Engine) fire(now uint64) int {
 	n := e.wheel.Advance(now)
 	e.fired.Add(uint64(n))
-	if sum, most := e.wheel.TakeLate(); n > 0 {
+	if sum, most, least := e.wheel.TakeLate(); n > 0 {
+		ns := theClock.Load().secPerCount * 1e9
 		e.late.Add(sum)
-		e.lateHWM.Observe(int64(float64(most) * theClock.Load().secPerCount * 1e9))
+		e.lateHWM.Observe(int64(float64(most) * ns))
+		e.lateLWM.Observe(int64(float64(least) * ns))
 	}
 	e.timersChanged()
 	return n
@@ -501,6 +507,7 @@ func (e *Engine) Close() error {
 	}
 	e.pending.Close()
 	e.lateHWM.Close()
+	e.lateLWM.Close()
 	return nil
 }
 

@@ -54,6 +54,9 @@ func TestVarsPerEngine(t *testing.T) {
 	if late > uint64(10*time.Second) {
 		t.Errorf("lateness %d ns for a timer 20 ms late", late)
 	}
+	if least := pvLateLWM.ValueOf(a.PvarOwner()); least != most {
+		t.Errorf("one timer fired: least lateness %d ns, most %d", least, most)
+	}
 	if f := pvFired.ValueOf(a.PvarOwner()); f != 1 {
 		t.Errorf("timers fired %d, want 1", f)
 	}

@@ -89,6 +89,7 @@ type Var struct {
 	split                     func(owners []*Owner, per []int64) int64 // a sharded variable's ReadSplit (split.go); nil for functions
 	level                     *Var                                     // a watermark's level (WithLevel), nil if none
 	windows                   *HighWatermark                           // the marks of the watermark this Var describes, nil if it is none
+	states                    []string                                 // a State's names of its values, nil for other classes
 }
 
 // Name returns the variable's name, lowercase with underscores.
@@ -110,6 +111,10 @@ func (v *Var) Category() string { return v.category }
 // Bind returns the type of object the variable is bound to (WithBind),
 // BindNoObject if it applies to the process as a whole.
 func (v *Var) Bind() Bind { return v.bind }
+
+// States returns the names of a state variable's values (NewState): the
+// value i names States()[i]. It is nil for a variable of any other class.
+func (v *Var) States() []string { return v.states }
 
 // Read returns the variable's current value for the whole process.
 func (v *Var) Read() int64 { return v.read() }

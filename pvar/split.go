@@ -20,7 +20,11 @@ import "github.com/tachyon-hpc/tachyon/asm"
 // the owners', never below zero when Read's is not; for a variable kept
 // for the process only (NewFunc) every per is zero and the rest is Read's.
 //
-// per must be as long as owners. Owners must be distinct; nil ones get 0.
+// For a state, per is each owner's highest state and the rest the highest
+// of the shards no listed owner holds, -1 where there is none.
+//
+// per must be as long as owners. Owners must be distinct; nil ones get 0
+// (-1 for a state).
 func (v *Var) ReadSplit(owners []*Owner, per []int64) (rest int64) {
 	per = per[:len(owners)]
 	if v.split != nil {
@@ -47,10 +51,11 @@ func (v *Var) ReadSplit(owners []*Owner, per []int64) (rest int64) {
 
 // Merge returns the value of v for two disjoint sets of owners whose
 // values are a and b (ReadSplit's): the larger for a high watermark, the
-// smaller for a low one, the sum for every other class.
+// smaller for a low one, the higher state for a state, the sum for every
+// other class.
 func (v *Var) Merge(a, b int64) int64 {
 	switch v.class {
-	case ClassHighWatermark:
+	case ClassHighWatermark, ClassState:
 		return max(a, b)
 	case ClassLowWatermark:
 		return min(a, b)

@@ -320,8 +320,11 @@ func keeps(c pvar.Class) bool {
 
 // identity is the value of v for no owner: what Merge leaves unchanged.
 func identity(v *pvar.Var) int64 {
-	if v.Class() == pvar.ClassLowWatermark {
+	switch v.Class() {
+	case pvar.ClassLowWatermark:
 		return math.MaxInt64
+	case pvar.ClassState:
+		return -1 // no state
 	}
 	return 0
 }

@@ -90,6 +90,7 @@ type Wheel struct {
 	tail  *Timer        // the last timer of the firing list
 
 	late, lateMax uint64 // lateness of the timers fired since TakeLate, in counts
+	lateMin       uint64 // the least of it, less one (0: none fired), so that the zero Wheel starts clear
 }
 
 // New returns an empty wheel whose tick is 1<<shift counts and whose time is
@@ -167,6 +168,7 @@ func (w *Wheel) Advance(now uint64) int {
 			late := now - min(t.due, now)
 			w.late += late
 			w.lateMax = max(w.lateMax, late)
+			w.lateMin = min(w.lateMin-1, late) + 1
 			f(t)
 			n++
 		}
@@ -175,12 +177,15 @@ func (w *Wheel) Advance(now uint64) int {
 }
 
 // TakeLate returns how late the timers fired since the last TakeLate were,
-// in counts: summed, and the most any one was (its Advance's time less its
-// due count), and starts both again from zero.
-func (w *Wheel) TakeLate() (sum, most uint64) {
-	sum, most = w.late, w.lateMax
-	w.late, w.lateMax = 0, 0
-	return sum, most
+// in counts: summed, the most any one was (its Advance's time less its
+// due count) and the least (0 if none fired), and starts them again.
+func (w *Wheel) TakeLate() (sum, most, least uint64) {
+	sum, most, least = w.late, w.lateMax, w.lateMin-1
+	if w.lateMin == 0 {
+		least = 0
+	}
+	w.late, w.lateMax, w.lateMin = 0, 0, 0
+	return sum, most, least
 }
 
 // collect moves the wheel's time to now (not earlier than its time) and

@@ -728,3 +728,32 @@ func BenchmarkAdvance(b *testing.B) {
 		b.Fatalf("fired %d of %d", fired, b.N)
 	}
 }
+
+// TestTakeLate: the lateness of fired timers, summed, the most and the
+// least, taken and started again; none fired reads zeros.
+func TestTakeLate(t *testing.T) {
+	w := New(0, 0)
+	if s, m, l := w.TakeLate(); s != 0 || m != 0 || l != 0 {
+		t.Errorf("none fired: %d %d %d", s, m, l)
+	}
+	ts := make([]Timer, 3)
+	for i, due := range []uint64{10, 20, 30} {
+		ts[i].Init(func(*Timer) {})
+		if err := w.Schedule(&ts[i], due); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.Advance(50); n != 3 {
+		t.Fatalf("fired %d, want 3", n)
+	}
+	if s, m, l := w.TakeLate(); s != 90 || m != 40 || l != 20 {
+		t.Errorf("sum, most, least %d %d %d; want 90 40 20", s, m, l)
+	}
+	if err := w.Schedule(&ts[0], 50); err != nil {
+		t.Fatal(err)
+	}
+	w.Advance(50)
+	if s, m, l := w.TakeLate(); s != 0 || m != 0 || l != 0 {
+		t.Errorf("one on time: %d %d %d; want zeros", s, m, l)
+	}
+}

@@ -126,8 +126,9 @@ const (
 
 	// putIDs' two words, the ids of cts, data, fin, cancel, cancelled,
 	// ctw and written.
-	idsA = 8
-	idsB = 16
+	idsPad = 4 // u32, zero
+	idsA   = 8
+	idsB   = 16
 
 	// minPacket is the smallest packet capacity a link may offer: the
 	// largest header of a packet with payload plus one byte of it, which
@@ -247,7 +248,7 @@ func putRTS(p []byte, flags byte, ctx uint32, tag int32, length, sreq, addr uint
 // fin, cancel, cancelled).
 func putIDs(p []byte, typ, flags byte, a, b uint64) {
 	p[offType], p[offFlags], p[2], p[3] = typ, flags, 0, 0
-	put32(p, 4, 0)
+	put32(p, idsPad, 0)
 	put64(p, idsA, a)
 	if len(p) >= idsB+8 {
 		put64(p, idsB, b)

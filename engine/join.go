@@ -57,6 +57,9 @@ type NetLinkConfig struct {
 	// share the interface's receive queues (nic.Config.Share); the zero
 	// value: the rank is alone on its host.
 	Share nic.Share
+	// Ranks is the job's size, which sizes the bulk lane listener's
+	// queue: every peer may dial at once (0: the least, 128).
+	Ranks int
 }
 
 // OpenNetLink opens this process's network link for a job with cookie,
@@ -93,7 +96,7 @@ func OpenNetLink(cookie uint64, cfg NetLinkConfig) (nic.Link, *nic.StreamListene
 	self := NetPeer{Card: l.Card(), Epoch: uint32(e) | 1}
 	var ln *nic.StreamListener
 	if netBulk.Get() && !netAuth.Get() {
-		if ln, err = nic.ListenStream(self.Card.IP); err != nil {
+		if ln, err = nic.ListenStream(self.Card.IP, cfg.Ranks); err != nil {
 			l.Close()
 			return nil, nil, NetPeer{}, fmt.Errorf("opening the bulk lane's listener: %w", err)
 		}

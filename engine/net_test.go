@@ -325,7 +325,7 @@ func TestJoinMixed(t *testing.T) {
 			t.Fatal(err)
 		}
 		links[r] = l
-		if lns[r], err = nic.ListenStream(l.Card().IP); err != nil {
+		if lns[r], err = nic.ListenStream(l.Card().IP, 0); err != nil {
 			t.Fatal(err)
 		}
 		peers[r] = NetPeer{Card: l.Card(), Epoch: uint32(100 + r), Bulk: lns[r].Port()}

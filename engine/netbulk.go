@@ -92,6 +92,7 @@ type bulkDev struct {
 	write   int // engine_net_bulk_write_bytes
 	active  int // transfers under way, both directions: the lane is polled while not 0
 	hellos  []*bulkHello
+	broken  error  // the listener's end (an Accept error not of resources): no transfer asks for the lane since
 	scratch []byte // where bytes past a truncated receive's buffer go
 
 	msgs, bytes, refused, fallbacks *pvar.CounterShard
@@ -144,7 +145,7 @@ func newBulkDev(ln *nic.StreamListener) *bulkDev {
 // wanted.
 func (d *netDev) bulkRecv(src int, r *Request, length int) bool {
 	b, c := d.bulk, d.conns[src]
-	if b == nil || c == nil || c.dead != nil || c.out.to.Port() == 0 || length < b.min {
+	if b == nil || c == nil || c.dead != nil || c.out.to.Port() == 0 || length < b.min || b.broken != nil {
 		return false
 	}
 	r.bulk = true
@@ -414,11 +415,17 @@ func (d *netDev) bulkDone(src int, r *Request) {
 }
 
 // acceptBulk takes the streams peers dialed and reads their hellos; a
-// stream whose hello is whole and right becomes its peer's lane.
+// stream whose hello is whole and right becomes its peer's lane. Where
+// descriptors or memory run out, the streams wait in the listener's queue
+// for the next poll; where the listener itself fails, acceptBroken turns
+// the lane to frames.
 func (d *netDev) acceptBulk() {
 	b := d.bulk
-	for {
+	for b.broken == nil {
 		s, err := b.ln.Accept()
+		if err != nil && !errors.Is(err, nic.ErrStreamBusy) {
+			d.acceptBroken(err)
+		}
 		if s == nil || err != nil {
 			break
 		}
@@ -448,6 +455,15 @@ func (d *netDev) acceptBulk() {
 			b.refused.Inc()
 		}
 	}
+}
+
+// acceptBroken records the listener's end, err, and closes it: the kernel
+// refuses the streams peers dial from then on, and they send what they
+// would have sent over the lane as frames (bulkWriteFailed); this side asks
+// for no more transfers over the lane and polls the listener no more.
+func (d *netDev) acceptBroken(err error) {
+	d.bulk.broken = err
+	d.bulk.ln.Close()
 }
 
 // helloed makes h's stream its sender's lane if its hello is this job's,

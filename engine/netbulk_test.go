@@ -114,7 +114,8 @@ func TestNetBulkOff(t *testing.T) {
 
 // TestNetBulkFallback: a sender that cannot reach its receiver's lane
 // (nothing listens at the port it published) streams as frames, and the
-// receiver takes them.
+// receiver takes them; the receiver records its listener's failed Accept
+// and polls it no more.
 func TestNetBulkFallback(t *testing.T) {
 	w := netWorld(t, 2, "engine_net_bulk_min", "65536")
 	ep1 := w.Endpoint(1)
@@ -128,6 +129,12 @@ func TestNetBulkFallback(t *testing.T) {
 	}
 	if m := pvNetBulkMsgs.Value() - msgs0; m != 0 {
 		t.Errorf("%d messages over a lane that was closed", m)
+	}
+	ep1.lock()
+	broken := ep1.net.bulk.broken
+	ep1.unlock()
+	if broken == nil {
+		t.Error("the listener's failed Accept not recorded: it would be called on every poll")
 	}
 	closeWorld(t, w)
 }

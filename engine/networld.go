@@ -65,7 +65,7 @@ func newNetWorld(n int, opts []progress.Option) (*World, error) {
 		}
 		cards[i] = l.Card()
 		if netBulk.Get() && key == nil { // no lane for authenticated frames
-			ln, err := nic.ListenStream(cards[i].IP)
+			ln, err := nic.ListenStream(cards[i].IP, n)
 			if err != nil {
 				return fail(fmt.Errorf("%w: rank %d's bulk lane: %v", ErrConfig, i, err))
 			}

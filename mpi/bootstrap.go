@@ -188,6 +188,7 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 		var self engine.NetPeer
 		nc := o.net
 		nc.Share = nic.Share{Index: slices.Index(local, me), Count: len(local)}
+		nc.Ranks = n
 		link, bulk, self, err = engine.OpenNetLink(cookie, nc)
 		if err == nil {
 			card, epoch = self.String(), self.Epoch

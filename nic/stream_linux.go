@@ -21,8 +21,12 @@ type StreamListener struct {
 	port uint16
 }
 
-// ListenStream listens for streams on ip, at a port the kernel picks.
-func ListenStream(ip netip.Addr) (*StreamListener, error) {
+// ListenStream listens for streams on ip, at a port the kernel picks,
+// with room in its accept queue for backlog streams not yet accepted (at
+// least 128; the kernel's net.core.somaxconn caps it). A job sizes it to
+// its peers, who may all dial at once: a stream dialed into a full queue
+// is not lost, but its handshake waits a second or more for the retry.
+func ListenStream(ip netip.Addr, backlog int) (*StreamListener, error) {
 	if !ip.Is4() {
 		return nil, fmt.Errorf("nic: stream listener on %v: IPv4 only", ip)
 	}
@@ -35,7 +39,7 @@ func ListenStream(ip netip.Addr) (*StreamListener, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("nic: stream listener on %v: %w", ip, err)
 	}
-	if err := unix.Listen(fd, 128); err != nil {
+	if err := unix.Listen(fd, max(backlog, 128)); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("nic: stream listener on %v: %w", ip, err)
 	}
@@ -51,7 +55,10 @@ func ListenStream(ip netip.Addr) (*StreamListener, error) {
 func (l *StreamListener) Port() uint16 { return l.port }
 
 // Accept returns a stream a peer dialed, or nil and no error if none is
-// waiting.
+// waiting. An error wrapping ErrStreamBusy is the process's or the
+// kernel's lack of resources (descriptors, memory): the streams wait in
+// the queue, to be accepted later. Any other error is the listener's
+// end.
 func (l *StreamListener) Accept() (*Stream, error) {
 	for {
 		fd, _, err := unix.Accept4(l.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
@@ -64,6 +71,8 @@ func (l *StreamListener) Accept() (*Stream, error) {
 			continue
 		case err == unix.EAGAIN:
 			return nil, nil
+		case err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM:
+			return nil, fmt.Errorf("nic: accepting a stream: %w (%w)", ErrStreamBusy, err)
 		}
 		return nil, fmt.Errorf("nic: accepting a stream: %w", err)
 	}
@@ -205,3 +214,7 @@ func closeFD(fd *int) error {
 	*fd = -1
 	return err
 }
+
+// ErrStreamBusy reports a stream the listener could not accept for want of
+// descriptors or memory; it waits in the queue for a later Accept.
+var ErrStreamBusy = errors.New("nic: stream listener out of resources")

@@ -12,7 +12,7 @@ import (
 // streamPair dials a stream to a listener on loopback and accepts it.
 func streamPair(t *testing.T) (w, r *Stream, ln *StreamListener) {
 	t.Helper()
-	ln, err := ListenStream(netip.MustParseAddr("127.0.0.1"))
+	ln, err := ListenStream(netip.MustParseAddr("127.0.0.1"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestStream(t *testing.T) {
 // TestStreamRefused: a stream dialed to a port nobody listens on fails
 // its writes with ErrStreamLost, never blocks.
 func TestStreamRefused(t *testing.T) {
-	ln, err := ListenStream(netip.MustParseAddr("127.0.0.1"))
+	ln, err := ListenStream(netip.MustParseAddr("127.0.0.1"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,5 +159,51 @@ func TestStreamNoAlloc(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("%v allocations a write and read", n)
+	}
+}
+
+// TestStreamBacklog: a listener sized for 300 peers holds the streams they
+// all dial at once, none accepted yet, and hands them all over at once
+// after; at the old fixed 128 the rest wait a second or more for the
+// handshake's retry. A closed listener's Accept is its end, not
+// ErrStreamBusy.
+func TestStreamBacklog(t *testing.T) {
+	const peers = 300
+	ln, err := ListenStream(netip.MustParseAddr("127.0.0.1"), peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ln.Port())
+	var dialed, accepted []*Stream
+	defer func() {
+		for _, s := range append(dialed, accepted...) {
+			s.Close()
+		}
+	}()
+	for range peers {
+		s, err := DialStream(to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialed = append(dialed, s)
+	}
+	time.Sleep(200 * time.Millisecond) // the handshakes, done by the kernel
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for len(accepted) < peers && time.Now().Before(deadline) {
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s != nil {
+			accepted = append(accepted, s)
+		}
+	}
+	if len(accepted) < peers {
+		t.Fatalf("%d of %d dialed streams accepted within 0.7 s", len(accepted), peers)
+	}
+	ln.Close()
+	if s, err := ln.Accept(); s != nil || err == nil || errors.Is(err, ErrStreamBusy) {
+		t.Fatalf("Accept on a closed listener: %v, %v", s, err)
 	}
 }

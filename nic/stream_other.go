@@ -12,7 +12,7 @@ import (
 type StreamListener struct{}
 
 // ListenStream fails with ErrNotLinux.
-func ListenStream(ip netip.Addr) (*StreamListener, error) { return nil, ErrNotLinux }
+func ListenStream(ip netip.Addr, backlog int) (*StreamListener, error) { return nil, ErrNotLinux }
 
 // Port returns 0.
 func (l *StreamListener) Port() uint16 { return 0 }
@@ -43,3 +43,7 @@ func (s *Stream) Close() error { return ErrClosed }
 
 // ErrStreamLost reports a stream whose peer is gone or was never reached.
 var ErrStreamLost = errors.New("nic: stream lost")
+
+// ErrStreamBusy reports a stream the listener could not accept for want of
+// descriptors or memory; it waits in the queue for a later Accept.
+var ErrStreamBusy = errors.New("nic: stream listener out of resources")

@@ -436,12 +436,14 @@ func (c *netConn) sendControl(typ nic.Type, flags nic.Flags, body []byte) bool {
 	return true
 }
 
-// sendFailed counts a link.Send that took nothing because of err (nil: a
-// full transmit queue, which is no error), and logs the first error to
-// the peer. The frame is not lost: a kept one goes again from flush or
-// the retransmission timer, an acknowledgement is owed again.
+// sendFailed counts a link.Send that took nothing because of err, and
+// logs the first error to the peer. A full transmit queue (nil) or a
+// kept frame whose last send the kernel has not finished (an AF_XDP
+// link's nic.ErrInFlight, a retransmission that came too soon) is no
+// error. The frame is not lost: a kept one goes again from flush or the
+// retransmission timer, an acknowledgement is owed again.
 func (c *netConn) sendFailed(err error) {
-	if err == nil {
+	if err == nil || errors.Is(err, nic.ErrInFlight) {
 		return
 	}
 	c.dev.sendErrs.Inc()

@@ -90,8 +90,12 @@ func streamBoth(t *testing.T, w *World, count int, stall time.Duration) {
 					ep := w.Endpoint(r)
 					c := ep.net.conns[1-r]
 					p := &ep.peers[1-r]
+					active := 0
+					if ep.net.bulk != nil {
+						active = ep.net.bulk.active
+					}
 					t.Logf("rank %d: in.s %v in.r %v hdrN %d got %d/%d active %d malformed %d; ctl %d queued %v sendq %v dataq %v out.s %v out.lost %v hdrN %d sent %d",
-						r, c.in.s != nil, c.in.r != nil, c.in.hdrN, c.in.got, c.in.total, ep.net.bulk.active, ep.malformed.Load(), len(p.ctl), p.queued,
+						r, c.in.s != nil, c.in.r != nil, c.in.hdrN, c.in.got, c.in.total, active, ep.malformed.Load(), len(p.ctl), p.queued,
 						p.sendq.head != nil, p.dataq.head != nil, c.out.s != nil, c.out.lost, c.out.hdrN, c.out.sent)
 					t.Logf("rank %d: snd una %d sent %d nxt %d limit %d rtoAt %d; rcv nxt %d dlv %d; bulk out q %v in want %d", r,
 						c.sndUna, c.sndSent, c.sndNxt, c.sndLimit, c.rtoAt, c.rcvNxt, c.dlvNxt, c.out.q.head != nil, c.in.want)

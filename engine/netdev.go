@@ -394,9 +394,21 @@ func (d *netDev) keep(ep *Endpoint) {
 		seen = polls
 		if idle && ep.lk.tryLock() {
 			if !ep.serial && !ep.closed {
-				d.pump()
+				n := d.pump()
 				d.service()
 				d.kicks.Inc()
+				if n > 0 && (ep.inflight > 0 || ep.outq > 0) && !ep.notify {
+					// Frames came for a rank that waits on operations,
+					// or has packets queued for room, and has not polled
+					// since the last look: its packets, the room opened
+					// and its bulk lane are a poll's to handle, so the
+					// doorbell wakes the goroutine parked on them. The
+					// keeper acknowledging for it is not enough: the
+					// peer then sees its frames taken while nothing
+					// handles them.
+					ep.notify = true
+					ep.wake()
+				}
 			}
 			ep.lk.unlock()
 		}

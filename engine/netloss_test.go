@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/progress"
 	"os"
@@ -100,6 +101,9 @@ func streamBoth(t *testing.T, w *World, count int, stall time.Duration) {
 					t.Logf("rank %d: snd una %d sent %d nxt %d limit %d rtoAt %d; rcv nxt %d dlv %d; bulk out q %v in want %d", r,
 						c.sndUna, c.sndSent, c.sndNxt, c.sndLimit, c.rtoAt, c.rcvNxt, c.dlvNxt, c.out.q.head != nil, c.in.want)
 				}
+				p0, p1 := asm.LoadAcquire64(&w.Endpoint(0).polls), asm.LoadAcquire64(&w.Endpoint(1).polls)
+				time.Sleep(100 * time.Millisecond)
+				t.Logf("polls in 100 ms: rank 0 %d, rank 1 %d", asm.LoadAcquire64(&w.Endpoint(0).polls)-p0, asm.LoadAcquire64(&w.Endpoint(1).polls)-p1)
 				t.Fatalf("no window done for %v: ranks at messages %v", stall, last)
 			}
 		}

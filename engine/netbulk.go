@@ -251,6 +251,7 @@ func (ep *Endpoint) writeBulk(c *netConn) int {
 			return n
 		}
 		n++
+		c.moved()
 		for k > 0 {
 			var s *Request
 			if k, s = o.advance(k); s == nil {
@@ -371,6 +372,7 @@ func (ep *Endpoint) readBulk(c *netConn) int {
 		n++
 		in.got += k
 		c.heard = d.now
+		c.moved()
 		b.bytes.Add(uint64(k))
 		if in.got < in.total {
 			continue

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/tachyon-hpc/tachyon/nic"
 )
@@ -84,6 +85,14 @@ type netConn struct {
 	rtoAt, progressAt uint64
 	backoff           uint
 	heard             uint64 // when a frame of the peer's last came
+	// Stall detection (Check): movedAt is when a transfer with the peer
+	// last moved (an acknowledgement of new frames, more credit, a frame
+	// received in order, bulk lane bytes), waitFrom when Check first saw
+	// one under way since the connection was last idle (0: idle), starved
+	// whether Reserve last found no room.
+	movedAt, waitFrom uint64
+	starved           bool
+	sendErr           bool   // a link.Send error was logged for this peer
 	bye               bool   // the peer said bye while lane transfers were due from it (closed)
 	probed            uint64 // when a probe last went out
 	dead              error
@@ -162,11 +171,13 @@ func (c *netConn) Reserve(n int) []byte {
 	d := c.dev
 	if !c.open {
 		if c.sndNxt-c.sndUna >= c.window {
+			c.starved = true
 			return nil
 		}
 		if !seqLT(c.sndNxt, c.sndLimit) {
 			// No credit: if nothing is in flight to bring news of more,
 			// the timer asks for it (timeout).
+			c.starved = true
 			if c.rtoAt == 0 {
 				c.rtoAt = d.clock() + c.rto
 				d.armed(c.rtoAt)
@@ -174,8 +185,10 @@ func (c *netConn) Reserve(n int) []byte {
 			return nil
 		}
 		if d.link.Alloc(d.one[:]) == 0 {
+			c.starved = true
 			return nil
 		}
+		c.starved = false
 		c.tx[c.sndNxt&c.mask] = txSlot{frame: d.one[0]}
 		c.sndNxt++
 		c.open, c.fill = true, 0
@@ -253,11 +266,42 @@ func (c *netConn) Check() error {
 		c.fail(now, "no frame for %v", d.peerTimeoutD)
 		return c.dead
 	}
+	if !c.underway() {
+		c.waitFrom = 0
+	} else if c.waitFrom == 0 {
+		c.waitFrom = now
+	} else if since := max(c.waitFrom, c.movedAt); now > since && now-since >= d.stallTimeout {
+		c.stalled(now)
+		return c.dead
+	}
 	if now-c.heard >= d.probeEvery && now-c.probed >= d.probeEvery {
 		c.probed = now
 		c.sendAck(nic.FlagAckNow)
 	}
 	return nil
+}
+
+// underway reports whether a transfer with the peer is under way: frames
+// not acknowledged, packets waiting for room, a hole in what came, or
+// bulk lane transfers due either way.
+func (c *netConn) underway() bool {
+	return c.sndUna != c.sndNxt || c.starved || c.ooo > 0 || c.in.want > 0 || c.out.q.head != nil
+}
+
+// moved notes that a transfer with the peer moved.
+func (c *netConn) moved() { c.movedAt = c.dev.now }
+
+// stalled fails the peer whose transfer has not moved for
+// engine_net_stall_timeout though it answers: the error names the
+// transfer, the stall is counted and logged, and every operation
+// involving the peer fails rather than waiting for ever.
+func (c *netConn) stalled(now uint64) {
+	d := c.dev
+	d.stalls.Inc()
+	c.fail(now, "transfer stalled: nothing moved for %v while the peer answers (sending: seq %d acknowledged below, %d frames sent beyond, %d numbered, credit below seq %d, waiting for room %v; receiving: in order below seq %d, %d frames beyond; bulk lane: %d transfers due in, %d of %d bytes of the current one read, sends queued %v)",
+		d.stallTimeoutD, c.sndUna, c.sndSent-c.sndUna, c.sndNxt-c.sndUna, c.sndLimit, c.starved,
+		c.rcvNxt, c.ooo, c.in.want, c.in.got, c.in.total, c.out.q.head != nil)
+	slog.Warn("tachyon: network transfer stalled", "rank", d.self, "peer", c.rank, "error", c.dead)
 }
 
 // closed takes the peer's bye. Everything it sent before came first on
@@ -323,7 +367,9 @@ func (c *netConn) transmit(seq uint32) bool {
 		d.sealer.seal(b[:s.n])
 	}
 	c.txd[0] = nic.TxDesc{Frame: s.frame, Len: s.n, Peer: c.peer, Keep: true}
-	if n, _ := d.link.Send(c.txd[:]); n == 0 {
+	if n, err := d.link.Send(c.txd[:]); n == 0 {
+		// Kept: the frame goes again from flush or the timer.
+		c.sendFailed(err)
 		c.ackNow = true // what the stamp said did not go
 		return false
 	}
@@ -381,11 +427,30 @@ func (c *netConn) sendControl(typ nic.Type, flags nic.Flags, body []byte) bool {
 		d.sealer.seal(b[:n])
 	}
 	d.ackTx[0] = nic.TxDesc{Frame: d.ackFrame[0], Len: uint16(n), Peer: c.peer}
-	if n, _ := d.link.Send(d.ackTx[:]); n == 0 {
+	if n, err := d.link.Send(d.ackTx[:]); n == 0 {
+		c.sendFailed(err)
 		d.link.Release(d.ackFrame[:])
+		c.ackNow = true // the stamp's acknowledgement did not go: the next service sends one
 		return false
 	}
 	return true
+}
+
+// sendFailed counts a link.Send that took nothing because of err, and
+// logs the first error to the peer. A full transmit queue (nil) or a
+// kept frame whose last send the kernel has not finished (an AF_XDP
+// link's nic.ErrInFlight, a retransmission that came too soon) is no
+// error. The frame is not lost: a kept one goes again from flush or the
+// retransmission timer, an acknowledgement is owed again.
+func (c *netConn) sendFailed(err error) {
+	if err == nil || errors.Is(err, nic.ErrInFlight) {
+		return
+	}
+	c.dev.sendErrs.Inc()
+	if !c.sendErr {
+		c.sendErr = true
+		slog.Warn("tachyon: a frame to a network peer was not sent; it goes again", "rank", c.dev.self, "peer", c.rank, "error", err)
+	}
 }
 
 // onAck takes what the peer says it has received: ack (every seq before
@@ -393,14 +458,18 @@ func (c *netConn) sendControl(typ nic.Type, flags nic.Flags, body []byte) bool {
 // ack+credit).
 func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 	d := c.dev
-	if seqLT(c.sndNxt, ack) || uint32(credit) > c.window {
-		return // acknowledges what was never sent, or gives more than a window: not the peer's
+	if seqLT(c.sndSent, ack) || uint32(credit) > c.window {
+		// Acknowledges what never went (a frame reserved, or sealed and
+		// not yet taken by the link, is no frame the peer can have), or
+		// gives more than a window: not the peer's.
+		return
 	}
 	// The peer takes seq below ack+credit (its released frames plus its
 	// window): as that only grows, an older acknowledgement that comes
 	// late changes nothing.
 	if limit := ack + uint32(credit); seqLT(c.sndLimit, limit) {
 		c.sndLimit = limit
+		c.moved()
 	}
 	if seqLT(c.sndUna, ack) {
 		// A round-trip sample comes only from an acknowledgement that no
@@ -425,9 +494,7 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 		}
 		*last = txSlot{}
 		c.sndUna = ack
-		if seqLT(c.sndSent, ack) {
-			c.sndSent = ack
-		}
+		c.moved()
 		if c.backoff > 0 {
 			// Progress ends the back-off: the timeout is the estimate's
 			// again, sample or not (the frames acknowledged may all have
@@ -534,17 +601,17 @@ func (c *netConn) timeout() {
 		return
 	}
 	d.timeouts.Inc()
-	c.backoff++
-	c.rto = min(c.rto*2, d.rtoMax)
-	c.rtoAt = d.now + c.rto
-	top := c.sndUna + 1 // one past the highest frame the peer has
-	for s := c.sndUna; seqLT(s, c.sndSent); s++ {
-		if c.tx[s&c.mask].sacked {
-			top = s + 1
-		}
+	if c.backoff < d.rtoBackoff {
+		c.backoff++
+		c.rto = min(c.rto*2, d.rtoMax)
 	}
+	c.rtoAt = d.now + c.rto
+	// Every frame not known to have arrived goes again, oldest first, up
+	// to the burst: the last frames of a burst, lost, have no later frame
+	// whose acknowledgement would show them missing, so only the timer
+	// finds them, and one a timeout would take a timeout each.
 	sent := 0
-	for s := c.sndUna; seqLT(s, top) && sent < d.rtoBurst; s++ {
+	for s := c.sndUna; seqLT(s, c.sndSent) && sent < d.rtoBurst; s++ {
 		t := &c.tx[s&c.mask]
 		if t.sacked {
 			continue
@@ -598,6 +665,7 @@ func (c *netConn) onData(seq uint32, flags nic.Flags, f nic.Frame, data []byte) 
 			c.ooo--
 		}
 	}
+	c.moved()
 	return true
 }
 

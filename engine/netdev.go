@@ -36,8 +36,14 @@ var (
 		"Retransmission timeout to a network peer before its round trip is measured.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Minute)))
 	netRTOBurst = cvar.NewInt("engine_net_rto_burst", 16,
-		"Oldest frames not acknowledged that a retransmission timeout sends again at once; later holes go as acknowledgements show them.",
+		"Oldest frames not acknowledged (nor acknowledged selectively) that a retransmission timeout sends again at once; later holes go as acknowledgements show them.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
+	netRTOBackoff = cvar.NewInt("engine_net_rto_backoff", 2,
+		"Most times the retransmission timeout to a network peer doubles in a row (timeouts with no progress between): a lossy network loses retransmissions too, and each doubling more would stretch its recovery, while engine_net_rto_max still bounds the timeout.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 30), cvar.WithUnit("doublings"))
+	netStallTimeout = cvar.NewDuration("engine_net_stall_timeout", time.Minute,
+		"How long a transfer with a network peer (frames unacknowledged, packets waiting for room, a hole in what came, bulk lane data due) may go without moving while the peer still answers, before it counts as stalled: its operations then fail with an error that names the transfer, rather than waiting for ever. A peer that computes this long without calling into the library while this rank sends to it stalls the transfer too.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Millisecond), int64(24*time.Hour)))
 	netPeerTimeout = cvar.NewDuration("engine_net_peer_timeout", 30*time.Second,
 		"How long a network peer may leave frames unacknowledged, or stay silent while this rank waits on it, before it counts as dead and every operation involving it fails. A peer answers only while it calls into the library (or runs the progress engine's goroutine): one that computes longer than this while others wait on it counts as dead.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Millisecond), int64(24*time.Hour)))
@@ -78,6 +84,8 @@ var (
 	pvNetMalformed  = pvar.NewCounter("engine_net_malformed_frames", "Frames whose Tachyon header was malformed (type, flags, length), dropped.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
 	pvNetKeeper     = pvar.NewCounter("engine_net_keeper_runs", "Times an endpoint's keeper ran the retransmission timers for a rank that was not polling.", pvar.WithUnit("runs"), pvar.WithBind(pvar.BindComm))
 	pvNetPeerDeaths = pvar.NewCounter("engine_net_peer_deaths", "Network peers found dead: nothing acknowledged or heard for engine_net_peer_timeout, or closed.", pvar.WithUnit("peers"), pvar.WithBind(pvar.BindComm))
+	pvNetStalls     = pvar.NewCounter("engine_net_stalls", "Transfers with network peers that did not move for engine_net_stall_timeout while the peer answered: the peer's operations failed.", pvar.WithUnit("transfers"), pvar.WithBind(pvar.BindComm))
+	pvNetSendErrs   = pvar.NewCounter("engine_net_send_errors", "Frames the link refused to send with an error (not a full queue): each goes again, as a lost frame would.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
 	countNet        = newTransportCounters("net")
 )
 
@@ -117,6 +125,10 @@ type netDev struct {
 	rtoBurst                     int
 	ackDelay, rtoMin, rtoMax     uint64 // clock counts
 	rtoInit, peerTimeout         uint64
+	rtoBackoff                   uint
+	stallTimeout                 uint64
+	stallTimeoutD                time.Duration
+	stalls, sendErrs             *pvar.CounterShard
 	probeEvery, pollMax, linger  uint64
 	coalesceMax                  uint64
 	peerTimeoutD                 time.Duration
@@ -162,7 +174,9 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 		probeEvery: c(netProbeEvery.Get()), pollMax: c(netPollMax.Get()),
 		linger: c(min(netLinger.Get(), netPeerTimeout.Get())), coalesceMax: c(netCoalesceMax.Get()),
 		peerTimeoutD: netPeerTimeout.Get(),
-		sentData:     pvNetData.Shard(), sentAcks: pvNetAcks.Shard(), retx: pvNetRetx.Shard(),
+		rtoBackoff:   uint(netRTOBackoff.Get()), stallTimeout: c(netStallTimeout.Get()), stallTimeoutD: netStallTimeout.Get(),
+		stalls: pvNetStalls.Shard(), sendErrs: pvNetSendErrs.Shard(),
+		sentData: pvNetData.Shard(), sentAcks: pvNetAcks.Shard(), retx: pvNetRetx.Shard(),
 		fastRetx: pvNetFastRetx.Shard(), timeouts: pvNetTimeouts.Shard(), dupes: pvNetDupes.Shard(),
 		outOfWindow: pvNetWindow.Shard(), stale: pvNetStale.Shard(), foreign: pvNetForeign.Shard(),
 		malformed: pvNetMalformed.Shard(), deaths: pvNetPeerDeaths.Shard(), kicks: pvNetKeeper.Shard(),
@@ -231,6 +245,7 @@ func (d *netDev) counters() []deviceCounter {
 		{&d.outOfWindow, pvNetWindow}, {&d.stale, pvNetStale}, {&d.foreign, pvNetForeign},
 		{&d.malformed, pvNetMalformed}, {&d.deaths, pvNetPeerDeaths}, {&d.kicks, pvNetKeeper},
 		{&d.authFail, pvNetAuthFail}, {&d.replays, pvNetReplays},
+		{&d.stalls, pvNetStalls}, {&d.sendErrs, pvNetSendErrs},
 	}
 	if b := d.bulk; b != nil {
 		cs = append(cs, deviceCounter{&b.msgs, pvNetBulkMsgs}, deviceCounter{&b.bytes, pvNetBulkBytes},
@@ -408,9 +423,21 @@ func (d *netDev) keep(ep *Endpoint) {
 		seen = polls
 		if idle && ep.lk.tryLock() {
 			if !ep.serial && !ep.closed {
-				d.pump()
+				n := d.pump()
 				d.service()
 				d.kicks.Inc()
+				if n > 0 && (ep.inflight > 0 || ep.outq > 0) && !ep.notify {
+					// Frames came for a rank that waits on operations,
+					// or has packets queued for room, and has not polled
+					// since the last look: its packets, the room opened
+					// and its bulk lane are a poll's to handle, so the
+					// doorbell wakes the goroutine parked on them. The
+					// keeper acknowledging for it is not enough: the
+					// peer then sees its frames taken while nothing
+					// handles them.
+					ep.notify = true
+					ep.wake()
+				}
 			}
 			ep.lk.unlock()
 		}

@@ -127,7 +127,11 @@ func TestCollectivesAcrossHosts(t *testing.T) {
 					"-env", "TACHYON_NIC_MODE", c.mode, exe, exe, testrole.NoTests)
 			}
 			start := time.Now()
-			out, err := exec.Command(mpiexec, args...).CombinedOutput()
+			ctx, cmd := jobCommand(t, 5*time.Minute, mpiexec, args...)
+			out, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("killed after %v:\n%s", time.Since(start).Round(time.Millisecond), out)
+			}
 			if err != nil {
 				t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
 			}

@@ -52,17 +52,14 @@ func TestHydraAppNum(t *testing.T) {
 	}
 }
 
-// hydra returns an mpiexec.mpich command with args, ended after a minute
-// (the context says whether it was), or skips the test without MPICH.
+// hydra returns an mpiexec.mpich command with args, its process group
+// killed after a minute or when the test ends (the context says whether
+// the minute ended it: jobCommand), or skips the test without MPICH.
 func hydra(t *testing.T, args ...string) (context.Context, *exec.Cmd) {
 	t.Helper()
 	mpiexec, err := exec.LookPath("mpiexec.mpich")
 	if err != nil {
 		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, mpiexec, args...)
-	cmd.Env = os.Environ()
-	return ctx, cmd
+	return jobCommand(t, time.Minute, mpiexec, args...)
 }

@@ -138,15 +138,17 @@ func TestNetnsHydra(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		ranks int
+		limit time.Duration // the job is killed after this
 		env   []string
 	}{
-		{"xdp-2", 2, []string{"TACHYON_NIC_MODE=xdp"}},
-		{"udp-2", 2, []string{"TACHYON_NIC_MODE=udp"}},
-		{"xdp-4", 4, []string{"TACHYON_NIC_MODE=xdp"}},
-		{"xdp-auth-2", 2, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_ENGINE_NET_AUTH=true"}},
-		{"xdp-loss-1%", 2, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.01", "TACHYON_HWTEST_MESSAGES=" + million}},
-		{"xdp-loss-5%", 2, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.05", "TACHYON_HWTEST_MESSAGES=" + million}},
-		{"udp-loss-20%", 2, []string{"TACHYON_NIC_MODE=udp", "TACHYON_NIC_DROP_RATE=0.2", "TACHYON_HWTEST_MESSAGES=" + million}},
+		{"xdp-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp"}},
+		{"udp-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=udp"}},
+		{"xdp-4", 4, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp"}},
+		{"xdp-auth-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_ENGINE_NET_AUTH=true"}},
+		{"xdp-loss-1%", 2, 5 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.01", "TACHYON_HWTEST_MESSAGES=" + million}},
+		{"xdp-loss-5%", 2, 5 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.05", "TACHYON_HWTEST_MESSAGES=" + million}},
+		{"udp-loss-20%", 2, 8 * time.Minute, []string{"TACHYON_NIC_MODE=udp", "TACHYON_NIC_DROP_RATE=0.2", "TACHYON_HWTEST_MESSAGES=" + million,
+			"TACHYON_ENGINE_NET_STALL_TIMEOUT=20s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			nw, err := nethost.New(nethost.Config{Hosts: c.ranks})
@@ -156,7 +158,11 @@ func TestNetnsHydra(t *testing.T) {
 			defer nw.Close()
 			args := hostsJob(t, nw, "netjob", func(int) []string { return c.env })
 			start := time.Now()
-			out, err := exec.Command(mpiexec, args...).CombinedOutput()
+			ctx, cmd := jobCommand(t, c.limit, mpiexec, args...)
+			out, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("killed after %v (limit %v):\n%s", time.Since(start).Round(time.Millisecond), c.limit, out)
+			}
 			if err != nil {
 				t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
 			}
@@ -189,7 +195,8 @@ func TestNetnsAuthMismatch(t *testing.T) {
 	args := hostsJob(t, nw, "netjob", func(i int) []string {
 		return []string{"TACHYON_ENGINE_NET_AUTH=" + strconv.FormatBool(i == 0)}
 	})
-	out, err := exec.Command(mpiexec, args...).CombinedOutput()
+	_, cmd := jobCommand(t, 2*time.Minute, mpiexec, args...)
+	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "engine_net_auth is off here but the job authenticates its frames") {
 		t.Fatalf("a job with engine_net_auth on rank 0 only: %v\n%s", err, out)
 	}

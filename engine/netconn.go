@@ -649,8 +649,11 @@ func (c *netConn) onData(seq uint32, flags nic.Flags, f nic.Frame, data []byte) 
 	}
 	k := packets(data)
 	if k < 0 {
-		d.malformed.Inc() // the frame still counts as received: it delivers nothing
-		k = 0
+		// The frame still counts as received, and delivers nothing: its
+		// bytes are dropped too, so that Packet's cursor steps over it
+		// as over an empty frame rather than reading them as packets.
+		d.malformed.Inc()
+		k, data = 0, nil
 	}
 	*s = rxSlot{frame: f, data: data, left: k, have: true}
 	if seq != c.rcvNxt {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -306,43 +305,10 @@ func parseColl(r io.Reader) ([]Result, error) {
 	return res, sc.Err()
 }
 
-// runCollComparison builds compare/coll.c with each implementation
-// installed and runs it on -n ranks with -coll-iters; an implementation that is not
-// installed is left out with a line that says which packages bring it,
-// and none installed is an error.
+// runCollComparison runs compare/coll.c on -n ranks with -coll-iters
+// under each MPI implementation installed (underEach).
 func runCollComparison(o options) (map[string][]Result, error) {
-	dir, err := os.MkdirTemp("", "tachyon-bench-coll-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	got := map[string][]Result{}
-	var missing []error
-	for _, impl := range mpiImpls {
-		if _, err := exec.LookPath(impl.cc); err != nil {
-			missing = append(missing, fmt.Errorf("%s is not installed (Debian: %s)", impl.name, impl.pkgs))
-			fmt.Fprintln(os.Stderr, "bench:", missing[len(missing)-1], "- left out of the comparison")
-			continue
-		}
-		bin, err := buildProgram(impl, dir, "coll", collC)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(os.Stderr, "running the collectives under %s on %d ranks\n", impl.name, o.ranks)
-		out, err := runProgram(impl, o.ranks, bin, strconv.Itoa(o.collMax()), strconv.Itoa(o.collItersSet))
-		if err != nil {
-			return nil, err
-		}
-		res, err := parseColl(strings.NewReader(out))
-		if err != nil {
-			return nil, err
-		}
-		got[impl.name] = res
-	}
-	if len(got) == 0 {
-		return nil, fmt.Errorf("-compare: %w", errors.Join(missing...))
-	}
-	return got, nil
+	return underEach("coll", collC, o.ranks, parseColl, strconv.Itoa(o.collMax()), strconv.Itoa(o.collItersSet))
 }
 
 // reportColl prints the figures as -format asks: coll lines (the

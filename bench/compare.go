@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,11 +72,18 @@ func runProgram(impl mpiImpl, n int, bin string, args ...string) (string, error)
 }
 
 // runComparison builds and runs the comparison under each implementation
-// over shared memory and returns their results by name. An implementation
-// that is not installed is left out, with a line that says which packages
-// bring it; none installed is an error.
+// over shared memory and returns their results by name (underEach).
 func runComparison(max int) (map[string][]Result, error) {
-	dir, err := os.MkdirTemp("", "tachyon-bench-compare-")
+	return underEach("pingpong", pingpongC, 2, parseAnchor, strconv.Itoa(max))
+}
+
+// underEach builds src as name.c with each MPI implementation installed,
+// runs it on n ranks with args and returns what parse reads from its
+// output, by implementation. An implementation that is not installed is
+// left out, with a line that says which packages bring it; none
+// installed is an error.
+func underEach(name string, src []byte, n int, parse func(io.Reader) ([]Result, error), args ...string) (map[string][]Result, error) {
+	dir, err := os.MkdirTemp("", "tachyon-bench-"+name+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -88,16 +96,16 @@ func runComparison(max int) (map[string][]Result, error) {
 			fmt.Fprintln(os.Stderr, "bench:", missing[len(missing)-1], "- left out of the comparison")
 			continue
 		}
-		bin, err := buildProgram(impl, dir, "pingpong", pingpongC)
+		bin, err := buildProgram(impl, dir, name, src)
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(os.Stderr, "running the comparison under %s\n", impl.name)
-		out, err := runProgram(impl, 2, bin, strconv.Itoa(max))
+		fmt.Fprintf(os.Stderr, "running %s under %s on %d ranks\n", name, impl.name, n)
+		out, err := runProgram(impl, n, bin, args...)
 		if err != nil {
 			return nil, err
 		}
-		res, err := parseAnchor(strings.NewReader(out))
+		res, err := parse(strings.NewReader(out))
 		if err != nil {
 			return nil, err
 		}

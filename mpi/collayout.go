@@ -151,22 +151,7 @@ func (c *Comm) ScatterLayout(send []byte, sl Layout, recv []byte, rl Layout, roo
 // of send that sl describes and unpacks the ranks' messages, in rank
 // order, into the bytes of recv that rl describes.
 func (c *Comm) AllgatherLayout(send []byte, sl Layout, recv []byte, rl Layout) error {
-	const op = "AllgatherLayout"
-	if err := c.check(op); err != nil {
-		return err
-	}
-	s, err := c.sendSide(op, send, sl)
-	if err != nil {
-		return err
-	}
-	r, err := c.recvSide(op, recv, rl)
-	if err != nil {
-		return err
-	}
-	if err := Allgather(c, s.packed, r.packed); err != nil {
-		return err
-	}
-	return c.unpack(r)
+	return c.bothSides("AllgatherLayout", send, sl, recv, rl, Allgather[byte])
 }
 
 // AlltoallLayout is Alltoall with layouts: the bytes of send that sl
@@ -174,7 +159,14 @@ func (c *Comm) AllgatherLayout(send []byte, sl Layout, recv []byte, rl Layout) e
 // received, in rank order, are unpacked into the bytes of recv that rl
 // describes.
 func (c *Comm) AlltoallLayout(send []byte, sl Layout, recv []byte, rl Layout) error {
-	const op = "AlltoallLayout"
+	return c.bothSides("AlltoallLayout", send, sl, recv, rl, Alltoall[byte])
+}
+
+// bothSides runs a collective in which every rank sends and receives:
+// it packs the bytes of send that sl describes, runs coll on the packed
+// messages and unpacks what came into the bytes of recv that rl
+// describes.
+func (c *Comm) bothSides(op string, send []byte, sl Layout, recv []byte, rl Layout, coll func(*Comm, []byte, []byte) error) error {
 	if err := c.check(op); err != nil {
 		return err
 	}
@@ -186,7 +178,7 @@ func (c *Comm) AlltoallLayout(send []byte, sl Layout, recv []byte, rl Layout) er
 	if err != nil {
 		return err
 	}
-	if err := Alltoall(c, s.packed, r.packed); err != nil {
+	if err := coll(c, s.packed, r.packed); err != nil {
 		return err
 	}
 	return c.unpack(r)

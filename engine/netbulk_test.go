@@ -18,6 +18,15 @@ import (
 // streamed as frames below it, over the lane from it on.
 var bulkSizes = []int{64<<10 - 1, 64 << 10, 64<<10 + 1, 1 << 20, 4<<20 + 3}
 
+// bulkWorld is netWorld with the bulk lane taking rendezvous messages
+// from 64 KiB on, and engine_net_auth off whatever the environment says:
+// an authenticated job sends every byte as frames (the lane's bytes carry
+// no tags), and CI runs these tests with TACHYON_ENGINE_NET_AUTH=true too.
+func bulkWorld(t *testing.T, vars ...string) *World {
+	t.Helper()
+	return netWorld(t, 2, append([]string{"engine_net_bulk_min", "65536", "engine_net_auth", "false"}, vars...)...)
+}
+
 // TestNetBulk: rendezvous messages from engine_net_bulk_min on cross the
 // bulk lane whole, each into the receive it matched although they are
 // received in another order than sent, in every send mode, truncated
@@ -28,7 +37,7 @@ func TestNetBulk(t *testing.T) {
 	for _, loss := range []string{"0", "0.05"} {
 		t.Run("loss "+loss, func(t *testing.T) {
 			lowat := map[string]string{"0": "0", "0.05": "262144"}[loss] // the lane with and without SO_RCVLOWAT
-			w := netWorld(t, 2, "engine_net_bulk_min", "65536", "nic_drop_rate", loss, "engine_net_bulk_lowat", lowat)
+			w := bulkWorld(t, "nic_drop_rate", loss, "engine_net_bulk_lowat", lowat)
 			msgs0, bytes0 := pvNetBulkMsgs.Value(), pvNetBulkBytes.Value()
 			modes := []Mode{Standard, Synchronous, Ready, Standard}
 			// Rank 1 posts its receives in reverse order, tags
@@ -117,7 +126,7 @@ func TestNetBulkOff(t *testing.T) {
 // receiver takes them; the receiver records its listener's failed Accept
 // and polls it no more.
 func TestNetBulkFallback(t *testing.T) {
-	w := netWorld(t, 2, "engine_net_bulk_min", "65536")
+	w := bulkWorld(t)
 	ep1 := w.Endpoint(1)
 	ep1.lock()
 	ep1.net.bulk.ln.Close() // rank 0 dials, and is refused
@@ -144,7 +153,7 @@ func TestNetBulkFallback(t *testing.T) {
 // counted; more silent ones than the receiver keeps push out the oldest;
 // and the lane works for its rightful peer, which dials after them all.
 func TestNetBulkHostile(t *testing.T) {
-	w := netWorld(t, 2, "engine_net_bulk_min", "65536")
+	w := bulkWorld(t)
 	ep0, ep1 := w.Endpoint(0), w.Endpoint(1)
 	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ep1.net.bulk.ln.Port())
 	good := func() []byte {
@@ -241,7 +250,7 @@ func exchange(t *testing.T, a, b *Endpoint, size int) {
 // the peer dead on both sides: the receive and the send fail, neither
 // hangs.
 func TestNetBulkBroken(t *testing.T) {
-	w := netWorld(t, 2, "engine_net_bulk_min", "65536")
+	w := bulkWorld(t)
 	ep0, ep1 := w.Endpoint(0), w.Endpoint(1)
 	exchange(t, ep0, ep1, 1<<20) // the lane is up
 	size := 64 << 20             // more than the kernel's buffers hold
@@ -313,7 +322,7 @@ func TestNetBulkAllocs(t *testing.T) {
 	if raceEnabled {
 		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
 	}
-	w := netWorld(t, 2, "engine_net_bulk_min", "65536")
+	w := bulkWorld(t)
 	a, b := w.Endpoint(0), w.Endpoint(1)
 	out, in := make([]byte, 256<<10), make([]byte, 256<<10)
 	msgs0 := pvNetBulkMsgs.Value()
@@ -346,7 +355,7 @@ func TestNetBulkAllocs(t *testing.T) {
 // receiver has read the lane's bytes; the receiver still takes them, and
 // only then sees the peer gone.
 func TestNetBulkCloseAfterSend(t *testing.T) {
-	w := netWorld(t, 2, "engine_net_bulk_min", "65536")
+	w := bulkWorld(t)
 	ep0, ep1 := w.Endpoint(0), w.Endpoint(1)
 	exchange(t, ep0, ep1, 1<<20) // the lane is up
 	const size = 64<<10 + 1      // within the kernel's socket buffers

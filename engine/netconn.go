@@ -404,7 +404,9 @@ func (c *netConn) sendAck(flags nic.Flags) {
 	}
 }
 
-// sendBye tells the peer this endpoint is closing.
+// sendBye tells the peer this endpoint is closing. Not kept: the closing
+// endpoint sends engine_net_bye_copies of it, and a peer takes the second
+// as it took the first.
 func (c *netConn) sendBye() { c.sendControl(nic.TypeBye, 0, nil) }
 
 // sendControl sends a frame of type typ with no packet, body after its

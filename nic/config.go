@@ -39,7 +39,7 @@ type Share struct{ Index, Count int }
 // back to UDP on ErrNoPrivilege, ErrNoXSK and ErrRefused, and reports
 // the reason in Status.Fallback.
 var (
-	ErrNoPrivilege = errors.New("nic: AF_XDP needs root, or CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF")
+	ErrNoPrivilege = errors.New("nic: AF_XDP needs root, or CAP_NET_RAW, CAP_NET_ADMIN, CAP_BPF and CAP_IPC_LOCK (or a memlock limit above the UMEM)")
 	ErrNoXSK       = errors.New("nic: this kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS)")
 	ErrRefused     = errors.New("nic: the interface refused AF_XDP")
 	ErrInterface   = errors.New("nic: interface unusable")

@@ -394,7 +394,7 @@ func (l *xskLink) openSocket(s *xskSock, ifc *net.Interface, q int, frameSize, r
 	if first {
 		reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&l.umem[0]))), Len: uint64(len(l.umem)), Size: frameSize}
 		if err := setsockopt(fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
-			return fmt.Errorf("nic: registering the UMEM: %w", err)
+			return umemError(len(l.umem), err)
 		}
 	}
 	opts := []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING}
@@ -438,6 +438,17 @@ func (l *xskLink) openSocket(s *xskSock, ifc *net.Interface, q int, frameSize, r
 	}
 	l.busyPoll(s)
 	return nil
+}
+
+// umemError is the error of registering a UMEM of size bytes. The kernel
+// pins a UMEM, charging it to RLIMIT_MEMLOCK unless the thread has
+// CAP_IPC_LOCK: over the limit (ENOBUFS, ENOMEM, EPERM) AF_XDP cannot be
+// had for want of a privilege, so ModeAuto takes UDP.
+func umemError(size int, err error) error {
+	if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("%w: registering the UMEM of %d bytes: %v: the kernel pins it, which needs CAP_IPC_LOCK or a memlock limit (ulimit -l) above its size; or make it smaller (nic_frames, nic_frame_size)", ErrNoPrivilege, size, err)
+	}
+	return fmt.Errorf("nic: registering the UMEM: %w", err)
 }
 
 // bind binds s to ifc's queue q, sharing the UMEM of the socket shared

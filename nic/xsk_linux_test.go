@@ -219,6 +219,46 @@ func TestXDPOpenErrors(t *testing.T) {
 	}
 }
 
+// TestXDPOpenMemlock: a thread without CAP_IPC_LOCK, over a memlock
+// limit below the UMEM, cannot register it: ModeXDP says which privilege
+// is missing (ErrNoPrivilege), and ModeAuto takes UDP and says why.
+func TestXDPOpenMemlock(t *testing.T) {
+	nw := nictest.Hosts(t)
+	h := nw.Hosts[0]
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := unix.Rlimit{Cur: 64 << 10, Max: old.Max} // below any UMEM, above the BPF maps' needs where charged
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &low); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old)
+	err := h.Do(func() error {
+		if err := dropCap(unix.CAP_IPC_LOCK); err != nil {
+			return err
+		}
+		_, err := nic.Open(nic.Config{Interface: h.Iface, Mode: nic.ModeXDP, Cookie: testCookie})
+		if !errors.Is(err, nic.ErrNoPrivilege) || !strings.Contains(errString(err), "CAP_IPC_LOCK") {
+			return errors.New("ModeXDP over the memlock limit: " + errString(err))
+		}
+		l, err := nic.Open(nic.Config{Interface: h.Iface, Mode: nic.ModeAuto, Cookie: testCookie})
+		if err != nil {
+			return fmt.Errorf("ModeAuto over the memlock limit: %w", err)
+		}
+		defer l.Close()
+		if s := l.Status(); s.Mode != nic.ModeUDP || !strings.Contains(s.Fallback, "UMEM") {
+			return fmt.Errorf("auto over the memlock limit took %v: %q", s.Mode, s.Fallback)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The failed opens left nothing behind: XDP opens again.
+	nictest.OpenOn(t, h, nic.ModeXDP, testCookie).Close()
+}
+
 func errString(err error) string {
 	if err == nil {
 		return "no error"
@@ -235,6 +275,17 @@ func dropCaps() error {
 		return err
 	}
 	data[0].Effective, data[1].Effective = 0, 0
+	return unix.Capset(&hdr, &data[0])
+}
+
+// dropCap drops capability c from the calling thread's effective set.
+func dropCap(c int) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	data[c/32].Effective &^= 1 << (c % 32)
 	return unix.Capset(&hdr, &data[0])
 }
 

@@ -122,7 +122,10 @@ func netStream(w *mpi.Comm, peer, count int) error {
 // under mpiexec.mpich (the PMI socket inherited through the shim): over
 // AF_XDP and over UDP, and with loss injected at 1%, 5% and 20% (the XDP
 // program's drop rate, the UDP link's in software), a million messages
-// each way with none lost, repeated or out of order.
+// each way with none lost, repeated or out of order; and between two
+// subnets joined by a router (nethost.Config.Routed), over AF_XDP through
+// the router's MAC address, and through the kernel's UDP stack where a
+// rank gives ARP no time (nic_neigh_timeout 0).
 func TestNetnsHydra(t *testing.T) {
 	mpiexec, err := exec.LookPath("mpiexec.mpich")
 	if err != nil {
@@ -136,22 +139,25 @@ func TestNetnsHydra(t *testing.T) {
 		million = "20000"
 	}
 	for _, c := range []struct {
-		name  string
-		ranks int
-		limit time.Duration // the job is killed after this
-		env   []string
+		name   string
+		ranks  int
+		limit  time.Duration // the job is killed after this
+		env    []string
+		routed bool
 	}{
-		{"xdp-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp"}},
-		{"udp-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=udp"}},
-		{"xdp-4", 4, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp"}},
-		{"xdp-auth-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_ENGINE_NET_AUTH=true"}},
-		{"xdp-loss-1%", 2, 5 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.01", "TACHYON_HWTEST_MESSAGES=" + million}},
-		{"xdp-loss-5%", 2, 5 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.05", "TACHYON_HWTEST_MESSAGES=" + million}},
+		{"xdp-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp"}, false},
+		{"udp-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=udp"}, false},
+		{"xdp-4", 4, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp"}, false},
+		{"xdp-auth-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_ENGINE_NET_AUTH=true"}, false},
+		{"xdp-loss-1%", 2, 5 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.01", "TACHYON_HWTEST_MESSAGES=" + million}, false},
+		{"xdp-loss-5%", 2, 5 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.05", "TACHYON_HWTEST_MESSAGES=" + million}, false},
 		{"udp-loss-20%", 2, 8 * time.Minute, []string{"TACHYON_NIC_MODE=udp", "TACHYON_NIC_DROP_RATE=0.2", "TACHYON_HWTEST_MESSAGES=" + million,
-			"TACHYON_ENGINE_NET_STALL_TIMEOUT=20s"}},
+			"TACHYON_ENGINE_NET_STALL_TIMEOUT=20s"}, false},
+		{"xdp-routed-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp"}, true},
+		{"xdp-routed-kernel-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_NEIGH_TIMEOUT=0s"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			nw, err := nethost.New(nethost.Config{Hosts: c.ranks})
+			nw, err := nethost.New(nethost.Config{Hosts: c.ranks, Routed: c.routed})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -134,6 +134,11 @@ type Status struct {
 	// Steered: the NIC holds a flow rule that sends the link's frames
 	// to its first queue (a link on some of the queues asks for one).
 	Steered bool
+	// Peers off the interface's subnet (AddPeer): GatewayPeers are sent
+	// to through the next hop's MAC address, KernelPeers through the
+	// kernel's UDP stack (the route leaves by another interface, or the
+	// next hop did not answer ARP; the log says which).
+	GatewayPeers, KernelPeers int
 	// Fallback says why Open in ModeAuto took UDP, "" if it did not.
 	Fallback string
 }
@@ -158,6 +163,9 @@ type Stats struct {
 	// them to the kernel, as they came on a queue where the link has no
 	// socket (they count in RxFrames too once they pass the checks).
 	RxFallback uint64
+	// Frames an XDP link sent through its UDP socket, to KernelPeers
+	// (they count in TxFrames too).
+	TxKernel uint64
 
 	// The kernel's counts for an XDP socket (XDP_STATISTICS) and the
 	// XDP program's, zero for UDP links.

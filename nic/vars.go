@@ -81,6 +81,7 @@ var (
 	pvTxFull     = pvar.NewCounter("nic_tx_full", "Send calls stopped by a full transmit queue.", pvar.WithUnit("calls"))
 	pvFallback   = pvar.NewCounter("nic_rx_fallback_frames", "Frames an AF_XDP link read from its UDP socket, where the kernel put them because they came on a receive queue where the link has no socket (or no XDP program saw them): slower than the link's sockets, but not lost.", pvar.WithUnit("frames"))
 	pvTxErrors   = pvar.NewCounter("nic_tx_errors", "Frames a UDP link's kernel refused for good (no route, a firewall) and that count as lost.", pvar.WithUnit("frames"))
+	pvTxKernel   = pvar.NewCounter("nic_tx_kernel_frames", "Frames an AF_XDP link sent through its UDP socket, for peers off its subnet whose next hop it cannot address (Status.KernelPeers): routed by the kernel, slower than the link's sockets.", pvar.WithUnit("frames"))
 )
 
 // counters is a link's shards of the performance variables.
@@ -88,7 +89,7 @@ type counters struct {
 	rxFrames, rxBytes, txFrames, txBytes     *pvar.CounterShard
 	short, length, version, cookie, injected *pvar.CounterShard
 	kicks, wakeups, txFull, txErrors         *pvar.CounterShard
-	fallback                                 *pvar.CounterShard
+	fallback, kernelFrames                   *pvar.CounterShard
 }
 
 func newCounters() counters {
@@ -98,7 +99,7 @@ func newCounters() counters {
 		short: pvShort.Shard(), length: pvLength.Shard(), version: pvVersion.Shard(),
 		cookie: pvCookie.Shard(), injected: pvInjected.Shard(),
 		kicks: pvKicks.Shard(), wakeups: pvWakeups.Shard(), txFull: pvTxFull.Shard(), txErrors: pvTxErrors.Shard(),
-		fallback: pvFallback.Shard(),
+		fallback: pvFallback.Shard(), kernelFrames: pvTxKernel.Shard(),
 	}
 }
 
@@ -125,14 +126,14 @@ func (c *counters) stats() Stats {
 		DropVersion: c.version.Load(), DropCookie: c.cookie.Load(),
 		DropInjected: c.injected.Load(),
 		Kicks:        c.kicks.Load(), RxWakeups: c.wakeups.Load(), TxFull: c.txFull.Load(), TxErrors: c.txErrors.Load(),
-		RxFallback: c.fallback.Load(),
+		RxFallback: c.fallback.Load(), TxKernel: c.kernelFrames.Load(),
 	}
 }
 
 // close keeps the counts in the process's totals and detaches the shards.
 func (c *counters) close() {
 	for _, s := range []*pvar.CounterShard{c.rxFrames, c.rxBytes, c.txFrames, c.txBytes,
-		c.short, c.length, c.version, c.cookie, c.injected, c.kicks, c.wakeups, c.txFull, c.txErrors, c.fallback} {
+		c.short, c.length, c.version, c.cookie, c.injected, c.kicks, c.wakeups, c.txFull, c.txErrors, c.fallback, c.kernelFrames} {
 		s.Close()
 	}
 }

@@ -73,7 +73,8 @@ type xskLink struct {
 	card    Card
 	subnet  netip.Prefix
 	status  Status
-	reserve int // the UDP socket that holds the port and takes what the program passes
+	reserve int // the UDP socket that holds the port, takes what the program passes, and sends to KernelPeers
+	routes  routeTables
 	prog    *xdpShared
 	slot    uint32 // the link's in the program (0: none yet)
 	port    uint16
@@ -114,6 +115,9 @@ type xskPeer struct {
 	card Card
 	tmpl [FrameOverhead]byte
 	sum  uint32
+
+	kernel bool                  // off the subnet with no next hop to address: sent through the UDP socket
+	sa     unix.RawSockaddrInet4 // the peer's address, for kernel
 }
 
 // openXDP opens an XDP link on cfg's interface. Its errors wrap
@@ -149,6 +153,10 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 			l = nil
 		}
 	}()
+
+	if l.routes, err = openRouteTables(); err != nil {
+		return l, err
+	}
 
 	// 1. Hold the port with a kernel UDP socket, which also picks one if
 	// cfg leaves it 0: nothing else on the host can take it from us. It
@@ -558,21 +566,56 @@ func (l *xskLink) AddPeer(c Card) (Peer, error) {
 	if c.IP == l.card.IP {
 		return 0, fmt.Errorf("%w: %v is this link's own address; an XDP link sends on the wire and cannot reach it (use a UDP link)", ErrPeer, c.IP)
 	}
-	if !l.subnet.Contains(c.IP) {
-		return 0, fmt.Errorf("%w: %v is not on %s's subnet %v; an XDP link sends without routing", ErrPeer, c.IP, l.status.Interface, l.subnet)
+	for i, q := range l.peers {
+		if q.card == c {
+			return Peer(i), nil // known as it is: keep the way found to it
+		}
 	}
-	for i, p := range l.peers {
-		if p.card.AddrPort() == c.AddrPort() {
-			l.peers[i] = newXSKPeer(l.card, c)
+	p := newXSKPeer(l.card, c)
+	if !l.subnet.Contains(c.IP) {
+		var why string
+		var err error
+		if p, why, err = l.routedPeer(c); err != nil {
+			return 0, err
+		}
+		if p.kernel {
+			slog.Info("nic: a peer off the subnet is reached through the kernel's UDP stack", "interface", l.status.Interface, "peer", c.AddrPort(), "why", why)
+		}
+	}
+	for i, q := range l.peers {
+		if q.card.AddrPort() == c.AddrPort() {
+			l.setPeer(i, p)
 			return Peer(i), nil
 		}
 	}
 	if len(l.peers) > 0xffff {
 		return 0, fmt.Errorf("%w: more than 65536 peers", ErrPeer)
 	}
-	l.peers = append(l.peers, newXSKPeer(l.card, c))
+	l.peers = append(l.peers, xskPeer{})
+	l.setPeer(len(l.peers)-1, p)
 	return Peer(len(l.peers) - 1), nil
 }
+
+// setPeer makes p the link's peer i, keeping Status's counts.
+func (l *xskLink) setPeer(i int, p xskPeer) {
+	old := &l.peers[i]
+	if old.kernel {
+		l.status.KernelPeers--
+	} else if !l.subnet.Contains(old.card.IP) && old.card.IP.IsValid() {
+		l.status.GatewayPeers--
+	}
+	if p.kernel {
+		l.status.KernelPeers++
+	} else if !l.subnet.Contains(p.card.IP) {
+		l.status.GatewayPeers++
+	}
+	*old = p
+}
+
+// KernelRouted reports whether the link sends peer p's frames through the
+// kernel's UDP stack rather than its AF_XDP sockets (a peer off the
+// subnet whose next hop it cannot address).
+func (l *xskLink) KernelRouted(p Peer) bool { return int(p) < len(l.peers) && l.peers[p].kernel }
 
 func newXSKPeer(self, c Card) xskPeer {
 	p := xskPeer{card: c, tmpl: headerTemplate(self, c)}
@@ -855,10 +898,10 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 	s := &l.first
 	room := int(s.tx.prodFree(uint32(len(tx))))
 	var err error
-	i, bytes := 0, 0
+	i, q, bytes := 0, 0, 0 // frames taken, transmit ring slots filled, bytes
 	for ; i < len(tx); i++ {
 		d := &tx[i]
-		if i == room {
+		if q == room {
 			l.c.txFull.Inc()
 			break
 		}
@@ -876,8 +919,16 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 		}
 		p := &l.peers[d.Peer]
 		base := uint64(d.Frame) << l.shift
+		if p.kernel {
+			if !l.sendKernel(p, base, d) {
+				break // the socket's buffer is full: the caller polls and tries again
+			}
+			bytes += int(d.Len)
+			continue
+		}
 		putHeaders(l.umem[base:base+FrameOverhead], &p.tmpl, p.sum, int(d.Len))
-		slot := &s.tx.descs[(s.tx.prod+uint32(i))&s.tx.mask]
+		slot := &s.tx.descs[(s.tx.prod+uint32(q))&s.tx.mask]
+		q++
 		slot.Addr, slot.Len, slot.Options = base, FrameOverhead+uint32(d.Len), 0
 		if d.Keep {
 			l.frames.owner[d.Frame] = ownTxKeep
@@ -886,14 +937,41 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 		}
 		bytes += int(d.Len)
 	}
-	if i > 0 {
-		s.tx.prodSubmit(uint32(i))
-		l.inflight += i
-		l.c.txFrames.Add(uint64(i))
-		l.c.txBytes.Add(uint64(bytes))
+	if q > 0 {
+		s.tx.prodSubmit(uint32(q))
+		l.inflight += q
 		l.kick()
 	}
+	if i > 0 {
+		l.c.txFrames.Add(uint64(i))
+		l.c.txBytes.Add(uint64(bytes))
+	}
 	return i, err
+}
+
+// sendKernel sends frame d to a KernelPeers peer p through the link's UDP
+// socket, which the kernel routes, and completes it at once (kept frames
+// go back to the caller). It reports false, taking nothing, when the
+// socket's buffer is full; any other error loses the frame, counted, as
+// the wire would.
+func (l *xskLink) sendKernel(p *xskPeer, base uint64, d *TxDesc) bool {
+	b := l.umem[base+FrameOverhead : base+FrameOverhead+uint64(d.Len)]
+	_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(l.reserve), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)),
+		unix.MSG_DONTWAIT, uintptr(unsafe.Pointer(&p.sa)), unix.SizeofSockaddrInet4)
+	switch e {
+	case 0:
+	case unix.EAGAIN, unix.ENOBUFS, unix.EINTR:
+		return false
+	default:
+		l.c.txErrors.Inc()
+	}
+	l.c.kernelFrames.Inc()
+	if d.Keep {
+		l.frames.owner[d.Frame] = ownUser
+	} else {
+		l.frames.push(d.Frame)
+	}
+	return true
 }
 
 // kick wakes the kernel's transmit side if it asked to be woken.
@@ -1031,6 +1109,8 @@ func (l *xskLink) release() error {
 		errs = append(errs, unix.Close(l.reserve))
 		l.reserve = -1
 	}
+	l.routes.close()
+	l.routes = routeTables{}
 	if l.ethFD >= 0 {
 		if l.status.Steered {
 			errs = append(errs, unsteer(l.ethFD, l.status.Interface, l.steerAt))

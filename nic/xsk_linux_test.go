@@ -111,7 +111,7 @@ func TestXDPSendErrors(t *testing.T) {
 	ip4[2]++ // the next /24
 	offLink.IP = netip.AddrFrom4(ip4)
 	if _, err := a.AddPeer(offLink); !errors.Is(err, nic.ErrPeer) {
-		t.Errorf("peer off the subnet (%v): %v", offLink.IP, err)
+		t.Errorf("peer off the subnet with no route to it (%v): %v", offLink.IP, err)
 	}
 	var fs [1]nic.Frame
 	a.Alloc(fs[:])

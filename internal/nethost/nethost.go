@@ -21,6 +21,9 @@
 // test sends. The links and lo are up, and New returns only once the
 // kernel has activated the links, so the first frame sent is not dropped.
 //
+// Config.Routed puts two hosts on two subnets joined by a router
+// namespace instead.
+//
 // Code runs inside a host through Host.Do and Host.Go, which run a function
 // on an OS thread that has joined the host's network namespace and a UTS
 // namespace of its own whose hostname is the host's name. Such a thread is
@@ -67,6 +70,13 @@ type Config struct {
 	// a frame sent on transmit queue q arrives on the peer's receive
 	// queue q.
 	Queues int
+
+	// Routed, with two hosts, puts them on two subnets joined by a
+	// router: host 0 is 198.18.X.2/24 and host 1 198.19.X.2/24, each with
+	// a default route through the router's end of its veth (.1), in a
+	// further namespace that forwards between them. Neighbours are found
+	// by ARP, not given. Network.Subnet is host 0's subnet.
+	Routed bool
 }
 
 // Host is one simulated host: a network namespace with lo and one Ethernet

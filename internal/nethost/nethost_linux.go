@@ -21,9 +21,10 @@ import (
 
 // impl is the Linux part of Network.
 type impl struct {
-	mu     sync.RWMutex // held for writing by Close, for reading while a thread joins a host
-	closed bool
-	sw     netns.NsHandle // the switch namespace, with the bridge; -1 for a pair
+	mu      sync.RWMutex // held for writing by Close, for reading while a thread joins a host
+	closed  bool
+	sw      netns.NsHandle // the switch namespace, with the bridge, or the router's; -1 for a pair
+	swLinks []string       // the links Close deletes in sw
 }
 
 const (
@@ -131,6 +132,9 @@ func New(cfg Config) (*Network, error) {
 	if cfg.Queues < 0 || cfg.Queues > 4096 {
 		return nil, fmt.Errorf("nethost: Queues is %d, must be 0 to 4096", cfg.Queues)
 	}
+	if cfg.Routed && cfg.Hosts != 2 {
+		return nil, fmt.Errorf("nethost: Routed joins two hosts, not %d", cfg.Hosts)
+	}
 	x := cfg.Subnet
 	if x == 0 {
 		x = byte(1 + (uint32(os.Getpid())+subnetCounter.Add(1)-1)%250)
@@ -142,6 +146,9 @@ func New(cfg Config) (*Network, error) {
 	}
 	for i := range cfg.Hosts {
 		ip := netip.AddrFrom4([4]byte{198, 18, x, byte(i + 1)})
+		if cfg.Routed {
+			ip = netip.AddrFrom4([4]byte{198, 18 + byte(i), x, 2}) // .1 is the router's
+		}
 		nw.Hosts = append(nw.Hosts, &Host{
 			Name:   fmt.Sprintf("n%d-host%d", x, i),
 			Iface:  cfg.Prefix + strconv.Itoa(i),
@@ -152,7 +159,11 @@ func New(cfg Config) (*Network, error) {
 			nw:     nw,
 		})
 	}
-	if err := nw.build(cfg); err != nil {
+	build := nw.build
+	if cfg.Routed {
+		build = nw.buildRouted
+	}
+	if err := build(cfg); err != nil {
 		nw.Close()
 		return nil, err
 	}
@@ -203,7 +214,7 @@ func (nw *Network) build(cfg Config) error {
 		if err != nil {
 			return fmt.Errorf("nethost: creating switch namespace: %w", err)
 		}
-		nw.sw = ns
+		nw.sw, nw.swLinks = ns, []string{bridgeName}
 		if sw, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE); err != nil {
 			return fmt.Errorf("nethost: opening netlink in switch namespace: %w", err)
 		}
@@ -392,7 +403,7 @@ func (nw *Network) Close() error {
 		}
 	}
 	if nw.sw >= 0 {
-		errs = append(errs, deleteLinks(nw.sw, bridgeName))
+		errs = append(errs, deleteLinks(nw.sw, nw.swLinks...))
 		if err := nw.sw.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("nethost: closing switch namespace: %w", err))
 		}

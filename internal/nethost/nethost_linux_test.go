@@ -293,6 +293,22 @@ func TestPairUDP(t *testing.T) {
 	sendUDP(t, nw.Hosts)
 }
 
+// TestRouted: two hosts on two subnets reach each other through the
+// router, neighbours found by ARP; Close deletes the router's links.
+func TestRouted(t *testing.T) {
+	skipUnlessAvailable(t)
+	t.Parallel()
+	nw := newNet(t, Config{Routed: true, Prefix: "rt"})
+	a, b := nw.Hosts[0], nw.Hosts[1]
+	if a.Prefix.Masked() == b.Prefix.Masked() || !nw.Subnet.Contains(a.IP) || nw.Subnet.Contains(b.IP) {
+		t.Fatalf("hosts %v and %v, subnet %v: want two subnets, the first host's given", a.Prefix, b.Prefix, nw.Subnet)
+	}
+	sendUDP(t, nw.Hosts)
+	if _, err := New(Config{Hosts: 3, Routed: true}); err == nil {
+		t.Error("a routed network of three hosts was made")
+	}
+}
+
 func TestSwitch(t *testing.T) {
 	skipUnlessAvailable(t)
 	before := rootIfaces(t)

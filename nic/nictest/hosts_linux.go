@@ -13,10 +13,22 @@ import (
 // process cannot make them (not root).
 func Hosts(t testing.TB) *nethost.Network {
 	t.Helper()
+	return hosts(t, nethost.Config{})
+}
+
+// RoutedHosts makes two test hosts on two subnets joined by a router
+// namespace (nethost.Config.Routed), as Hosts does.
+func RoutedHosts(t testing.TB) *nethost.Network {
+	t.Helper()
+	return hosts(t, nethost.Config{Routed: true, Prefix: "rt"})
+}
+
+func hosts(t testing.TB, cfg nethost.Config) *nethost.Network {
+	t.Helper()
 	if err := nethost.Available(); err != nil {
 		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
-	nw, err := nethost.New(nethost.Config{})
+	nw, err := nethost.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

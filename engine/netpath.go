@@ -73,6 +73,19 @@ func (ep *Endpoint) NetPath(peer int) string {
 	return pathNames[ep.net.paths[peer]]
 }
 
+// NetLink returns the status and the card of this endpoint's network
+// link (nic.Link's Status and Card: its mode, interface, driver, hook,
+// zero-copy, queues, address and MTU); ok is false where the endpoint
+// has no network peer, and so no link.
+func (ep *Endpoint) NetLink() (st nic.Status, card nic.Card, ok bool) {
+	ep.lock()
+	defer ep.unlock()
+	if ep.net == nil {
+		return nic.Status{}, nic.Card{}, false
+	}
+	return ep.net.link.Status(), ep.net.link.Card(), true
+}
+
 // notePath returns the path to the peer of card and makes the process's
 // path no better than it.
 func (d *netDev) notePath(card nic.Card) int {

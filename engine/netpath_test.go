@@ -3,12 +3,13 @@ package engine
 import (
 	"testing"
 
+	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // TestNetPath: ranks joined over UDP links report the path udp to each
 // other and none to themselves, and engine_net_path says udp (1) at
-// most; the names of the state's values are PathName's.
+// most; rank 0's NetLink is its UDP link; the names of the state's values are PathName's.
 func TestNetPath(t *testing.T) {
 	w, err := newNetWorld(2, nil)
 	if err != nil {
@@ -24,6 +25,10 @@ func TestNetPath(t *testing.T) {
 		if got := e0.NetPath(peer); got != "none" {
 			t.Errorf("rank 0's path to %d: %q, want none", peer, got)
 		}
+	}
+	st, card, ok := e0.NetLink()
+	if !ok || st.Mode != nic.ModeUDP || card.IP.String() != "127.0.0.1" || card.MTU <= 0 {
+		t.Errorf("rank 0's link: %+v, card %v, ok %v; want a UDP link on 127.0.0.1", st, card, ok)
 	}
 	v, ok := pvar.Lookup("engine_net_path")
 	if !ok || v.Class() != pvar.ClassState {

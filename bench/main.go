@@ -26,6 +26,8 @@
 //	go run ./bench -net xdp              # the two ranks on two hosts (root): AF_XDP
 //	go run ./bench -net udp -loss 0.01   # over the UDP fallback, 1% of frames lost
 //	go run ./bench -net xdp -compare     # beside MPICH over UCX's TCP and kernel UDP ping-pongs
+//	go run ./bench -net xdp -iface eth1 -listen :7700    # machine B: one rank, on a real NIC
+//	go run ./bench -net xdp -iface eth1 -peer B:7700     # machine A: the other, which prints the table
 //	go run ./bench -coll -compare        # collectives on 2 ranks, beside MPICH and Open MPI
 //	go run ./bench -coll -n 4            # on 4 ranks (oversubscribed on 2 CPUs)
 //	go run ./bench -rpc host -compare    # request/reply between two services, beside gRPC and TCP
@@ -78,6 +80,7 @@ type options struct {
 	ranks        int
 	collItersSet int
 	rpcOptions
+	peerOptions
 }
 
 func main() {
@@ -94,15 +97,17 @@ func main() {
 	flag.StringVar(&o.thread, "thread", "", "thread level process ranks ask of InitThread: serialized (the default: one goroutine at a time inside MPI, as the anchor's MPI_THREAD_SINGLE) or multiple (what mpi.Init gives); in-process ranks are always multiple")
 	flag.IntVar(&o.runs, "runs", 1, "measure this many times (with -compare, each run followed by one of the anchor) and report each figure's median: a figure of a single run can be hit by a pause of the host (see docs/bench.md)")
 	flag.BoolVar(&o.phases, "phases", false, "also time each rank's phases of every message-rate window (posting, collecting, the acknowledgement) and print them in ns a message; the three clock reads this adds to a window slow the rates a little (docs/bench.md)")
-	flag.StringVar(&o.net, "net", "", "xdp or udp: run the two ranks as two hosts (network namespaces joined by a veth pair, as tachyonrun -netns does; needs root) talking over the network transport, on AF_XDP or the UDP fallback")
+	flag.StringVar(&o.net, "net", "", "xdp or udp: run the two ranks as two hosts (network namespaces joined by a veth pair, as tachyonrun -netns does; needs root) talking over the network transport, on AF_XDP or the UDP fallback; with -iface and -listen or -peer, one rank on each of two machines (netpeer.go)")
 	flag.Float64Var(&o.loss, "loss", 0, "with -net, the fraction of frames each rank's link drops on purpose (nic_drop_rate)")
 	flag.IntVar(&o.mtu, "mtu", 9000, "with -net, the MTU of the two hosts' interfaces; above 3868 the ranks' links use 4 KiB frame buffers (nic_frame_size), whose largest frame the MTU then is")
 	flag.BoolVar(&o.coll, "coll", false, "measure collectives instead (barrier, bcast, reduce, allreduce, allgather, alltoall; 8 B to -max, 1 MiB unless set) on -n process ranks over shared memory, OSU-style; with -compare beside MPICH and Open MPI (compare/coll.c)")
 	flag.IntVar(&o.collItersSet, "coll-iters", 0, "with -coll, timed calls at every size (0: OSU's counts, 10000 up to 8 KiB, 1000 up to 256 KiB, 100 above)")
 	flag.IntVar(&o.ranks, "n", 2, "with -coll, the number of ranks (more than the CPUs oversubscribe them)")
 	o.rpcOptions.flags()
+	o.peerOptions.flags()
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto; with -rpc, of each server and client with .KIND.server and .KIND.client added (.KIND.gc.server, .KIND.gc.client under -gc-load)")
 	flag.Parse()
+	o.peerOptions.visit()
 	if o.anchor == "" && o.net != "" {
 		o.anchor = defaultNetAnchor
 	}
@@ -121,6 +126,9 @@ func main() {
 }
 
 func (o options) check() error {
+	if o.twoMachines() {
+		return o.checkPeer()
+	}
 	if o.rpc != "" {
 		if o.coll {
 			return errors.New("-coll and -rpc: choose one")
@@ -177,6 +185,9 @@ func (o options) level() mpi.ThreadLevel {
 
 // run measures and reports, and returns the exit status.
 func run(o options) (int, error) {
+	if o.twoMachines() {
+		return runPeer(o)
+	}
 	if o.rpc != "" {
 		return runRPC(o)
 	}

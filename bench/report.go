@@ -199,8 +199,12 @@ func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Resul
 	}
 	over := map[string]string{"shm": "shared memory (processes)", "inproc": "in-process rings (goroutines)"}[o.transport]
 	if o.net != "" {
-		over = map[string]string{"xdp": "the network transport on AF_XDP", "udp": "the network transport on UDP"}[o.net] +
-			" (processes, two hosts of network namespaces joined by veth)"
+		over = map[string]string{"xdp": "the network transport on AF_XDP", "udp": "the network transport on UDP"}[o.net]
+		if o.twoMachines() {
+			over += " (processes on two machines, " + o.iface + " here)"
+		} else {
+			over += " (processes, two hosts of network namespaces joined by veth)"
+		}
 		if o.loss > 0 {
 			over += fmt.Sprintf(", %g%% of frames lost", 100*o.loss)
 		}

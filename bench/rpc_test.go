@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 	nethost.EnterMain()
 	rpcWorkerMain()
 	collTestWorker()
+	peerTestWorker()
 	os.Exit(m.Run())
 }
 

@@ -12,8 +12,8 @@ import (
 // A re-executed test binary (internal/testrole) plays a role instead of
 // running the tests: one task of an srun, mpiexec or tachyonrun job,
 // TestShmJobNoRoom's child, TestNICPeer's echo peer,
-// TestNICProcessDeath's child or TestServerAcrossHostsLeaksNothing's
-// server.
+// TestNICProcessDeath's child, TestServerAcrossHostsLeaksNothing's
+// server or TestRealNIC's peer.
 func TestMain(m *testing.M) {
 	nethost.EnterMain() // a rank started into a test host (netjob_test.go) enters it first
 	testrole.Main(m, func(role string) int {
@@ -26,6 +26,8 @@ func TestMain(m *testing.M) {
 			return nicHold()
 		case "svcserver":
 			return svcServer()
+		case "nicpeer":
+			return nicPeer()
 		}
 		return runRole(role)
 	})

@@ -53,12 +53,13 @@ const (
 	Launched       Reason = "launched"        // this test process was started by a launcher as a rank
 	MPIInitialized Reason = "mpi-initialized" // MPI was initialized earlier in this test process
 	Intercepted    Reason = "intercepted"     // a pass-through interceptor runs the whole suite (mpi's MPI_TEST_INTERCEPT): a test of interceptors does not apply
+	NoNIC          Reason = "no-nic"          // TACHYON_TEST_NIC names no real NIC to test on (hwtests' TestRealNIC)
 )
 
 // Reasons lists every Reason, in the order declared.
 var Reasons = []Reason{NotRoot, NotLinux, NotUnix, NoNamespaces, NoSharedMemory, NoBPF, NoXDP, NoTSC,
 	NoMPICH, NoSlurm, NoGoCommand, NoAnchors, FewCPUs, RaceDetector, Short, NetForce, LossyNetwork,
-	Launched, MPIInitialized, Intercepted}
+	Launched, MPIInitialized, Intercepted, NoNIC}
 
 // Skip skips t for reason, with args formatted as by t.Skip, or fails t
 // if Env is set and does not allow reason (see the package doc).

@@ -540,13 +540,13 @@ func invoke(c *Call) (err error) {
 	case OpSend:
 		err = m.pSend(c.buf, c.Peer, c.Tag)
 	case OpSsend, OpRsend, OpBsend:
-		err = m.send(c.op.String(), c.buf, c.Peer, c.Tag, sendMode(c.op))
+		err = m.pSendMode(c.op, c.buf, c.Peer, c.Tag)
 	case OpRecv:
 		r.Status, err = m.pRecv(c.buf, c.Peer, c.Tag)
 	case OpIsend:
 		r.Request, err = m.pIsend(c.buf, c.Peer, c.Tag)
 	case OpIssend, OpIrsend, OpIbsend:
-		r.Request, err = m.isendMode(c.op, c.buf, c.Peer, c.Tag)
+		r.Request, err = m.pIsendMode(c.op, c.buf, c.Peer, c.Tag)
 	case OpIrecv:
 		r.Request, err = m.pIrecv(c.buf, c.Peer, c.Tag)
 	case OpSendrecv:
@@ -573,15 +573,15 @@ func invoke(c *Call) (err error) {
 		c.received, err = m.pRecvMessage(ctx, c.Peer, c.Tag)
 		r.Status = c.received.Status
 	case OpSendLayout, OpSsendLayout, OpRsendLayout, OpBsendLayout:
-		err = m.pSendLayout(c.op, c.buf, *c.layout, c.Peer, c.Tag)
+		err = m.pSendLayoutMode(c.op, c.buf, *c.layout, c.Peer, c.Tag)
 	case OpIsendLayout, OpIssendLayout, OpIrsendLayout, OpIbsendLayout:
-		r.Request, err = m.pIsendLayout(c.op, c.buf, *c.layout, c.Peer, c.Tag)
+		r.Request, err = m.pIsendLayoutMode(c.op, c.buf, *c.layout, c.Peer, c.Tag)
 	case OpRecvLayout:
 		r.Status, err = m.pRecvLayout(c.buf, *c.layout, c.Peer, c.Tag)
 	case OpIrecvLayout:
 		r.Request, err = m.pIrecvLayout(c.buf, *c.layout, c.Peer, c.Tag)
 	case OpSendInit, OpSsendInit, OpBsendInit, OpRsendInit, OpRecvInit:
-		r.Request, err = m.pInit(c.op, c.buf, c.Peer, c.Tag)
+		r.Request, err = m.pInitMode(c.op, c.buf, c.Peer, c.Tag)
 	case OpStart:
 		err = c.Request.pStart()
 	case OpStartall:
@@ -640,7 +640,7 @@ func invokeContext(c *Call) (ok bool, err error) {
 	m := c.Comm
 	switch c.op {
 	case OpSend, OpSsend, OpRsend:
-		err = m.sendContextOp(c.Ctx, c.op, c.buf, c.Peer, c.Tag)
+		err = m.pSendContextMode(c.Ctx, c.op, c.buf, c.Peer, c.Tag)
 	case OpRecv:
 		r.Status, err = m.pRecvContext(c.Ctx, c.buf, c.Peer, c.Tag)
 	case OpSendrecv:
@@ -648,9 +648,9 @@ func invokeContext(c *Call) (ok bool, err error) {
 	case OpProbe:
 		r.Status, err = m.pProbeContext(c.Ctx, c.Peer, c.Tag)
 	case OpMprobe:
-		r.Message, r.Status, err = m.mprobe("MprobeContext", c.Ctx, c.Peer, c.Tag)
+		r.Message, r.Status, err = m.mprobeEngine("MprobeContext", c.Ctx, c.Peer, c.Tag)
 	case OpSendLayout, OpSsendLayout, OpRsendLayout:
-		err = m.pSendLayoutContext(c.Ctx, c.op, c.buf, *c.layout, c.Peer, c.Tag)
+		err = m.pSendLayoutContextMode(c.Ctx, c.op, c.buf, *c.layout, c.Peer, c.Tag)
 	case OpRecvLayout:
 		r.Status, err = m.pRecvLayoutContext(c.Ctx, c.buf, *c.layout, c.Peer, c.Tag)
 	case OpWait:

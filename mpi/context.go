@@ -585,6 +585,24 @@ func (c *Comm) BufferDetachContext(ctx context.Context) ([]byte, error) {
 	if ctx == nil {
 		return nil, c.fail(nilContext(op))
 	}
+	if intercepted() {
+		call := newCall(OpBufferDetach, c)
+		call.Ctx = ctx
+		r, err := call.runResult()
+		return r.Buffer, err
+	}
+	return c.pBufferDetachContext(ctx)
+}
+
+// pBufferDetachContext is BufferDetachContext without interception.
+func (c *Comm) pBufferDetachContext(ctx context.Context) ([]byte, error) {
+	const op = "BufferDetachContext"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if ctx == nil { // an interceptor took it away
+		ctx = context.Background()
+	}
 	b, err := c.p.ep.BufferDetachContext(ctx)
 	switch {
 	case err == nil:

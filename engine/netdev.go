@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -73,7 +74,7 @@ var (
 // Performance variables of the network transport.
 var (
 	pvNetLinkMode = pvar.NewState("engine_net_link_mode",
-		"The mode a rank's network link runs in: 0 xdp-zerocopy (AF_XDP bound zero-copy), 1 xdp-copy (AF_XDP copying frames), 2 udp (the kernel's UDP sockets); a rank's value is the slowest of its links, the process's the slowest of all, -1 with no network link.",
+		"The mode a rank's network link runs in: 0 xdp-zerocopy (AF_XDP bound zero-copy), 1 xdp-copy (AF_XDP copying frames), 2 udp (the kernel's UDP sockets); a rank's value is the slowest of its links, the process's the slowest of all, -1 with no network link. It is this end's link alone: engine_net_path is the path to the peers, slower where a peer's link is.",
 		linkModes, pvar.WithBind(pvar.BindComm))
 	pvNetData       = pvar.NewCounter("engine_net_data_frames", "Data frames sent to network peers, each once however often it went.", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
 	pvNetAcks       = pvar.NewCounter("engine_net_acks", "Acknowledgement frames sent on their own (not carried by data).", pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
@@ -103,7 +104,7 @@ type netDev struct {
 	epoch  uint32 // this endpoint's incarnation
 	window uint32
 	conns  []*netConn // by rank; nil where the peer is not on the network
-	paths  []uint8    // by rank: the path to the peer (netpath.go)
+	paths  []int8     // by rank: the path to the peer (netpath.go), pathNone for none
 	list   []*netConn // the connections, to walk
 
 	now      uint64 // the clock at the last pump
@@ -141,6 +142,7 @@ type netDev struct {
 	malformed, deaths, kicks     *pvar.CounterShard
 	authFail, replays            *pvar.CounterShard
 	mode                         *pvar.StateShard // the link's mode (linkModes)
+	path                         *pvar.StateShard // the slowest path to a network peer (netpath.go); nil before the first
 	keepIdle, keepMin, keepSlice time.Duration
 	lingerUntil                  time.Time // CloseContext's deadline for close's linger; zero: engine_net_linger alone
 }
@@ -168,7 +170,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 	d := &netDev{
 		link: link, cookie: cookie, self: self, epoch: epoch, window: w,
 		conns:    make([]*netConn, n),
-		paths:    make([]uint8, n),
+		paths:    slices.Repeat([]int8{pathNone}, n),
 		rx:       make([]nic.RxDesc, 64),
 		rel:      make([]nic.Frame, 0, 2*int(w)+64),
 		ackEvery: int(netAckEvery.Get()), rtoBurst: int(netRTOBurst.Get()),
@@ -272,6 +274,11 @@ func (d *netDev) own(o *pvar.Owner) {
 	d.mode = pvNetLinkMode.ShardOf(o)
 	d.mode.Set(int(old.Load()))
 	old.Close()
+	if old := d.path; old != nil {
+		d.path = pvNetPath.ShardOf(o)
+		d.path.Set(int(old.Load()))
+		old.Close()
+	}
 }
 
 // clock reads the progress clock without ordering (NowCoarse: a plain
@@ -302,7 +309,7 @@ func (d *netDev) connect(rank int, card nic.Card, epoch uint32, bulkPort uint16)
 	}
 	c.out.to = netip.AddrPortFrom(card.IP, bulkPort)
 	d.conns[rank] = c
-	d.paths[rank] = uint8(d.notePath(card))
+	d.paths[rank] = int8(d.notePath(card))
 	d.list = append(d.list, c)
 	return c, nil
 }
@@ -585,6 +592,9 @@ func (d *netDev) close() error {
 		(*c.shard).Close()
 	}
 	d.mode.Close()
+	if d.path != nil {
+		d.path.Close()
+	}
 	if c := d.clk.probes; c != nil {
 		c.Close()
 		d.clk.steers.Close()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/engine"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
@@ -49,8 +50,8 @@ func netShare(w *mpi.Comm) error {
 		return v.Read()
 	}
 	host, _ := os.Hostname()
-	fmt.Printf("netshare rank %d on %s: path %d, shm messages %d, net messages %d, fallback frames %d, misqueued %d\n",
-		me, host, read("engine_net_path"), read("engine_shm_messages"), read("engine_net_messages"),
+	fmt.Printf("netshare rank %d on %s: path %s, shm messages %d, net messages %d, fallback frames %d, misqueued %d\n",
+		me, host, engine.PathName(read("engine_net_path")), read("engine_shm_messages"), read("engine_net_messages"),
 		read("nic_rx_fallback_frames"), read("nic_xdp_prog_misqueued"))
 	if read("engine_shm_messages") == 0 || read("engine_net_messages") == 0 {
 		return fmt.Errorf("rank %d: %d messages over shared memory, %d over the network; want both", me, read("engine_shm_messages"), read("engine_net_messages"))
@@ -61,7 +62,7 @@ func netShare(w *mpi.Comm) error {
 // TestNetnsSharedHost runs a job of two hosts with two ranks each, the
 // hosts' veths of four queues, under mpiexec.mpich: the ranks of a host
 // share one XDP program and take two receive queues each, and all four
-// pairs across the hosts go over AF_XDP (engine_net_path 2, xdp-copy: a
+// pairs across the hosts go over AF_XDP (engine_net_path xdp-copy: a
 // veth has no zero-copy), the pairs within a host over shared memory.
 func TestNetnsSharedHost(t *testing.T) {
 	mpiexec, err := exec.LookPath("mpiexec.mpich")
@@ -111,7 +112,7 @@ func TestNetnsSharedHost(t *testing.T) {
 		t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
 	}
 	for r := range 4 {
-		if !strings.Contains(string(out), fmt.Sprintf("netshare rank %d on %s: path 2,", r, nw.Hosts[r/2].Name)) {
+		if !strings.Contains(string(out), fmt.Sprintf("netshare rank %d on %s: path xdp-copy,", r, nw.Hosts[r/2].Name)) {
 			t.Fatalf("rank %d did not finish on %s over AF_XDP:\n%s", r, nw.Hosts[r/2].Name, out)
 		}
 	}

@@ -88,7 +88,7 @@ func (c *Comm) SendContext(ctx context.Context, buf []byte, dest, tag int) error
 
 // sendContextTooled is SendContext through the interceptors.
 func (c *Comm) sendContextTooled(ctx context.Context, buf []byte, dest, tag int) error {
-	return c.sendContextCall(ctx, OpSend, buf, dest, tag)
+	return c.sendContextModeEntry(ctx, OpSend, buf, dest, tag)
 }
 
 // pSendContext is SendContext without interception: Send's usual case,
@@ -100,15 +100,15 @@ func (c *Comm) pSendContext(ctx context.Context, buf []byte, dest, tag int) erro
 		if er == nil && err == nil {
 			return nil
 		}
-		return c.sendContextStarted(ctx, er, err)
+		return c.sendContextPending(ctx, er, err)
 	}
-	return c.sendContextOp(ctx, OpSend, buf, dest, tag)
+	return c.pSendContextMode(ctx, OpSend, buf, dest, tag)
 }
 
-// sendContextStarted is SendContext's usual case when the message did not
+// sendContextPending is SendContext's usual case when the message did not
 // go out at once: it waits for the engine request IsendNow started, or
 // withdraws it when ctx ends (or reports why it started none).
-func (c *Comm) sendContextStarted(ctx context.Context, er *engine.Request, err error) error {
+func (c *Comm) sendContextPending(ctx context.Context, er *engine.Request, err error) error {
 	if err == nil {
 		_, err = er.WaitOrCancel(ctx)
 	}
@@ -118,17 +118,17 @@ func (c *Comm) sendContextStarted(ctx context.Context, er *engine.Request, err e
 // SsendContext is Ssend bounded by ctx, as SendContext: a synchronous
 // send the context ended is withdrawn unless its receive has started.
 func (c *Comm) SsendContext(ctx context.Context, buf []byte, dest, tag int) error {
-	return c.sendContextCall(ctx, OpSsend, buf, dest, tag)
+	return c.sendContextModeEntry(ctx, OpSsend, buf, dest, tag)
 }
 
 // RsendContext is Rsend bounded by ctx, as SendContext.
 func (c *Comm) RsendContext(ctx context.Context, buf []byte, dest, tag int) error {
-	return c.sendContextCall(ctx, OpRsend, buf, dest, tag)
+	return c.sendContextModeEntry(ctx, OpRsend, buf, dest, tag)
 }
 
-// sendContextCall is the Context form of the blocking send op: through
-// the interceptors, if any, to sendContextOp.
-func (c *Comm) sendContextCall(ctx context.Context, op Op, buf []byte, dest, tag int) error {
+// sendContextModeEntry is the entry of the Context form of the blocking
+// send op: through the interceptors, if any, else to pSendContextMode.
+func (c *Comm) sendContextModeEntry(ctx context.Context, op Op, buf []byte, dest, tag int) error {
 	if ctx == nil {
 		return c.fail(nilContext(contextName(op)))
 	}
@@ -137,20 +137,21 @@ func (c *Comm) sendContextCall(ctx context.Context, op Op, buf []byte, dest, tag
 		call.Ctx = ctx
 		return call.run()
 	}
-	return c.sendContextOp(ctx, op, buf, dest, tag)
+	return c.pSendContextMode(ctx, op, buf, dest, tag)
 }
 
-// sendContextOp is the Context form of the send op, without
+// pSendContextMode is the Context form of the send op, without
 // interception, in every case.
-func (c *Comm) sendContextOp(ctx context.Context, op Op, buf []byte, dest, tag int) error {
+func (c *Comm) pSendContextMode(ctx context.Context, op Op, buf []byte, dest, tag int) error {
 	if ctx == nil {
 		return c.fail(nilContext(contextName(op)))
 	}
-	return c.sendContext(ctx, contextName(op), buf, dest, tag, sendMode(op))
+	return c.sendContextEngine(ctx, contextName(op), buf, dest, tag, sendMode(op))
 }
 
-// sendContext is send bounded by ctx: the checks, then the engine's send.
-func (c *Comm) sendContext(ctx context.Context, op string, buf []byte, dest, tag int, mode engine.Mode) error {
+// sendContextEngine is pSendMode bounded by ctx: the checks, then the
+// engine's send.
+func (c *Comm) sendContextEngine(ctx context.Context, op string, buf []byte, dest, tag int, mode engine.Mode) error {
 	if err := c.check(op); err != nil {
 		return err
 	}
@@ -584,6 +585,24 @@ func (c *Comm) BufferDetachContext(ctx context.Context) ([]byte, error) {
 	if ctx == nil {
 		return nil, c.fail(nilContext(op))
 	}
+	if intercepted() {
+		call := newCall(OpBufferDetach, c)
+		call.Ctx = ctx
+		r, err := call.runResult()
+		return r.Buffer, err
+	}
+	return c.pBufferDetachContext(ctx)
+}
+
+// pBufferDetachContext is BufferDetachContext without interception.
+func (c *Comm) pBufferDetachContext(ctx context.Context) ([]byte, error) {
+	const op = "BufferDetachContext"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if ctx == nil { // an interceptor took it away
+		ctx = context.Background()
+	}
 	b, err := c.p.ep.BufferDetachContext(ctx)
 	switch {
 	case err == nil:
@@ -596,22 +615,23 @@ func (c *Comm) BufferDetachContext(ctx context.Context) ([]byte, error) {
 
 // SendLayoutContext is SendLayout bounded by ctx, as SendContext.
 func (c *Comm) SendLayoutContext(ctx context.Context, buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayoutContextCall(ctx, OpSendLayout, buf, l, dest, tag)
+	return c.sendLayoutContextModeEntry(ctx, OpSendLayout, buf, l, dest, tag)
 }
 
 // SsendLayoutContext is SsendLayout bounded by ctx, as SsendContext.
 func (c *Comm) SsendLayoutContext(ctx context.Context, buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayoutContextCall(ctx, OpSsendLayout, buf, l, dest, tag)
+	return c.sendLayoutContextModeEntry(ctx, OpSsendLayout, buf, l, dest, tag)
 }
 
 // RsendLayoutContext is RsendLayout bounded by ctx, as SendContext.
 func (c *Comm) RsendLayoutContext(ctx context.Context, buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayoutContextCall(ctx, OpRsendLayout, buf, l, dest, tag)
+	return c.sendLayoutContextModeEntry(ctx, OpRsendLayout, buf, l, dest, tag)
 }
 
-// sendLayoutContextCall is the Context form of the blocking layout send
-// op: through the interceptors, if any, to pSendLayoutContext.
-func (c *Comm) sendLayoutContextCall(ctx context.Context, op Op, buf []byte, l Layout, dest, tag int) error {
+// sendLayoutContextModeEntry is the entry of the Context form of the
+// blocking layout send op: through the interceptors, if any, else to
+// pSendLayoutContextMode.
+func (c *Comm) sendLayoutContextModeEntry(ctx context.Context, op Op, buf []byte, l Layout, dest, tag int) error {
 	if ctx == nil {
 		return c.fail(nilContext(contextName(op)))
 	}
@@ -620,17 +640,17 @@ func (c *Comm) sendLayoutContextCall(ctx context.Context, op Op, buf []byte, l L
 		call.Ctx = ctx
 		return call.run()
 	}
-	return c.pSendLayoutContext(ctx, op, buf, l, dest, tag)
+	return c.pSendLayoutContextMode(ctx, op, buf, l, dest, tag)
 }
 
-// pSendLayoutContext is the Context form of pSendLayout.
-func (c *Comm) pSendLayoutContext(ctx context.Context, op Op, buf []byte, l Layout, dest, tag int) error {
+// pSendLayoutContextMode is the Context form of pSendLayoutMode.
+func (c *Comm) pSendLayoutContextMode(ctx context.Context, op Op, buf []byte, l Layout, dest, tag int) error {
 	name := contextName(op)
 	m, err := c.layoutMessage(name, buf, l)
 	if err != nil {
 		return err
 	}
-	return c.sendContext(ctx, name, m, dest, tag, sendMode(op))
+	return c.sendContextEngine(ctx, name, m, dest, tag, sendMode(op))
 }
 
 // RecvLayoutContext is RecvLayout bounded by ctx, as RecvContext: if ctx

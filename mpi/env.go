@@ -284,7 +284,20 @@ func Version() (major, minor int) { return 4, 1 }
 // the launcher is told first, so that it ends every rank and exits with
 // code. It says why in one Error record to c's session's logger
 // (WithLogger; slog.Default() for Init's) before it ends anything.
-func Abort(c *Comm, code int) { abort(c, code, fmt.Sprintf("Abort(%d) called", code), nil) }
+//
+// Interceptors see it as OpAbort before anything ends; the job ends
+// whether or not they call next.
+func Abort(c *Comm, code int) {
+	if intercepted() {
+		call := newCall(OpAbort, c)
+		call.Code = code
+		intercept(call) // at the chain's end, pAbort: no return
+	}
+	pAbort(c, code)
+}
+
+// pAbort is Abort without interception.
+func pAbort(c *Comm, code int) { abort(c, code, fmt.Sprintf("Abort(%d) called", code), nil) }
 
 // abort is Abort with msg saying why, and the error that made the job
 // end, if one did (ErrorsAreFatal, ErrorsAbort).

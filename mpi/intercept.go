@@ -83,6 +83,13 @@ const (
 	OpMrecv  // Message.Recv
 	OpImrecv // Message.Irecv
 	OpRecvMessage
+	OpTimerCreate  // Due the due time; Result.Request the timer
+	OpResetTimer   // Request the timer, Due the new due time
+	OpBufferAttach // Bytes the buffer's length
+	OpBufferDetach // Result.Buffer the buffer
+	OpPack         // Bytes the layout's size; Result.Count the bytes written
+	OpUnpack       // Bytes the layout's size; Result.Count the bytes used
+	OpAbort        // Code the exit status; the job ends whether or not next is called
 	// The collectives (coll.go), blocking and nonblocking; Peer is the
 	// root of a rooted one, Bytes what the rank sends (its buffer, for
 	// Bcast). Barrier is OpBarrier, above.
@@ -131,6 +138,7 @@ var opCallNames = [...]string{"", "Init", "Finalize", "Pcontrol",
 	"Wait", "Test", "Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome",
 	"Cancel", "RequestFree", "Barrier", "Dup", "Split", "Create", "CreateGroup", "CommFree",
 	"Mprobe", "Improbe", "Mrecv", "Imrecv", "RecvMessage",
+	"TimerCreate", "ResetTimer", "BufferAttach", "BufferDetach", "Pack", "Unpack", "Abort",
 	"Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
 	"Allgather", "Allgatherv", "Alltoall", "Alltoallv", "ReduceScatter", "ReduceScatterBlock", "Scan", "Exscan",
 	"Ibarrier", "Ibcast", "Ireduce", "Iallreduce", "Igather", "Igatherv", "Iscatter", "Iscatterv",
@@ -167,7 +175,9 @@ type Call struct {
 	Message  *Message   // the message an Mrecv or Imrecv receives (Peer and Tag are its source and tag)
 	Requests []*Request // the requests of Startall, Waitall, Testall, Waitany, Testany, Waitsome, Testsome
 
-	Level int // Pcontrol's level; InitThread's required thread level
+	Level int     // Pcontrol's level; InitThread's required thread level
+	Due   float64 // TimerCreate's and ResetTimer's due time, seconds from now
+	Code  int     // Abort's exit status
 
 	// Ctx is the context of a Context form (RecvContext, WaitContext,
 	// BarrierContext...), which is its plain form's operation with Ctx
@@ -181,7 +191,7 @@ type Call struct {
 	// last interceptor calls next: op is Op as the routine set it.
 	op        Op
 	buf, buf2 []byte
-	layout    *Layout
+	layout    Layout   // of the Layout forms, Pack and Unpack
 	statuses  []Status // WaitallInto's; into is true when the caller gave them
 	into      bool
 	received  Received // RecvMessage's message, whose status is Result.Status
@@ -211,6 +221,8 @@ type Result struct {
 	Message  *Message    // taken by Mprobe, Improbe
 	NewComm  *Comm       // made by Dup, Split, Create
 	Provided ThreadLevel // InitThread's
+	Buffer   []byte      // BufferDetach's: the buffer detached
+	Count    int         // Pack's bytes written, Unpack's bytes used
 }
 
 // A Handler carries out a Call, filling in its Result: the next
@@ -437,7 +449,7 @@ func peerCall(op Op, comm *Comm, buf []byte, peer, tag int) *Call {
 // layoutCall is peerCall for the Layout forms.
 func layoutCall(op Op, comm *Comm, buf []byte, l Layout, peer, tag int) *Call {
 	c := peerCall(op, comm, buf, peer, tag)
-	c.Bytes, c.layout = l.Size(), &l
+	c.Bytes, c.layout = l.Size(), l
 	return c
 }
 
@@ -540,13 +552,13 @@ func invoke(c *Call) (err error) {
 	case OpSend:
 		err = m.pSend(c.buf, c.Peer, c.Tag)
 	case OpSsend, OpRsend, OpBsend:
-		err = m.send(c.op.String(), c.buf, c.Peer, c.Tag, sendMode(c.op))
+		err = m.pSendMode(c.op, c.buf, c.Peer, c.Tag)
 	case OpRecv:
 		r.Status, err = m.pRecv(c.buf, c.Peer, c.Tag)
 	case OpIsend:
 		r.Request, err = m.pIsend(c.buf, c.Peer, c.Tag)
 	case OpIssend, OpIrsend, OpIbsend:
-		r.Request, err = m.isendMode(c.op, c.buf, c.Peer, c.Tag)
+		r.Request, err = m.pIsendMode(c.op, c.buf, c.Peer, c.Tag)
 	case OpIrecv:
 		r.Request, err = m.pIrecv(c.buf, c.Peer, c.Tag)
 	case OpSendrecv:
@@ -572,16 +584,30 @@ func invoke(c *Call) (err error) {
 		}
 		c.received, err = m.pRecvMessage(ctx, c.Peer, c.Tag)
 		r.Status = c.received.Status
+	case OpTimerCreate:
+		r.Request, err = pTimerCreate(c.Due)
+	case OpResetTimer:
+		err = c.Request.pResetTimer(c.Due)
+	case OpBufferAttach:
+		err = m.pBufferAttach(c.buf)
+	case OpBufferDetach:
+		r.Buffer, err = m.pBufferDetach()
+	case OpPack:
+		r.Count, err = c.layout.pack(c.buf2, c.buf)
+	case OpUnpack:
+		r.Count, err = c.layout.unpack(c.buf, c.buf2)
+	case OpAbort:
+		pAbort(m, c.Code)
 	case OpSendLayout, OpSsendLayout, OpRsendLayout, OpBsendLayout:
-		err = m.pSendLayout(c.op, c.buf, *c.layout, c.Peer, c.Tag)
+		err = m.pSendLayoutMode(c.op, c.buf, c.layout, c.Peer, c.Tag)
 	case OpIsendLayout, OpIssendLayout, OpIrsendLayout, OpIbsendLayout:
-		r.Request, err = m.pIsendLayout(c.op, c.buf, *c.layout, c.Peer, c.Tag)
+		r.Request, err = m.pIsendLayoutMode(c.op, c.buf, c.layout, c.Peer, c.Tag)
 	case OpRecvLayout:
-		r.Status, err = m.pRecvLayout(c.buf, *c.layout, c.Peer, c.Tag)
+		r.Status, err = m.pRecvLayout(c.buf, c.layout, c.Peer, c.Tag)
 	case OpIrecvLayout:
-		r.Request, err = m.pIrecvLayout(c.buf, *c.layout, c.Peer, c.Tag)
+		r.Request, err = m.pIrecvLayout(c.buf, c.layout, c.Peer, c.Tag)
 	case OpSendInit, OpSsendInit, OpBsendInit, OpRsendInit, OpRecvInit:
-		r.Request, err = m.pInit(c.op, c.buf, c.Peer, c.Tag)
+		r.Request, err = m.pInitMode(c.op, c.buf, c.Peer, c.Tag)
 	case OpStart:
 		err = c.Request.pStart()
 	case OpStartall:
@@ -640,7 +666,7 @@ func invokeContext(c *Call) (ok bool, err error) {
 	m := c.Comm
 	switch c.op {
 	case OpSend, OpSsend, OpRsend:
-		err = m.sendContextOp(c.Ctx, c.op, c.buf, c.Peer, c.Tag)
+		err = m.pSendContextMode(c.Ctx, c.op, c.buf, c.Peer, c.Tag)
 	case OpRecv:
 		r.Status, err = m.pRecvContext(c.Ctx, c.buf, c.Peer, c.Tag)
 	case OpSendrecv:
@@ -648,11 +674,11 @@ func invokeContext(c *Call) (ok bool, err error) {
 	case OpProbe:
 		r.Status, err = m.pProbeContext(c.Ctx, c.Peer, c.Tag)
 	case OpMprobe:
-		r.Message, r.Status, err = m.mprobe("MprobeContext", c.Ctx, c.Peer, c.Tag)
+		r.Message, r.Status, err = m.mprobeEngine("MprobeContext", c.Ctx, c.Peer, c.Tag)
 	case OpSendLayout, OpSsendLayout, OpRsendLayout:
-		err = m.pSendLayoutContext(c.Ctx, c.op, c.buf, *c.layout, c.Peer, c.Tag)
+		err = m.pSendLayoutContextMode(c.Ctx, c.op, c.buf, c.layout, c.Peer, c.Tag)
 	case OpRecvLayout:
-		r.Status, err = m.pRecvLayoutContext(c.Ctx, c.buf, *c.layout, c.Peer, c.Tag)
+		r.Status, err = m.pRecvLayoutContext(c.Ctx, c.buf, c.layout, c.Peer, c.Tag)
 	case OpWait:
 		r.Status, err = c.Request.pWaitContext(c.Ctx)
 	case OpWaitall:
@@ -667,6 +693,8 @@ func invokeContext(c *Call) (ok bool, err error) {
 		r.Indices, r.Statuses, err = pWaitsomeContext(c.Ctx, c.Requests)
 	case OpBarrier:
 		err = m.pBarrierContext(c.Ctx)
+	case OpBufferDetach:
+		r.Buffer, err = m.pBufferDetachContext(c.Ctx)
 	default:
 		if c.op >= OpBcast && c.op <= OpExscan {
 			return true, m.pCollectiveContext(c.Ctx, &c.coll)

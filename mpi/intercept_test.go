@@ -1,14 +1,19 @@
 package mpi
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
@@ -330,5 +335,141 @@ func TestInterceptEveryOpNamed(t *testing.T) {
 	}
 	if s := opEnd.String(); !strings.HasPrefix(s, "Op(") {
 		t.Errorf("opEnd is named %q", s)
+	}
+}
+
+// TestInterceptLocalRoutines: the routines that move no message but
+// that a tool may want to see (timers, the attached buffer, packing) are
+// seen once each, with their arguments and results, and a tool that
+// refuses one stops it.
+func TestInterceptLocalRoutines(t *testing.T) {
+	type seen struct {
+		op          Op
+		bytes       int
+		due         float64
+		count       int
+		buffer, ctx bool
+		request     bool
+	}
+	var (
+		mu   sync.Mutex
+		log  []seen
+		buf  = make([]byte, 1024)
+		errR = errors.New("refused by the tool")
+	)
+	tool := func(c *Call, next Handler) error {
+		if c.Op == OpUnpack && c.Bytes == 3 {
+			return errR
+		}
+		err := next(c)
+		if c.Op < OpTimerCreate || c.Op > OpAbort {
+			return err
+		}
+		s := seen{op: c.Op, bytes: c.Bytes, due: c.Due, count: c.Result.Count, ctx: c.Ctx != nil}
+		s.buffer = len(c.Result.Buffer) == len(buf) && &c.Result.Buffer[0] == &buf[0]
+		s.request = c.Result.Request != nil || c.Request != nil
+		mu.Lock()
+		log = append(log, s)
+		mu.Unlock()
+		return err
+	}
+	withInterceptor(t, tool, func() {
+		err := Run(1, func(c *Comm) error {
+			r, err := TimerCreate(30)
+			if err != nil {
+				return err
+			}
+			if err := r.ResetTimer(0.001); err != nil {
+				return err
+			}
+			if _, err := r.Wait(); err != nil {
+				return err
+			}
+			if err := c.BufferAttach(buf); err != nil {
+				return err
+			}
+			if _, err := c.BufferDetach(); err != nil {
+				return err
+			}
+			if err := c.BufferAttach(buf); err != nil {
+				return err
+			}
+			if _, err := c.BufferDetachContext(context.Background()); err != nil {
+				return err
+			}
+			l, err := Strided(2, 2, 4) // 4 bytes of 6
+			if err != nil {
+				return err
+			}
+			src, packed := []byte("abcdef"), make([]byte, 4)
+			if n, err := Pack(l, src, packed); err != nil || n != 4 || string(packed) != "abef" {
+				return fmt.Errorf("Pack: %d, %q, %v", n, packed, err)
+			}
+			dst := make([]byte, 6)
+			if n, err := l.Unpack(dst, packed); err != nil || n != 4 || string(dst) != "ab\x00\x00ef" {
+				return fmt.Errorf("Unpack: %d, %q, %v", n, dst, err)
+			}
+			three := Contiguous(3)
+			if _, err := three.Unpack(dst, []byte("xyz")); err != errR || string(dst) != "ab\x00\x00ef" {
+				return fmt.Errorf("a refused Unpack: %v, %q", err, dst)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	want := []seen{
+		{op: OpTimerCreate, due: 30, request: true},
+		{op: OpResetTimer, due: 0.001, request: true},
+		{op: OpBufferAttach, bytes: len(buf)},
+		{op: OpBufferDetach, buffer: true},
+		{op: OpBufferAttach, bytes: len(buf)},
+		{op: OpBufferDetach, buffer: true, ctx: true},
+		{op: OpPack, bytes: 4, count: 4},
+		{op: OpUnpack, bytes: 4, count: 4},
+	}
+	if !slices.Equal(log, want) {
+		t.Fatalf("saw\n%+v\nwant\n%+v", log, want)
+	}
+}
+
+// The role of TestInterceptAbort: a tool that sees Abort and does not
+// call next; the job ends all the same.
+func init() {
+	serviceRoles["intercept-abort"] = func() int {
+		if _, err := Intercept(func(c *Call, next Handler) error {
+			if c.Op == OpAbort {
+				fmt.Printf("tool saw Abort code %d rank %d\n", c.Code, c.Rank)
+				return nil
+			}
+			return next(c)
+		}); err != nil {
+			return testrole.Status("intercept-abort", err)
+		}
+		if err := Init(); err != nil {
+			return testrole.Status("intercept-abort", err)
+		}
+		Abort(World(), 5)
+		return testrole.Status("intercept-abort", errors.New("the process runs on after Abort"))
+	}
+}
+
+// TestInterceptAbort: Abort reaches the interceptors with its code and
+// rank before the job ends, and ends it (exit status the code) though
+// the tool did not call next.
+func TestInterceptAbort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := testrole.CommandContext(ctx, "intercept-abort", []string{"TACHYON_METRICS_STAT=0"})
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 5 {
+		t.Fatalf("%v, want exit status 5\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "tool saw Abort code 5 rank 0\n") {
+		t.Fatalf("the tool did not see Abort:\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
 }

@@ -192,7 +192,22 @@ func (l Layout) Overlaps() bool { return l.overlap }
 // written on error. Pack does not allocate.
 func (l Layout) Pack(dst, src []byte) (_ int, err error) {
 	defer selfHandles(&err)
+	if intercepted() {
+		return packTooled(OpPack, l, src, dst)
+	}
 	return l.pack(dst, src)
+}
+
+// packTooled is Pack (OpPack) or Unpack (OpUnpack) through the
+// interceptors: buf the bytes l describes, packed the contiguous ones.
+func packTooled(op Op, l Layout, buf, packed []byte) (int, error) {
+	call := newCall(op, nil)
+	if p := current(); p != nil {
+		call.Rank = p.ep.Rank()
+	}
+	call.Bytes, call.layout, call.buf, call.buf2 = l.Size(), l, buf, packed
+	r, err := call.runResult()
+	return r.Count, err
 }
 
 // pack is Pack with errors left to the caller's handler.
@@ -239,6 +254,9 @@ func (l Layout) pack(dst, src []byte) (int, error) {
 // allocate.
 func (l Layout) Unpack(dst, src []byte) (_ int, err error) {
 	defer selfHandles(&err)
+	if intercepted() {
+		return packTooled(OpUnpack, l, dst, src)
+	}
 	return l.unpack(dst, src)
 }
 

@@ -9,81 +9,81 @@ import "github.com/tachyon-hpc/tachyon/engine"
 // nonblocking IsendLayout, IssendLayout, IrsendLayout and IbsendLayout do
 // the same in the other modes (GSEND in every mode).
 func (c *Comm) SendLayout(buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayoutCall(OpSendLayout, buf, l, dest, tag)
+	return c.sendLayoutModeEntry(OpSendLayout, buf, l, dest, tag)
 }
 
 // SsendLayout is SendLayout in synchronous mode (Ssend).
 func (c *Comm) SsendLayout(buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayoutCall(OpSsendLayout, buf, l, dest, tag)
+	return c.sendLayoutModeEntry(OpSsendLayout, buf, l, dest, tag)
 }
 
 // RsendLayout is SendLayout in ready mode (Rsend).
 func (c *Comm) RsendLayout(buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayoutCall(OpRsendLayout, buf, l, dest, tag)
+	return c.sendLayoutModeEntry(OpRsendLayout, buf, l, dest, tag)
 }
 
 // BsendLayout is SendLayout in buffered mode (Bsend).
 func (c *Comm) BsendLayout(buf []byte, l Layout, dest, tag int) error {
-	return c.sendLayoutCall(OpBsendLayout, buf, l, dest, tag)
+	return c.sendLayoutModeEntry(OpBsendLayout, buf, l, dest, tag)
 }
 
 // IsendLayout starts SendLayout (Isend). As for Isend, buf must not
 // change until the request completes.
 func (c *Comm) IsendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
-	return c.isendLayoutCall(OpIsendLayout, buf, l, dest, tag)
+	return c.isendLayoutModeEntry(OpIsendLayout, buf, l, dest, tag)
 }
 
 // IssendLayout starts SsendLayout (Issend).
 func (c *Comm) IssendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
-	return c.isendLayoutCall(OpIssendLayout, buf, l, dest, tag)
+	return c.isendLayoutModeEntry(OpIssendLayout, buf, l, dest, tag)
 }
 
 // IrsendLayout starts RsendLayout (Irsend).
 func (c *Comm) IrsendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
-	return c.isendLayoutCall(OpIrsendLayout, buf, l, dest, tag)
+	return c.isendLayoutModeEntry(OpIrsendLayout, buf, l, dest, tag)
 }
 
 // IbsendLayout starts BsendLayout (Ibsend).
 func (c *Comm) IbsendLayout(buf []byte, l Layout, dest, tag int) (*Request, error) {
-	return c.isendLayoutCall(OpIbsendLayout, buf, l, dest, tag)
+	return c.isendLayoutModeEntry(OpIbsendLayout, buf, l, dest, tag)
 }
 
-// sendLayoutCall is the blocking layout send op: through the
-// interceptors, if any, to pSendLayout.
-func (c *Comm) sendLayoutCall(op Op, buf []byte, l Layout, dest, tag int) error {
+// sendLayoutModeEntry is the entry of the blocking layout send op: through
+// the interceptors, if any, else to pSendLayoutMode.
+func (c *Comm) sendLayoutModeEntry(op Op, buf []byte, l Layout, dest, tag int) error {
 	if intercepted() {
 		return layoutCall(op, c, buf, l, dest, tag).run()
 	}
-	return c.pSendLayout(op, buf, l, dest, tag)
+	return c.pSendLayoutMode(op, buf, l, dest, tag)
 }
 
-// pSendLayout sends the message l makes of buf in op's mode, without
+// pSendLayoutMode sends the message l makes of buf in op's mode, without
 // interception.
-func (c *Comm) pSendLayout(op Op, buf []byte, l Layout, dest, tag int) error {
+func (c *Comm) pSendLayoutMode(op Op, buf []byte, l Layout, dest, tag int) error {
 	m, err := c.layoutMessage(op.String(), buf, l)
 	if err != nil {
 		return err
 	}
-	return c.send(op.String(), m, dest, tag, sendMode(op))
+	return c.pSendMode(op, m, dest, tag)
 }
 
-// isendLayoutCall is the nonblocking layout send op: through the
-// interceptors, if any, to pIsendLayout.
-func (c *Comm) isendLayoutCall(op Op, buf []byte, l Layout, dest, tag int) (*Request, error) {
+// isendLayoutModeEntry is the entry of the nonblocking layout send op:
+// through the interceptors, if any, else to pIsendLayoutMode.
+func (c *Comm) isendLayoutModeEntry(op Op, buf []byte, l Layout, dest, tag int) (*Request, error) {
 	if intercepted() {
 		return layoutCall(op, c, buf, l, dest, tag).runRequest()
 	}
-	return c.pIsendLayout(op, buf, l, dest, tag)
+	return c.pIsendLayoutMode(op, buf, l, dest, tag)
 }
 
-// pIsendLayout starts sending the message l makes of buf in op's mode,
+// pIsendLayoutMode starts sending the message l makes of buf in op's mode,
 // without interception.
-func (c *Comm) pIsendLayout(op Op, buf []byte, l Layout, dest, tag int) (*Request, error) {
+func (c *Comm) pIsendLayoutMode(op Op, buf []byte, l Layout, dest, tag int) (*Request, error) {
 	m, err := c.layoutMessage(op.String(), buf, l)
 	if err != nil {
 		return nil, err
 	}
-	return c.isendMode(op, m, dest, tag)
+	return c.pIsendMode(op, m, dest, tag)
 }
 
 // layoutMessage returns the message l makes of buf: buf's first bytes
@@ -156,7 +156,7 @@ func (c *Comm) pIrecvLayout(buf []byte, l Layout, source, tag int) (*Request, er
 		return c.pIrecv(buf[:l.Size()], source, tag)
 	}
 	packed := make([]byte, l.Size())
-	er, st, err := c.irecv(packed, source, tag)
+	er, st, err := c.irecvEngine(packed, source, tag)
 	r, err := c.request(opIrecv, er, engine.Sent{}, st, err)
 	if r != nil && er != nil {
 		r.x = &requestExtra{scatter: &layoutRecv{buf: buf, l: l, packed: packed}}

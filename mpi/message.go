@@ -52,7 +52,7 @@ func (c *Comm) Mprobe(source, tag int) (*Message, Status, error) {
 
 // pMprobe is Mprobe without interception.
 func (c *Comm) pMprobe(source, tag int) (*Message, Status, error) {
-	return c.mprobe("Mprobe", context.Background(), source, tag)
+	return c.mprobeEngine("Mprobe", context.Background(), source, tag)
 }
 
 // MprobeContext is Mprobe bounded by ctx: if ctx ends before a message is
@@ -69,11 +69,12 @@ func (c *Comm) MprobeContext(ctx context.Context, source, tag int) (*Message, St
 		r, err := call.runResult()
 		return r.Message, r.Status, err
 	}
-	return c.mprobe("MprobeContext", ctx, source, tag)
+	return c.mprobeEngine("MprobeContext", ctx, source, tag)
 }
 
-// mprobe is Mprobe and MprobeContext for routine op.
-func (c *Comm) mprobe(op string, ctx context.Context, source, tag int) (*Message, Status, error) {
+// mprobeEngine is the checks and engine call of Mprobe and MprobeContext,
+// for routine op.
+func (c *Comm) mprobeEngine(op string, ctx context.Context, source, tag int) (*Message, Status, error) {
 	src, null, err := c.recvArgs(op, source, tag)
 	if err != nil {
 		return nil, Status{}, err

@@ -4,6 +4,48 @@ import (
 	"github.com/tachyon-hpc/tachyon/engine"
 )
 
+// Names that say their layer. A routine X of the facade is built of the
+// layers below, from the caller down; it has only those it needs, and
+// each function's name says which one it is. The rule holds in this file
+// and in those built like it: context.go, layoutcomm.go, persistent.go,
+// message.go, received.go and request.go.
+//
+//	X           the exported routine (MPI_X). Its body is its entry, which
+//	            chooses the interceptors or the routine's own code: one call
+//	            through the function variable xEntry (intercept.go) for the
+//	            routines of the message path, else intercepted() in line.
+//	xTooled     X through the interceptors, where X has an xEntry: it
+//	            builds the Call and runs the chain, whose end (invoke)
+//	            calls pX.
+//	pX          X without interception (PMPI_X): the routine's own code,
+//	            which the facade's internal callers call too. On the
+//	            message path it starts with the usual case, checked in line
+//	            (Comm.usual).
+//	xPending    the rest of pX's usual case when the engine did not finish
+//	            at once (a send that did not go out in one packet): it
+//	            waits for, or wraps, the engine request that was started.
+//	xGeneral    pX past its usual case, where that is out of line.
+//	xEngine     the checks (communicator, ranks, tag, ProcNull) and the
+//	            call into the engine that every mode and form of X shares;
+//	            xChecked, where it is apart, is the engine call alone, for
+//	            arguments xEngine has checked.
+//
+// Routines that differ only in their mode (Ssend, Rsend, Bsend; Issend,
+// Irsend, Ibsend; the persistent Inits; the Layout and Context forms of
+// the sends) share one entry and one body, which take the Op:
+//
+//	xModeEntry  the family's entry: through the interceptors, if any, else
+//	            to pXMode.
+//	pXMode      the family's body without interception, which invoke calls
+//	            (the blocking sends' is also their xEngine, pSendMode).
+//
+// Helpers that are no layer of one routine (checkDest, recvArgs, request,
+// status, layoutMessage) are named for what they do. pSend, pRecv, pIsend,
+// pIrecv and the layers below them are named in bench/default.pgo, which
+// matches functions by name: renaming one means remaking the profile
+// (bench/pgo.sh), or the message path loses the inlining
+// TestProfileInlining checks.
+
 // Status of a completed receive, probe or request.
 type Status struct {
 	Source    int  // rank of the sender in the communicator
@@ -62,17 +104,21 @@ func (c *Comm) status(st engine.Status) Status {
 	return Status{Source: c.commRank(st.Source), Tag: st.Tag, Count: st.Count, Cancelled: st.Cancelled}
 }
 
-func (c *Comm) send(op string, buf []byte, dest, tag int, mode engine.Mode) error {
-	if err := c.check(op); err != nil {
+// pSendMode is the blocking send op (Send, Ssend, Rsend, Bsend, their
+// Layout forms) without interception: the checks and the engine call they
+// all share, Send's past its usual case.
+func (c *Comm) pSendMode(op Op, buf []byte, dest, tag int) error {
+	name, mode := op.String(), sendMode(op)
+	if err := c.check(name); err != nil {
 		return err
 	}
-	if err := c.checkDest(op, dest, tag); err != nil {
+	if err := c.checkDest(name, dest, tag); err != nil {
 		return c.fail(err)
 	}
 	if dest == ProcNull {
 		return nil
 	}
-	return c.fail(c.engineErr(op, c.p.ep.Send(buf, c.worldOf(dest), tag, c.ctx, mode)))
+	return c.fail(c.engineErr(name, c.p.ep.Send(buf, c.worldOf(dest), tag, c.ctx, mode)))
 }
 
 // Send sends buf to rank dest of c with tag (MPI_SEND) and returns once
@@ -95,24 +141,24 @@ func (c *Comm) pSend(buf []byte, dest, tag int) error {
 		if er == nil && err == nil {
 			return nil
 		}
-		return c.sendStarted(er, err)
+		return c.sendPending(er, err)
 	}
-	return c.send("Send", buf, dest, tag, engine.Standard)
+	return c.pSendMode(OpSend, buf, dest, tag)
 }
 
-// sendCall is Ssend, Rsend and Bsend: through the interceptors, if any,
-// to send.
-func (c *Comm) sendCall(op Op, buf []byte, dest, tag int) error {
+// sendModeEntry is the entry of Ssend, Rsend and Bsend: through the
+// interceptors, if any, else to pSendMode.
+func (c *Comm) sendModeEntry(op Op, buf []byte, dest, tag int) error {
 	if intercepted() {
 		return peerCall(op, c, buf, dest, tag).run()
 	}
-	return c.send(op.String(), buf, dest, tag, sendMode(op))
+	return c.pSendMode(op, buf, dest, tag)
 }
 
-// sendStarted is Send's usual case when the message did not go out at
+// sendPending is Send's usual case when the message did not go out at
 // once: it waits for the engine request IsendNow started (or reports why
 // it started none).
-func (c *Comm) sendStarted(er *engine.Request, err error) error {
+func (c *Comm) sendPending(er *engine.Request, err error) error {
 	if err == nil {
 		err = er.WaitErr()
 	}
@@ -122,20 +168,20 @@ func (c *Comm) sendStarted(er *engine.Request, err error) error {
 // Ssend is Send that returns only after the matching receive has started
 // (MPI_SSEND).
 func (c *Comm) Ssend(buf []byte, dest, tag int) error {
-	return c.sendCall(OpSsend, buf, dest, tag)
+	return c.sendModeEntry(OpSsend, buf, dest, tag)
 }
 
 // Rsend is Send for when the matching receive is known to be posted
 // (MPI_RSEND); it is sent as Send.
 func (c *Comm) Rsend(buf []byte, dest, tag int) error {
-	return c.sendCall(OpRsend, buf, dest, tag)
+	return c.sendModeEntry(OpRsend, buf, dest, tag)
 }
 
 // Bsend copies buf into the attached buffer (BufferAttach) and returns at
 // once (MPI_BSEND). It returns ErrBuffer if no buffer is attached or it
 // lacks room.
 func (c *Comm) Bsend(buf []byte, dest, tag int) error {
-	return c.sendCall(OpBsend, buf, dest, tag)
+	return c.sendModeEntry(OpBsend, buf, dest, tag)
 }
 
 // Recv receives a message from rank source (or AnySource) with tag (or
@@ -168,11 +214,12 @@ func (c *Comm) pRecv(buf []byte, source, tag int) (Status, error) {
 	return c.status(st), c.fail(c.engineErr(op, err))
 }
 
-// isend starts a send for op: the engine request; or, for a standard or
+// isendEngine is the nonblocking send's checks and engine call, for every
+// mode, Isend past its usual case and Start. It starts a send for op: the engine request; or, for a standard or
 // ready send that went out at once in one short packet, no request and
 // the message's name (kept for a cancel); or, to ProcNull, neither and the
 // status of a send complete at once.
-func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, engine.Sent, Status, error) {
+func (c *Comm) isendEngine(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, engine.Sent, Status, error) {
 	if err := c.check(op.String()); err != nil {
 		return nil, engine.Sent{}, Status{}, err
 	}
@@ -182,14 +229,15 @@ func (c *Comm) isend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*e
 	if dest == ProcNull {
 		return nil, engine.Sent{}, Status{Source: ProcNull, Tag: AnyTag}, nil
 	}
-	er, s, err := c.startSend(op, buf, dest, tag, mode)
+	er, s, err := c.isendChecked(op, buf, dest, tag, mode)
 	return er, s, Status{}, err
 }
 
-// startSend starts a send whose arguments have been checked: out at once
+// isendChecked is isendEngine's engine call, for arguments it has
+// checked: the send goes out at once
 // without an engine request if it can go as one short packet, else
 // through an engine request.
-func (c *Comm) startSend(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, engine.Sent, error) {
+func (c *Comm) isendChecked(op opcode, buf []byte, dest, tag int, mode engine.Mode) (*engine.Request, engine.Sent, error) {
 	var s engine.Sent
 	er, err := c.p.ep.IsendNow(buf, c.worldOf(dest), tag, c.ctx, mode, &s)
 	if err != nil {
@@ -198,7 +246,7 @@ func (c *Comm) startSend(op opcode, buf []byte, dest, tag int, mode engine.Mode)
 	return er, s, nil
 }
 
-// request wraps what isend or irecv started for op.
+// request wraps what isendEngine or irecvEngine started for op.
 func (c *Comm) request(op opcode, er *engine.Request, s engine.Sent, st Status, err error) (*Request, error) {
 	switch {
 	case err != nil:
@@ -236,19 +284,19 @@ func (c *Comm) pIsend(buf []byte, dest, tag int) (*Request, error) {
 				return r, nil // sent at once: r.sent names it
 			}
 			c.p.giveBack(r) // as clean as it came: IsendNow left r.sent zero
-			return c.isendStarted(er, err)
+			return c.isendPending(er, err)
 		}
 	}
-	return c.isendOther(buf, dest, tag)
+	return c.isendGeneral(buf, dest, tag)
 }
 
-// isendOther is Isend past its usual case (arguments the general checks
+// isendGeneral is Isend past its usual case (arguments the general checks
 // must look at, an empty free stack, ThreadMultiple). A message that
 // left at once gets its request marked as the usual case marks it, so
 // that WaitallInto collects it in line, onto the free stack that the
 // usual case takes from: a loop's first window fills the stack.
-func (c *Comm) isendOther(buf []byte, dest, tag int) (*Request, error) {
-	er, s, st, err := c.isend(opIsend, buf, dest, tag, engine.Standard)
+func (c *Comm) isendGeneral(buf []byte, dest, tag int) (*Request, error) {
+	er, s, st, err := c.isendEngine(opIsend, buf, dest, tag, engine.Standard)
 	r, err := c.request(opIsend, er, s, st, err)
 	if r != nil && r.er == nil && r.sent.Valid() {
 		r.hot = hotSent
@@ -256,10 +304,10 @@ func (c *Comm) isendOther(buf []byte, dest, tag int) (*Request, error) {
 	return r, err
 }
 
-// isendStarted is Isend's usual case when the message did not go out at
+// isendPending is Isend's usual case when the message did not go out at
 // once: it wraps the engine request IsendNow started (or reports why it
 // started none).
-func (c *Comm) isendStarted(er *engine.Request, err error) (*Request, error) {
+func (c *Comm) isendPending(er *engine.Request, err error) (*Request, error) {
 	if err != nil {
 		return nil, c.fail(c.engineErr(opIsend.String(), err))
 	}
@@ -271,34 +319,35 @@ func (c *Comm) isendStarted(er *engine.Request, err error) (*Request, error) {
 // Issend starts a synchronous send (MPI_ISSEND): the request completes
 // once the matching receive has started.
 func (c *Comm) Issend(buf []byte, dest, tag int) (*Request, error) {
-	return c.isendCall(OpIssend, buf, dest, tag)
+	return c.isendModeEntry(OpIssend, buf, dest, tag)
 }
 
-// isendCall is Issend, Irsend and Ibsend: through the interceptors, if
-// any, to isendMode.
-func (c *Comm) isendCall(op Op, buf []byte, dest, tag int) (*Request, error) {
+// isendModeEntry is the entry of Issend, Irsend and Ibsend: through the
+// interceptors, if any, else to pIsendMode.
+func (c *Comm) isendModeEntry(op Op, buf []byte, dest, tag int) (*Request, error) {
 	if intercepted() {
 		return peerCall(op, c, buf, dest, tag).runRequest()
 	}
-	return c.isendMode(op, buf, dest, tag)
+	return c.pIsendMode(op, buf, dest, tag)
 }
 
-// isendMode starts the nonblocking send op, without interception.
-func (c *Comm) isendMode(op Op, buf []byte, dest, tag int) (*Request, error) {
+// pIsendMode starts the nonblocking send op (Issend, Irsend, Ibsend)
+// without interception.
+func (c *Comm) pIsendMode(op Op, buf []byte, dest, tag int) (*Request, error) {
 	rop := requestOp(op)
-	er, s, st, err := c.isend(rop, buf, dest, tag, sendMode(op))
+	er, s, st, err := c.isendEngine(rop, buf, dest, tag, sendMode(op))
 	return c.request(rop, er, s, st, err)
 }
 
 // Irsend starts a ready send (MPI_IRSEND).
 func (c *Comm) Irsend(buf []byte, dest, tag int) (*Request, error) {
-	return c.isendCall(OpIrsend, buf, dest, tag)
+	return c.isendModeEntry(OpIrsend, buf, dest, tag)
 }
 
 // Ibsend starts a buffered send (MPI_IBSEND): buf is copied into the
 // attached buffer at once.
 func (c *Comm) Ibsend(buf []byte, dest, tag int) (*Request, error) {
-	return c.isendCall(OpIbsend, buf, dest, tag)
+	return c.isendModeEntry(OpIbsend, buf, dest, tag)
 }
 
 // Irecv starts a receive (MPI_IRECV); buf must not be read until the
@@ -337,13 +386,15 @@ func (c *Comm) pIrecv(buf []byte, source, tag int) (*Request, error) {
 		r.c, r.er, r.op, r.hot = c, er, opIrecv, hotEngine
 		return r, nil
 	}
-	er, st, err := c.irecv(buf, source, tag)
+	er, st, err := c.irecvEngine(buf, source, tag)
 	return c.request(opIrecv, er, engine.Sent{}, st, err)
 }
 
-// irecv starts a receive: the engine request, or, from ProcNull, no
+// irecvEngine is the nonblocking receive's checks and engine call, for
+// Irecv past its usual case, IrecvLayout and Start. It starts a receive:
+// the engine request, or, from ProcNull, no
 // request and the status of a receive complete at once.
-func (c *Comm) irecv(buf []byte, source, tag int) (*engine.Request, Status, error) {
+func (c *Comm) irecvEngine(buf []byte, source, tag int) (*engine.Request, Status, error) {
 	const op = "Irecv"
 	src, null, err := c.recvArgs(op, source, tag)
 	if err != nil {

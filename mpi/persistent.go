@@ -18,44 +18,44 @@ func (c *Comm) persistentInit(op opcode, p *persistent) (*Request, error) {
 	return &Request{c: c, op: op, inactive: true, x: &requestExtra{persist: p}}, nil
 }
 
-// initCall is the persistent Init op: through the interceptors, if any,
-// to pInit.
-func (c *Comm) initCall(op Op, buf []byte, peer, tag int) (*Request, error) {
+// initModeEntry is the entry of the persistent Init op (SendInit ...
+// RecvInit): through the interceptors, if any, else to pInitMode.
+func (c *Comm) initModeEntry(op Op, buf []byte, peer, tag int) (*Request, error) {
 	if intercepted() {
 		return peerCall(op, c, buf, peer, tag).runRequest()
 	}
-	return c.pInit(op, buf, peer, tag)
+	return c.pInitMode(op, buf, peer, tag)
 }
 
-// pInit makes the persistent request of op, without interception.
-func (c *Comm) pInit(op Op, buf []byte, peer, tag int) (*Request, error) {
+// pInitMode makes the persistent request of op, without interception.
+func (c *Comm) pInitMode(op Op, buf []byte, peer, tag int) (*Request, error) {
 	return c.persistentInit(requestOp(op), &persistent{buf: buf, peer: peer, tag: tag, mode: sendMode(op), recv: op == OpRecvInit})
 }
 
 // SendInit makes a persistent send request (MPI_SEND_INIT): each Start
 // sends buf to dest with tag as Isend would, and Wait completes that send.
 func (c *Comm) SendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.initCall(OpSendInit, buf, dest, tag)
+	return c.initModeEntry(OpSendInit, buf, dest, tag)
 }
 
 // SsendInit is SendInit in synchronous mode (MPI_SSEND_INIT).
 func (c *Comm) SsendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.initCall(OpSsendInit, buf, dest, tag)
+	return c.initModeEntry(OpSsendInit, buf, dest, tag)
 }
 
 // BsendInit is SendInit in buffered mode (MPI_BSEND_INIT).
 func (c *Comm) BsendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.initCall(OpBsendInit, buf, dest, tag)
+	return c.initModeEntry(OpBsendInit, buf, dest, tag)
 }
 
 // RsendInit is SendInit in ready mode (MPI_RSEND_INIT).
 func (c *Comm) RsendInit(buf []byte, dest, tag int) (*Request, error) {
-	return c.initCall(OpRsendInit, buf, dest, tag)
+	return c.initModeEntry(OpRsendInit, buf, dest, tag)
 }
 
 // RecvInit makes a persistent receive request (MPI_RECV_INIT).
 func (c *Comm) RecvInit(buf []byte, source, tag int) (*Request, error) {
-	return c.initCall(OpRecvInit, buf, source, tag)
+	return c.initModeEntry(OpRecvInit, buf, source, tag)
 }
 
 // Start starts the operation of an inactive persistent request
@@ -94,9 +94,9 @@ func (r *Request) pStart() error {
 		err error
 	)
 	if pr.recv {
-		er, st, err = r.c.irecv(pr.buf, pr.peer, pr.tag)
+		er, st, err = r.c.irecvEngine(pr.buf, pr.peer, pr.tag)
 	} else {
-		er, s, st, err = r.c.isend(r.op, pr.buf, pr.peer, pr.tag, pr.mode)
+		er, s, st, err = r.c.isendEngine(r.op, pr.buf, pr.peer, pr.tag, pr.mode)
 	}
 	if err != nil {
 		return err

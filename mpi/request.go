@@ -340,6 +340,16 @@ func (r *Request) pFree() error {
 // a request that is not an active timer, ErrArg for a due time that is
 // NaN or infinite.
 func (r *Request) ResetTimer(dueTime float64) error {
+	if intercepted() {
+		call := requestCall(OpResetTimer, r)
+		call.Due = dueTime
+		return call.run()
+	}
+	return r.pResetTimer(dueTime)
+}
+
+// pResetTimer is ResetTimer without interception.
+func (r *Request) pResetTimer(dueTime float64) error {
 	if err := r.usable("ResetTimer"); err != nil {
 		return err
 	}
@@ -373,6 +383,19 @@ var timerEngine struct {
 // its own, as a clock needs no job. After Finalize it fails with
 // ErrNotInitialized.
 func TimerCreate(dueTime float64) (*Request, error) {
+	if intercepted() {
+		call := newCall(OpTimerCreate, nil)
+		call.Due = dueTime
+		if p := current(); p != nil {
+			call.Rank = p.ep.Rank()
+		}
+		return call.runRequest()
+	}
+	return pTimerCreate(dueTime)
+}
+
+// pTimerCreate is TimerCreate without interception.
+func pTimerCreate(dueTime float64) (*Request, error) {
 	if env.state.Load() == stateDone {
 		return nil, errorf(ErrNotInitialized, "TimerCreate", "MPI was finalized") // no Self to handle it
 	}

@@ -121,6 +121,16 @@ func BufferDetach() ([]byte, error) {
 // BufferAttach is the package's BufferAttach for the rank c belongs to:
 // what ranks of Run call.
 func (c *Comm) BufferAttach(buf []byte) error {
+	if intercepted() {
+		call := newCall(OpBufferAttach, c)
+		call.Bytes, call.buf = len(buf), buf
+		return call.run()
+	}
+	return c.pBufferAttach(buf)
+}
+
+// pBufferAttach is BufferAttach without interception.
+func (c *Comm) pBufferAttach(buf []byte) error {
 	if err := c.check("BufferAttach"); err != nil {
 		return err
 	}
@@ -132,6 +142,15 @@ func (c *Comm) BufferAttach(buf []byte) error {
 
 // BufferDetach is the package's BufferDetach for the rank c belongs to.
 func (c *Comm) BufferDetach() ([]byte, error) {
+	if intercepted() {
+		r, err := newCall(OpBufferDetach, c).runResult()
+		return r.Buffer, err
+	}
+	return c.pBufferDetach()
+}
+
+// pBufferDetach is BufferDetach without interception.
+func (c *Comm) pBufferDetach() ([]byte, error) {
 	if err := c.check("BufferDetach"); err != nil {
 		return nil, err
 	}

@@ -13,8 +13,10 @@
 // pid, rank, size, session, job, host, command, variables, age of the
 // values. With a selection (-job, -rank, -pid, -session, or name
 // prefixes) it shows the selected files' variables whose names start
-// with one of the prefixes (all without prefixes). -json writes one JSON document instead, for scripts:
-// every selected process with its header and variables. -watch shows the
+// with one of the prefixes (all without prefixes); a state variable shows
+// the name of its value (udp, not 2). -json writes one JSON document
+// instead, for scripts: every selected process with its header and
+// variables, a state variable with its value and its name ("state"). -watch shows the
 // variables again every T (with each counter's rate per second between
 // two refreshes) until interrupted, or -count times; with -json it writes
 // one document a line each time.
@@ -359,7 +361,9 @@ func showList(stats []*statshm.Stat, w io.Writer) {
 
 // showVars writes each process's header line and its variables, with the
 // rate per second of counters, aggregates and timers since prev: names
-// and classes aligned left, numbers right.
+// and classes aligned left, numbers right. A timer shows seconds, a state
+// the name of its value ("-" for -1, nothing in any state; the number
+// where the file names none).
 func showVars(stats []*statshm.Stat, prev map[string]*statshm.Stat, w io.Writer) {
 	for i, st := range stats {
 		if i > 0 {
@@ -385,8 +389,13 @@ func showVars(stats []*statshm.Stat, prev map[string]*statshm.Stat, w io.Writer)
 		}
 		for _, v := range st.Vars {
 			value, rate := strconv.FormatInt(v.Value, 10), ""
-			if v.Class == "timer" {
+			switch {
+			case v.Class == "timer":
 				value = strconv.FormatFloat(float64(v.Value)*st.SecondsPerCount, 'f', 6, 64) + "s"
+			case v.Class == "state" && v.State != "":
+				value = v.State
+			case v.Class == "state" && v.Value == -1:
+				value = "-" // nothing is in any state
 			}
 			if was, ok := old[v.Name]; ok && (v.Class == "counter" || v.Class == "aggregate" || v.Class == "timer") {
 				rate = "-"

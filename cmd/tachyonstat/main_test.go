@@ -320,6 +320,49 @@ func TestStaleAndForeign(t *testing.T) {
 	}
 }
 
+// TestStateNames: a state variable shows the name of its value in the
+// text view ("-" for -1, nothing in any state), and its value and name
+// with -json.
+func TestStateNames(t *testing.T) {
+	link := pvar.NewState("tachyonstat_test_link", "A link's mode, for the test.", []string{"fast", "slow"})
+	_ = pvar.NewState("tachyonstat_test_unset", "A state no shard is in, for the test.", []string{"on", "off"})
+	x := link.Shard()
+	defer x.Close()
+	x.Set(1)
+	dir := t.TempDir()
+	p, err := statshm.Start(statshm.Config{Dir: dir, Interval: time.Hour, Rank: 0, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	code, out, errs := tachyonstat("-dir", dir, "tachyonstat_test_")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	var rows [][]string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "tachyonstat_test_") {
+			rows = append(rows, f)
+		}
+	}
+	if want := [][]string{{"tachyonstat_test_link", "state", "slow"}, {"tachyonstat_test_unset", "state", "-"}}; !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Errorf("the text view's rows %q, want %q:\n%s", rows, want, out)
+	}
+	code, out, errs = tachyonstat("-dir", dir, "-json", "tachyonstat_test_")
+	doc := decode(t, out)
+	if code != 0 || len(doc.Processes) != 1 {
+		t.Fatalf("-json: exit %d\n%s\n%s", code, out, errs)
+	}
+	vars := doc.Processes[0].Vars
+	if want := []statshm.Var{{Name: "tachyonstat_test_link", Class: "state", Value: 1, State: "slow"},
+		{Name: "tachyonstat_test_unset", Class: "state", Value: -1}}; !slices.Equal(vars, want) {
+		t.Errorf("-json variables %+v, want %+v", vars, want)
+	}
+	if !strings.Contains(out, `"state": "slow"`) {
+		t.Errorf("-json lacks the state's name:\n%s", out)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-nosuchflag"},

@@ -1,6 +1,8 @@
 package statshm
 
 import (
+	"bytes"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 )
@@ -14,6 +16,7 @@ import (
 //	header   [0, headerSize)
 //	descs    [headerSize, headerSize + capacity*descSize)   one per variable, append-only
 //	values   [valuesOff, valuesOff + capacity*8)            one int64 per variable
+//	states   [statesOff, statesOff + capacity*statesLen)    one per variable: a state variable's names
 //
 // The header's first line holds what never changes after the file is
 // made; the second line what the publisher rewrites at every interval, on
@@ -24,7 +27,9 @@ import (
 // older file of that version holds zeros (bytes no field used), so that a
 // reader of either age reads the other's files: an older reader skips the
 // new field, a newer one reads an older file's as zero or "". The session
-// name (offSession) came that way.
+// name (offSession) and the states region (offStates) came that way: an
+// older file has no states region (offStates is 0, the file ends after
+// the values), and an older reader maps no more than the values.
 const (
 	magic   = "TACHSTAT" // the first 8 bytes of every file (offMagic)
 	version = 1          // the layout described here
@@ -47,6 +52,7 @@ const (
 	offCount       = 136 // uint64 descriptors published, at most capacity
 	offUpdated     = 144 // int64 the last publication, Unix nanoseconds
 	offDropped     = 152 // uint64 variables that did not fit (table full, name too long)
+	offStates      = 160 // uint64 the offset of the states region (statesOff); 0 for a file without one
 	offJob         = 192 // [jobLen]byte the job's name: its segment, or its PMI name space
 	offHost        = 320 // [hostLen]byte the host's name
 	offCommand     = 384 // [commandLen]byte the program's name
@@ -65,13 +71,52 @@ const (
 	nameLen   = 88
 	unitLen   = 32
 
+	// A state variable's slot in the states region: the names of its
+	// values (pvar.Var.States) in order, each ended by a NUL, as many
+	// whole names as fit; zeros for a variable of another class.
+	statesLen = 128
+
 	// maxCapacity bounds the table a reader accepts, so that a corrupt
 	// header cannot make it map or allocate without bound.
 	maxCapacity = 1 << 20
 )
 
 // fileSize returns the size of a file whose table holds capacity variables.
-func fileSize(capacity int) int { return valuesOff(capacity) + capacity*8 }
+func fileSize(capacity int) int { return statesOff(capacity) + capacity*statesLen }
+
+// statesOff returns the offset of the states region of a file whose table
+// holds capacity variables: where an older file, which has none, ends.
+func statesOff(capacity int) int { return valuesOff(capacity) + capacity*8 }
+
+// putStates writes the names of a state variable's values into the slot
+// at off, NUL-ended, as many whole names as fit; an empty name, or one
+// holding a NUL, ends the list there (it could not be read back).
+func putStates(mem []byte, off int, names []string) {
+	slot := mem[off : off+statesLen]
+	clear(slot)
+	n := 0
+	for _, s := range names {
+		if s == "" || strings.IndexByte(s, 0) >= 0 || n+len(s)+1 > statesLen {
+			break
+		}
+		n += copy(slot[n:], s) + 1
+	}
+}
+
+// getStates reads the names putStates wrote at off.
+func getStates(mem []byte, off int) []string {
+	slot := mem[off : off+statesLen]
+	var names []string
+	for len(slot) > 0 && slot[0] != 0 {
+		i := bytes.IndexByte(slot, 0)
+		if i < 0 { // no NUL: not putStates's
+			break
+		}
+		names = append(names, strings.ToValidUTF8(string(slot[:i]), "\uFFFD"))
+		slot = slot[i+1:]
+	}
+	return names
+}
 
 // valuesOff returns the offset of the first value of a file whose table
 // holds capacity variables.

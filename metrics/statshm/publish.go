@@ -152,6 +152,7 @@ func Start(cfg Config) (*Publisher, error) {
 	store(mem, offStarted, uint64(time.Now().UnixNano()))
 	store(mem, offInterval, uint64(every))
 	store(mem, offSecPerCount, math.Float64bits(progress.CountsToSeconds(1)))
+	store(mem, offStates, uint64(statesOff(capacity)))
 	putString(mem, offJob, jobLen, cfg.Job)
 	putString(mem, offSession, sessionLen, cfg.Session)
 	putString(mem, offHost, hostLen, host)
@@ -236,6 +237,9 @@ func (p *Publisher) publish() {
 		putString(mem, d+descName, nameLen, v.Name())
 		putString(mem, d+descUnit, unitLen, v.Unit())
 		store(mem, d+descClass, uint64(v.Class()))
+		if names := v.States(); names != nil {
+			putStates(mem, statesOff(p.capacity)+i*statesLen, names)
+		}
 	}
 	vals := valuesOff(p.capacity)
 	for i, x := range p.scratch {

@@ -64,6 +64,11 @@ type Var struct {
 	Class string `json:"class"` // pvar.Class's name: counter, level, highwatermark, ...
 	Unit  string `json:"unit,omitempty"`
 	Value int64  `json:"value"`
+	// State is the name of a state variable's value (the names
+	// pvar.NewState gave it); "" for a variable of another class, for a
+	// state variable's -1 (nothing is in any state), and for a value the
+	// file names no state for.
+	State string `json:"state,omitempty"`
 }
 
 // Reader reads one file. It maps the file read-only and reads it with
@@ -76,7 +81,9 @@ type Reader struct {
 	dev, ino uint64 // the file's identity when opened
 	hdr      Stat   // the fields that never change
 	cap      int
-	vars     []Var // descriptors parsed so far; they never change once published
+	states   int        // offset of the states region; 0 for a file without one
+	vars     []Var      // descriptors parsed so far; they never change once published
+	names    [][]string // by descriptor: a state variable's names of its values
 }
 
 // Open maps the file at path and checks its header. Errors match
@@ -109,40 +116,44 @@ func Open(path string) (_ *Reader, err error) {
 			unmap(r.mem)
 		}
 	}()
-	capacity, err := r.header()
+	capacity, states, err := r.header()
 	if err != nil {
 		return nil, err
 	}
-	if need := int64(fileSize(capacity)); fi.Size() < need {
+	size := statesOff(capacity) // a file without a states region ends there
+	if states != 0 {
+		size = fileSize(capacity)
+	}
+	if need := int64(size); fi.Size() < need {
 		return nil, fmt.Errorf("%w: %s has %d bytes, its table of %d needs %d", ErrCorrupt, path, fi.Size(), capacity, need)
 	}
-	mem, err := mapFile(f, fileSize(capacity), false)
+	mem, err := mapFile(f, size, false)
 	if err != nil {
 		return nil, err
 	}
 	unmap(r.mem)
-	r.mem, r.cap = mem, capacity
+	r.mem, r.cap, r.states = mem, capacity, states
 	return r, nil
 }
 
 // header checks the header in r.mem and fills r.hdr; it returns the table's
-// capacity.
-func (r *Reader) header() (capacity int, err error) {
+// capacity and the offset of the states region (0 for none).
+func (r *Reader) header() (capacity, states int, err error) {
 	defer catchFault(debug.SetPanicOnFault(true), &err, r.path)
 	mem := r.mem
 	if string(mem[offMagic:offMagic+len(magic)]) != magic {
-		return 0, fmt.Errorf("%w: %s", ErrNotStat, r.path)
+		return 0, 0, fmt.Errorf("%w: %s", ErrNotStat, r.path)
 	}
 	if v := load(mem, offVersion); v != version {
-		return 0, fmt.Errorf("%w: %s has version %d, this reader knows %d", ErrVersion, r.path, v, version)
+		return 0, 0, fmt.Errorf("%w: %s has version %d, this reader knows %d", ErrVersion, r.path, v, version)
 	}
 	hs, ds, c := load(mem, offHeaderSize), load(mem, offDescSize), load(mem, offCapacity)
 	if hs != headerSize || ds != descSize || c < 1 || c > maxCapacity {
-		return 0, fmt.Errorf("%w: %s: header size %d, descriptor size %d, capacity %d", ErrCorrupt, r.path, hs, ds, c)
+		return 0, 0, fmt.Errorf("%w: %s: header size %d, descriptor size %d, capacity %d", ErrCorrupt, r.path, hs, ds, c)
 	}
 	pid := load(mem, offPID)
 	if pid > math.MaxInt32 {
-		return 0, fmt.Errorf("%w: %s: pid %d", ErrCorrupt, r.path, pid)
+		return 0, 0, fmt.Errorf("%w: %s: pid %d", ErrCorrupt, r.path, pid)
 	}
 	r.hdr = Stat{
 		Path:            r.path,
@@ -158,9 +169,15 @@ func (r *Reader) header() (capacity int, err error) {
 		SecondsPerCount: math.Float64frombits(load(mem, offSecPerCount)),
 	}
 	if r.hdr.Rank > maxCapacity*64 || r.hdr.Size > maxCapacity*64 { // far beyond any job
-		return 0, fmt.Errorf("%w: %s: rank %d of %d", ErrCorrupt, r.path, r.hdr.Rank, r.hdr.Size)
+		return 0, 0, fmt.Errorf("%w: %s: rank %d of %d", ErrCorrupt, r.path, r.hdr.Rank, r.hdr.Size)
 	}
-	return int(c), nil
+	switch st := load(mem, offStates); {
+	case st == 0:
+		return int(c), 0, nil
+	case st != uint64(statesOff(int(c))):
+		return 0, 0, fmt.Errorf("%w: %s: states region at %d, not after the values", ErrCorrupt, r.path, st)
+	}
+	return int(c), statesOff(int(c)), nil
 }
 
 // cleanString is getString made valid UTF-8.
@@ -228,7 +245,12 @@ func (r *Reader) Read() (_ *Stat, err error) {
 			return nil, fmt.Errorf("%w: %s: descriptor %d: name %q, class %d", ErrCorrupt, r.path, i, v.Name, class)
 		}
 		v.Class = pvar.Class(class).String()
+		var names []string
+		if pvar.Class(class) == pvar.ClassState && r.states != 0 {
+			names = getStates(mem, r.states+i*statesLen)
+		}
 		r.vars = append(r.vars, v)
+		r.names = append(r.names, names)
 	}
 	st := r.hdr
 	st.Updated = time.Unix(0, updated)
@@ -239,6 +261,9 @@ func (r *Reader) Read() (_ *Stat, err error) {
 	for i := range n {
 		st.Vars[i] = r.vars[i]
 		st.Vars[i].Value = values[i]
+		if names := r.names[i]; values[i] >= 0 && values[i] < int64(len(names)) {
+			st.Vars[i].State = names[values[i]]
+		}
 	}
 	return &st, nil
 }

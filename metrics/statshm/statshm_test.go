@@ -318,6 +318,91 @@ func TestPublisherStuck(t *testing.T) {
 }
 
 // valid returns the bytes of a valid file whose table holds 4 variables.
+// TestStates: the file names a state variable's values (the names
+// pvar.NewState gave), as many whole names as its slot holds, and Read
+// gives the name of each value; -1 (nothing in any state) and a value
+// past the names read as a number alone. A file without the states
+// region, as one made before it came, reads with values and no names.
+func TestStates(t *testing.T) {
+	long := make([]string, 20)
+	for i := range long {
+		long[i] = fmt.Sprintf("state-number-%02d", i) // 15 bytes and a NUL: 8 fit in a slot
+	}
+	mode := pvar.NewState("statshm_test_state", "Test state.", []string{"good", "bad", "ugly"})
+	many := pvar.NewState("statshm_test_state_many", "Test state with more names than a slot holds.", long)
+	_ = pvar.NewState("statshm_test_state_none", "Test state no shard is in.", []string{"on", "off"})
+	m := mode.Shard()
+	defer m.Close()
+	m.Set(1)
+	x := many.Shard()
+	defer x.Close()
+	x.Set(6)
+	p := start(t, Config{Interval: time.Hour})
+	check := func(st *Stat, named bool) {
+		t.Helper()
+		for _, c := range []struct {
+			name, state string
+			value       int64
+		}{{"statshm_test_state", "bad", 1}, {"statshm_test_state_many", "state-number-06", 6}, {"statshm_test_state_none", "", -1}} {
+			if !named {
+				c.state = ""
+			}
+			if v, ok := find(st, c.name); !ok || v.Class != "state" || v.Value != c.value || v.State != c.state {
+				t.Errorf("%s: %+v, %v; want value %d, state %q", c.name, v, ok, c.value, c.state)
+			}
+		}
+	}
+	st, err := ReadFile(p.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(st, true)
+
+	x.Set(8) // the ninth name did not fit
+	p.publish()
+	if st, err = ReadFile(p.Path()); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := find(st, "statshm_test_state_many"); v.Value != 8 || v.State != "" {
+		t.Errorf("a value past the names the slot holds: %+v", v)
+	}
+	x.Set(6)
+	p.publish()
+
+	b, err := os.ReadFile(p.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := int(binary.NativeEndian.Uint64(b[offCapacity:]))
+	old := slices.Clone(b[:statesOff(capacity)])
+	binary.NativeEndian.PutUint64(old[offStates:], 0)
+	path := filepath.Join(t.TempDir(), Prefix+"1-0")
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = ReadFile(path); err != nil {
+		t.Fatalf("a file without the states region: %v", err)
+	}
+	check(st, false)
+
+	for _, c := range []struct {
+		names []string
+		want  []string
+	}{
+		{[]string{"a", "b"}, []string{"a", "b"}},
+		{[]string{"a", "", "c"}, []string{"a"}},
+		{[]string{"a", "b\x00c"}, []string{"a"}},
+		{[]string{strings.Repeat("x", statesLen)}, nil},
+		{[]string{strings.Repeat("x", statesLen-1)}, []string{strings.Repeat("x", statesLen-1)}},
+	} {
+		mem := make([]byte, statesLen)
+		putStates(mem, 0, c.names)
+		if got := getStates(mem, 0); !slices.Equal(got, c.want) {
+			t.Errorf("putStates(%q) reads back %q, want %q", c.names, got, c.want)
+		}
+	}
+}
+
 func valid(t *testing.T) []byte {
 	t.Helper()
 	p := start(t, Config{Interval: time.Hour, Capacity: 4})
@@ -353,7 +438,9 @@ func TestMalformed(t *testing.T) {
 		{"no capacity", put(offCapacity, 0), ErrCorrupt, true},
 		{"huge capacity", put(offCapacity, 1<<40), ErrCorrupt, true},
 		{"capacity past the end", put(offCapacity, 5), ErrCorrupt, true},
-		{"truncated table", func(b []byte) []byte { return b[:len(b)-8] }, ErrCorrupt, true},
+		{"truncated table", func(b []byte) []byte { return b[:statesOff(4)-8] }, ErrCorrupt, true},
+		{"truncated states", func(b []byte) []byte { return b[:len(b)-8] }, ErrCorrupt, true},
+		{"states elsewhere", put(offStates, headerSize), ErrCorrupt, true},
 		{"pid", put(offPID, 1<<40), ErrCorrupt, true},
 		{"rank", put(offRank, 1<<40), ErrCorrupt, true},
 		{"count past capacity", put(offCount, 5), ErrCorrupt, false},

@@ -179,15 +179,15 @@ func (s *sched) recvWorld(w int, b []byte) {
 }
 
 // buildInter fills s, made for intercommunicator s.c, with the schedule
-// of a's collective. The algorithms within the local group build on a
-// view of it as an intracommunicator (only its group, rank and size
-// matter to them; every step names world ranks); the schedule then runs
-// over the union of both groups, on the same context.
+// of a's collective. The algorithms within the local group build on
+// c.local, a view of it as an intracommunicator (only its group, rank and
+// size matter to them; every step names world ranks); the schedule then
+// runs over the union of both groups, on the same context.
 func buildInter(s *sched, a *collArgs) {
 	c := s.c
 	r, nr := c.rank, c.psize
 	remote := c.peers.worldRank
-	s.c = &Comm{p: c.p, group: c.group, rank: c.rank, size: c.size, ctx: c.ctx}
+	s.c = c.local
 	defer func() { s.c = c.coll }()
 	switch a.kind {
 	case collBcast:

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // The collectives on intercommunicators against references computed
@@ -651,6 +655,80 @@ func interErrorsCheck(c *Comm) error {
 		note("Allreduce after the errors: %d, %v", out[0], err)
 	}
 	return bad
+}
+
+// TestIntercommCollectiveAllocs: in steady state the blocking
+// collectives on an intercommunicator (2×3) allocate nothing, the v-forms
+// (built again at every call) included.
+func TestIntercommCollectiveAllocs(t *testing.T) {
+	if raceEnabled {
+		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
+	}
+	if intercepted() {
+		testskip.Skip(t, testskip.Intercepted, "an interceptor is registered for the whole run")
+	}
+	if v, ok := cvar.Lookup("engine_net_force"); ok && v.String() == "true" {
+		for _, name := range []string{"nic_drop_rate", "nic_dup_rate", "nic_reorder_rate"} {
+			if v, ok := cvar.Lookup(name); ok && v.String() != "0" {
+				testskip.Skip(t, testskip.LossyNetwork, "engine_net_force with "+name+" "+v.String()+": the network transport's retransmissions allocate")
+			}
+		}
+	}
+	run := func(side int) func(*Comm) error {
+		return func(c *Comm) error {
+			nr, err := c.RemoteSize()
+			if err != nil {
+				return err
+			}
+			small, out := []float64{1}, make([]float64, 1)
+			big, bigOut := make([]float64, 4096), make([]float64, 4096)
+			ag := make([]float64, nr)
+			counts := make([]int, nr)
+			for i := range counts {
+				counts[i] = 1
+			}
+			a2s, a2 := make([]float64, nr*64), make([]float64, nr*64)
+			root := 0 // side 0's rank 0 is the root
+			if side == 0 {
+				root = ProcNull
+				if c.Rank() == 0 {
+					root = Root
+				}
+			}
+			cases := []struct {
+				name string
+				fn   func() error
+			}{
+				{"Allreduce8", func() error { return Allreduce(c, small, out, Sum) }},
+				{"Allreduce32K", func() error { return Allreduce(c, big, bigOut, Sum) }},
+				{"Bcast8", func() error { return Bcast(c, small, root) }},
+				{"Reduce32K", func() error { return Reduce(c, big, bigOut, Max, root) }},
+				{"Allgatherv", func() error { return Allgatherv(c, small, ag, counts, nil) }},
+				{"Alltoall", func() error { return Alltoall(c, a2s, a2) }},
+			}
+			for _, k := range cases {
+				// As TestCollectiveAllocs: the least of three measures,
+				// the same calls on every rank.
+				var err error
+				allocs := math.Inf(1)
+				for range 3 {
+					allocs = min(allocs, testing.AllocsPerRun(100, func() {
+						if e := k.fn(); e != nil && err == nil {
+							err = e
+						}
+					}))
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", k.name, err)
+				}
+				if allocs != 0 && side == 0 && c.Rank() == 0 {
+					t.Errorf("%s allocates %v times a call", k.name, allocs)
+				}
+			}
+			return nil
+		}
+	}
+	twoWorlds(t, 2, 3, run(0), run(1))
 }
 
 // Two jobs of processes started apart, connected (the scenarios

@@ -394,7 +394,7 @@ func (c *Comm) collReady(name string, a *collArgs) error {
 		return err
 	}
 	if c.coll != c {
-		return c.fail(errorf(ErrComm, name, "collectives other than Barrier are not available on intercommunicators"))
+		return c.interReady(name, a) // intercoll.go
 	}
 	if err := c.collectiveLive(name); err != nil {
 		return c.fail(err)

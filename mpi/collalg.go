@@ -56,6 +56,10 @@ var (
 // build fills s with the schedule of a's collective on s.c.
 func build(s *sched, a *collArgs) {
 	s.k = a.k
+	if s.c.IsInter() {
+		buildInter(s, a) // intercoll.go
+		return
+	}
 	switch a.kind {
 	case collBarrier:
 		buildBarrier(s)

@@ -8,7 +8,10 @@ package mpi
 // Size() bytes), and unpacks what it receives with its own; the two sides'
 // layouts may differ as long as their sizes agree, as MPI's datatypes of
 // one type signature. A layout that is the start of its buffer is used in
-// place; any other costs a packed copy, allocated per call.
+// place; any other costs a packed copy, allocated per call. On an
+// intercommunicator the rooted ones take Root and ProcNull as the typed
+// forms do: the root's buffer and layout hold the remote group's blocks,
+// and a ProcNull rank's are not looked at.
 
 // layoutSide is one side of a layout collective: the packed bytes (never
 // nil, which would ask the collective for in place), and how to unpack
@@ -82,15 +85,18 @@ func (c *Comm) BcastLayout(buf []byte, l Layout, root int) error {
 	if err := c.check(op); err != nil {
 		return err
 	}
+	if !c.isRoot(root) && !c.isLeaf(root) { // an intercommunicator's ProcNull
+		return Bcast(c, []byte{}, root)
+	}
 	side := c.recvSide
-	if c.rank == root {
+	if c.isRoot(root) {
 		side = c.sendSide
 	}
 	s, err := side(op, buf, l)
 	if err != nil {
 		return err
 	}
-	if err := Bcast(c, s.packed, root); err != nil || c.rank == root {
+	if err := Bcast(c, s.packed, root); err != nil || c.isRoot(root) {
 		return err
 	}
 	return c.unpack(s)
@@ -106,17 +112,19 @@ func (c *Comm) GatherLayout(send []byte, sl Layout, recv []byte, rl Layout, root
 	if err := c.check(op); err != nil {
 		return err
 	}
-	s, err := c.sendSide(op, send, sl)
-	if err != nil {
-		return err
+	s, r := layoutSide{packed: []byte{}}, layoutSide{packed: []byte{}}
+	var err error
+	if c.isLeaf(root) {
+		if s, err = c.sendSide(op, send, sl); err != nil {
+			return err
+		}
 	}
-	r := layoutSide{packed: []byte{}}
-	if c.rank == root {
+	if c.isRoot(root) {
 		if r, err = c.recvSide(op, recv, rl); err != nil {
 			return err
 		}
 	}
-	if err := Gather(c, s.packed, r.packed, root); err != nil || c.rank != root {
+	if err := Gather(c, s.packed, r.packed, root); err != nil || !c.isRoot(root) {
 		return err
 	}
 	return c.unpack(r)
@@ -131,17 +139,19 @@ func (c *Comm) ScatterLayout(send []byte, sl Layout, recv []byte, rl Layout, roo
 	if err := c.check(op); err != nil {
 		return err
 	}
-	r, err := c.recvSide(op, recv, rl)
-	if err != nil {
-		return err
+	s, r := layoutSide{packed: []byte{}}, layoutSide{packed: []byte{}}
+	var err error
+	if c.isLeaf(root) {
+		if r, err = c.recvSide(op, recv, rl); err != nil {
+			return err
+		}
 	}
-	s := layoutSide{packed: []byte{}}
-	if c.rank == root {
+	if c.isRoot(root) {
 		if s, err = c.sendSide(op, send, sl); err != nil {
 			return err
 		}
 	}
-	if err := Scatter(c, s.packed, r.packed, root); err != nil {
+	if err := Scatter(c, s.packed, r.packed, root); err != nil || !c.isLeaf(root) {
 		return err
 	}
 	return c.unpack(r)

@@ -21,6 +21,7 @@ type Comm struct {
 	peers  *Group                     // the ranks point-to-point names: group, or an intercommunicator's remote group
 	psize  int                        // peers' size
 	coll   *Comm                      // the intracommunicator collectives run over: c, or an intercommunicator's union of both groups
+	local  *Comm                      // an intercommunicator's local group as an intracommunicator, for its collectives (intercoll.go)
 	ctx    uint32                     // point-to-point context; ctx+1 carries internal collectives
 	freed  uint32                     // 1 once freed (asm.StoreRelaxed32), read with asm.LoadRelaxed32 so that the usual path's checks stay one chain of compares
 	errh   atomic.Pointer[Errhandler] // nil: ErrorsReturn

@@ -359,20 +359,7 @@ func TestNameService(t *testing.T) {
 const serviceEnv = "MPI_TEST_SERVICE"
 
 var scAcceptJob = scenario("accept-job", func(w *Comm) error {
-	service := os.Getenv(serviceEnv)
-	var port string
-	if w.Rank() == 0 {
-		var err error
-		if port, err = OpenPort(); err != nil {
-			return err
-		}
-		defer ClosePort(port)
-		if err := PublishName(service, port); err != nil {
-			return err
-		}
-		defer UnpublishName(service, port)
-	}
-	inter, err := w.Accept(port, 0)
+	inter, err := acceptService(w)
 	if err != nil {
 		return err
 	}
@@ -380,6 +367,35 @@ var scAcceptJob = scenario("accept-job", func(w *Comm) error {
 })
 
 var scConnectJob = scenario("connect-job", func(w *Comm) error {
+	inter, err := connectService(w)
+	if err != nil {
+		return err
+	}
+	return jobsTalk(inter, true)
+})
+
+// acceptService publishes, under the name serviceEnv gives, a port w's
+// rank 0 opened, and accepts a connection on it over w.
+func acceptService(w *Comm) (*Comm, error) {
+	service := os.Getenv(serviceEnv)
+	var port string
+	if w.Rank() == 0 {
+		var err error
+		if port, err = OpenPort(); err != nil {
+			return nil, err
+		}
+		defer ClosePort(port)
+		if err := PublishName(service, port); err != nil {
+			return nil, err
+		}
+		defer UnpublishName(service, port)
+	}
+	return w.Accept(port, 0)
+}
+
+// connectService looks up the name serviceEnv gives and connects w to
+// the port published under it.
+func connectService(w *Comm) (*Comm, error) {
 	service := os.Getenv(serviceEnv)
 	var port string
 	if w.Rank() == 0 {
@@ -391,16 +407,12 @@ var scConnectJob = scenario("connect-job", func(w *Comm) error {
 				break
 			}
 			if !errors.Is(err, ErrName) || time.Now().After(deadline) {
-				return err
+				return nil, err
 			}
 		}
 	}
-	inter, err := w.Connect(port, 0)
-	if err != nil {
-		return err
-	}
-	return jobsTalk(inter, true)
-})
+	return w.Connect(port, 0)
+}
 
 // jobsTalk checks a connection between two jobs: sizes, a message from
 // every rank to every remote rank, a barrier across, and the merged
@@ -447,17 +459,22 @@ func jobsTalk(inter *Comm, connecting bool) error {
 // published name, collectively (Comm.Accept and Comm.Connect over
 // several ranks each), and talk across.
 func TestJobsConnect(t *testing.T) {
-	env := []string{serviceEnv + "=" + fmt.Sprintf("jobs-%d-%d", os.Getpid(), time.Now().UnixNano()),
+	serviceJobs(t, "jobs", [2]int{3, 2}, [2]string{scAcceptJob, scConnectJob})
+}
+
+// serviceJobs runs two jobs of processes at once, of sizes n and
+// scenarios names (the accepting one first), meeting through a service
+// named after label.
+func serviceJobs(t *testing.T, label string, n [2]int, names [2]string) {
+	t.Helper()
+	env := []string{serviceEnv + "=" + fmt.Sprintf("%s-%d-%d", label, os.Getpid(), time.Now().UnixNano()),
 		"TACHYON_MPI_NAME_DIR=" + t.TempDir()}
 	var wg sync.WaitGroup
-	for _, job := range []struct {
-		n    int
-		name string
-	}{{3, scAcceptJob}, {2, scConnectJob}} {
+	for i := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runProcesses(t, job.n, job.name, env...)
+			runProcesses(t, n[i], names[i], env...)
 		}()
 	}
 	wg.Wait()

@@ -19,8 +19,9 @@
 //
 // The collectives of MPI-4.1 chapter 6 (broadcast, reductions, gathers,
 // scatters, all-to-all, scans) run over every rank of an
-// intracommunicator. Each is a generic function over the Numeric element
-// types in a blocking form (Bcast, Allreduce...), a nonblocking one
+// intracommunicator, and between the groups of an intercommunicator
+// (below). Each is a generic function over the Numeric element types in
+// a blocking form (Bcast, Allreduce...), a nonblocking one
 // (Ibcast, Iallreduce..., returning a *Request that waits and tests with
 // any other) and a Context one (BcastContext...); BcastInit and
 // AllreduceInit make persistent requests; Comm.BcastLayout and its kin
@@ -57,8 +58,20 @@
 //
 // Collectives run on a context of their own: they never match
 // point-to-point messages, and nonblocking collectives in flight together
-// keep their messages apart. Intercommunicators have Barrier only; the
-// others return ErrComm there.
+// keep their messages apart.
+//
+// On an intercommunicator the collectives move data between the two
+// groups (MPI-4.1 section 6.2.2), in every form. A rooted one (Bcast,
+// Reduce, Gather, Scatter and their v-forms) takes Root at the root,
+// ProcNull at the other ranks of its group, which take no part, and the
+// root's rank in the remote group at the ranks of the other group; the
+// root's buffers hold the other group's data (Gather's recv holds
+// RemoteSize() blocks). Allreduce gives each group the reduction of the
+// other group's vectors; Allgather and Allgatherv the other group's
+// blocks; Alltoall sends block i to remote rank i; ReduceScatterBlock and
+// ReduceScatter scatter the reduction of one group's vectors over the
+// other group, by the receiving group's counts. Scan and Exscan are not
+// defined there (ErrComm), nor is in place (ErrBuffer).
 //
 // # Deadlines and cancellation
 //

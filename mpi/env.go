@@ -24,6 +24,15 @@ const (
 	TagUB = 1<<31 - 1
 )
 
+// Root is the root argument the root itself passes to a rooted collective
+// (Bcast, Reduce, Gather, Scatter and their v-forms) on an
+// intercommunicator (MPI_ROOT), beside ProcNull: there the root's group
+// passes Root at the root and ProcNull at its other ranks, which take no
+// part, and the other group passes the root's rank in the root's group
+// (its remote group). On an intracommunicator every rank passes the
+// root's rank, and Root is ErrRoot.
+const Root = -3
+
 // ThreadLevel is a thread support level (MPI_THREAD_*). Levels are
 // ordered: each allows what the ones below it allow.
 type ThreadLevel int

@@ -28,6 +28,8 @@ func newInterComm(p *proc, local, remote *Group, pair uint32) *Comm {
 	c.coll.group = newGroup(union, p.ep.Rank())
 	c.coll.rank, c.coll.size = c.coll.group.Rank(), len(union)
 	c.coll.peers, c.coll.psize, c.coll.coll = c.coll.group, c.coll.size, c.coll
+	c.local = &Comm{p: p, group: local, rank: c.rank, size: c.size, peers: local, psize: c.size, ctx: c.ctx}
+	c.local.coll = c.local
 	return c
 }
 

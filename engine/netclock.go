@@ -28,7 +28,8 @@ import (
 // offset and the drift between two hosts' counters are both followed.
 //
 // The bound: a steering rank's error is the gap it just closed plus half
-// the round trip of the sample the line passes through; each probe tells the reference that error, and the
+// the round trip of the newest sample and how far the line passes from
+// it; each probe tells the reference that error, and the
 // reference answers with the largest it has heard lately (from any rank),
 // so any two ranks' Wtimes disagree by at most the steering rank's error
 // plus that. The reference's own bound is the sum of the two largest.
@@ -255,13 +256,14 @@ func (d *netDev) endRound() {
 	}
 	k.samples[k.kept] = best
 	k.kept++
-	at, ref, spc, rtt := k.fit()
-	gap := progress.SteerClock(at, ref, progress.CountsToSeconds(rtt)/2, spc, progress.CountsToSeconds(k.interval))
+	at, ref, dev, spc, rtt := k.fit()
+	unc := progress.CountsToSeconds(rtt)/2 + dev // the reference's Wtime at count at lies within ref ± unc
+	gap := progress.SteerClock(at, ref, unc, spc, progress.CountsToSeconds(k.interval))
 	if math.IsNaN(gap) {
 		return
 	}
 	k.steers.Inc()
-	k.err = math.Abs(gap) + progress.CountsToSeconds(rtt)/2
+	k.err = math.Abs(gap) + unc
 }
 
 // fit returns the line through the samples whose round trips were quick
@@ -271,7 +273,10 @@ func (d *netDev) endRound() {
 // round trip was rtt), and its seconds a count, by least squares once
 // those samples span clockSpan, else this clock's own rate through the
 // newest. The rate stays within 2 × clock_slew_max of this clock's own.
-func (k *netClock) fit() (at uint64, ref, spc float64, rtt uint64) {
+// dev is how far the line passes from the newest sample, in seconds:
+// the sample holds the reference's Wtime within half its round trip, so
+// the line's value at count at holds it within that plus dev.
+func (k *netClock) fit() (at uint64, ref, dev, spc float64, rtt uint64) {
 	var quick uint64
 	for _, p := range k.samples[:k.kept] {
 		if quick == 0 || p.rtt < quick {
@@ -289,7 +294,7 @@ func (k *netClock) fit() (at uint64, ref, spc float64, rtt uint64) {
 	last := s[len(s)-1]
 	own := 1 / progress.Clock().Frequency
 	if len(s) < 3 || progress.CountsToSeconds(last.x-s[0].x) < clockSpan {
-		return last.x, last.ref, own, last.rtt
+		return last.x, last.ref, 0, own, last.rtt
 	}
 	var mx, my float64 // x: counts from the newest sample (≤ 0); y: seconds from its reference
 	for _, p := range s {
@@ -305,10 +310,10 @@ func (k *netClock) fit() (at uint64, ref, spc float64, rtt uint64) {
 		sxy += x * y
 	}
 	if sxx <= 0 {
-		return last.x, last.ref, own, last.rtt
+		return last.x, last.ref, 0, own, last.rtt
 	}
 	b := sxy / sxx
 	a := my - b*mx // at the newest sample's count
 	lim := 2 * progress.SlewMax()
-	return last.x, last.ref + a, max(own*(1-lim), min(own*(1+lim), b)), last.rtt
+	return last.x, last.ref + a, math.Abs(a), max(own*(1-lim), min(own*(1+lim), b)), last.rtt
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -64,7 +65,8 @@ func TestNetClock(t *testing.T) {
 
 // TestClockFit: the line through samples of a clock 3 ms ahead and 100 ppm
 // fast, with ±2 µs of noise, gives its offset and rate back once the
-// samples span clockSpan; before that, the offset at this clock's rate.
+// samples span clockSpan; before that, the offset at this clock's rate;
+// and says how far it passes from the newest sample.
 func TestClockFit(t *testing.T) {
 	spc := 1 / progress.Clock().Frequency
 	const offset, drift = 3e-3, 100e-6
@@ -79,7 +81,10 @@ func TestClockFit(t *testing.T) {
 		x := x0 + uint64(i)*step
 		k.samples[i] = clockSample{x: x, rtt: 1000, ref: ref(x, i)}
 		k.kept = i + 1
-		at, r, rate, _ := k.fit()
+		at, r, dev, rate, _ := k.fit()
+		if want := math.Abs(r - k.samples[i].ref); math.Abs(dev-want) > 1e-12 {
+			t.Fatalf("%d samples: the line %v s from the newest sample, reported %v", k.kept, want, dev)
+		}
 		if at != x {
 			t.Fatalf("%d samples: the line is at %d, want the newest sample's %d", k.kept, at, x)
 		}

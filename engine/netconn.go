@@ -20,8 +20,9 @@ import (
 //
 // Sending (Reserve, Commit):
 //  1. Reserve returns room in the frame being filled, or takes a new frame
-//     from the link if the window (engine_net_window frames not yet
-//     acknowledged) and the peer's credit allow, numbering it (seq).
+//     from the link if the congestion window (at most engine_net_window
+//     frames not yet acknowledged) and the peer's credit allow (netcc.go),
+//     numbering it (seq).
 //  2. Commit adds the packet to the frame. If nothing is in flight to the
 //     peer (a ping-pong, the first message of a burst), the frame goes at
 //     once; otherwise it stays open for the packets behind it, and goes
@@ -51,8 +52,9 @@ import (
 //     next expected seq on that have all arrived are the Inbox's, in order;
 //     a frame whose lengths do not add up is counted malformed and
 //     delivers nothing.
-//  4. Released packets give their frames back and open the window; an
-//     acknowledgement goes back with the next frame to the peer, or on its
+//  4. Released packets give their frames back and open the window (the
+//     peer's credit: this side's share of what its link can take in,
+//     netcc.go); an acknowledgement goes back with the next frame to the peer, or on its
 //     own after engine_net_ack_every frames, at once on a gap, a duplicate
 //     or a probe, or after engine_net_ack_delay.
 
@@ -92,11 +94,20 @@ type netConn struct {
 	// whether Reserve last found no room.
 	movedAt, waitFrom uint64
 	starved           bool
+	stall             uint8  // what Reserve last waited for (stallCwnd, stallCredit; netcc.go)
 	sendErr           bool   // a link.Send error was logged for this peer
 	bye               bool   // the peer said bye while lane transfers were due from it (closed)
 	probed            uint64 // when a probe last went out
 	dead              error
 	opener            *frameOpener // checks the peer's frames (engine_net_auth; nil: off)
+
+	// Congestion control (netcc.go): the frames that may be in flight
+	// (cwnd, at most window), the slow-start threshold, the frames
+	// acknowledged toward the next increase above it, and while a
+	// recovery from a loss lasts (recovering), the seq that ends it.
+	cwnd, ssthresh, cwndAcc uint32
+	recover                 uint32
+	recovering              bool
 
 	// The bulk lane (netbulk.go), each way.
 	out bulkOut
@@ -121,7 +132,8 @@ type netConn struct {
 	ackOwed        int    // frames received since this side last acknowledged
 	ackNow         bool   // acknowledge at the end of this pump
 	ackAt          uint64 // when a delayed acknowledgement is due (0: none)
-	advLimit       uint32 // the limit (dlvNxt + window) last advertised
+	advLimit       uint32 // the limit (dlvNxt + credit) last advertised
+	credit         uint32 // frames the peer may send beyond dlvNxt: this side's share of its link (netcc.go)
 }
 
 // txSlot is a frame sent and not yet acknowledged.
@@ -149,18 +161,21 @@ func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
 
 func newNetConn(d *netDev, peer nic.Peer, rank, epoch uint32, now uint64) *netConn {
 	w := d.window
-	return &netConn{
+	c := &netConn{
 		dev: d, peer: peer, rank: rank, epoch: epoch,
 		mask: w - 1, window: w,
-		sndLimit: w, advLimit: w,
+		sndLimit: w, advLimit: w, credit: w,
 		tx: make([]txSlot, w), rx: make([]rxSlot, w),
 		rto: d.rtoInit, heard: now, progressAt: now,
 	}
+	c.startCC()
+	return c
 }
 
 // Reserve returns room for a packet of n bytes: in the frame being
 // filled, or in a new one (the full one goes). It returns nil if the
-// window is full, the peer has given no credit, or the link no frame.
+// congestion window is full, the peer has given no credit, or the link no
+// frame.
 func (c *netConn) Reserve(n int) []byte {
 	if n > c.max || c.dead != nil {
 		return nil
@@ -170,14 +185,14 @@ func (c *netConn) Reserve(n int) []byte {
 	}
 	d := c.dev
 	if !c.open {
-		if c.sndNxt-c.sndUna >= c.window {
-			c.starved = true
+		if c.sndNxt-c.sndUna >= c.cwnd {
+			c.wait(stallCwnd)
 			return nil
 		}
 		if !seqLT(c.sndNxt, c.sndLimit) {
 			// No credit: if nothing is in flight to bring news of more,
 			// the timer asks for it (timeout).
-			c.starved = true
+			c.wait(stallCredit)
 			if c.rtoAt == 0 {
 				c.rtoAt = d.clock() + c.rto
 				d.armed(c.rtoAt)
@@ -188,7 +203,7 @@ func (c *netConn) Reserve(n int) []byte {
 			c.starved = true
 			return nil
 		}
-		c.starved = false
+		c.starved, c.stall = false, stallNone
 		c.tx[c.sndNxt&c.mask] = txSlot{frame: d.one[0]}
 		c.sndNxt++
 		c.open, c.fill = true, 0
@@ -298,8 +313,8 @@ func (c *netConn) moved() { c.movedAt = c.dev.now }
 func (c *netConn) stalled(now uint64) {
 	d := c.dev
 	d.stalls.Inc()
-	c.fail(now, "transfer stalled: nothing moved for %v while the peer answers (sending: seq %d acknowledged below, %d frames sent beyond, %d numbered, credit below seq %d, waiting for room %v; receiving: in order below seq %d, %d frames beyond; bulk lane: %d transfers due in, %d of %d bytes of the current one read, sends queued %v)",
-		d.stallTimeoutD, c.sndUna, c.sndSent-c.sndUna, c.sndNxt-c.sndUna, c.sndLimit, c.starved,
+	c.fail(now, "transfer stalled: nothing moved for %v while the peer answers (sending: seq %d acknowledged below, %d frames sent beyond, %d numbered, credit below seq %d, congestion window %d, waiting for room %v; receiving: in order below seq %d, %d frames beyond; bulk lane: %d transfers due in, %d of %d bytes of the current one read, sends queued %v)",
+		d.stallTimeoutD, c.sndUna, c.sndSent-c.sndUna, c.sndNxt-c.sndUna, c.sndLimit, c.cwnd, c.starved,
 		c.rcvNxt, c.ooo, c.in.want, c.in.got, c.in.total, c.out.q.head != nil)
 	slog.Warn("tachyon: network transfer stalled", "rank", d.self, "peer", c.rank, "error", c.dead)
 }
@@ -329,7 +344,7 @@ func (c *netConn) fail(now uint64, format string, args ...any) {
 // stamp writes what this side has received into frame header b: ack,
 // sack and credit. Every frame to the peer carries them.
 func (c *netConn) stamp(b []byte) {
-	limit := c.dlvNxt + c.window
+	limit := c.dlvNxt + c.credit
 	nic.PutAck(b, c.rcvNxt, c.sack(), uint16(limit-c.rcvNxt))
 	c.advLimit = limit
 	c.ackOwed, c.ackNow, c.ackAt = 0, false, 0
@@ -495,6 +510,9 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 			c.sample(d.now - last.sentAt)
 		}
 		*last = txSlot{}
+		if flight := c.sndNxt - c.sndUna; c.recovering || 2*flight >= c.cwnd {
+			c.grow(ack, ack-c.sndUna, flight) // a ping-pong's acknowledgement skips it
+		}
 		c.sndUna = ack
 		c.moved()
 		if c.backoff > 0 {
@@ -539,6 +557,7 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 		if t.sacked || d.now-t.sentAt < wait {
 			continue
 		}
+		c.reduce(false) // once a recovery
 		t.retx = true
 		if c.transmit(s) {
 			d.fastRetx.Inc()
@@ -603,17 +622,19 @@ func (c *netConn) timeout() {
 		return
 	}
 	d.timeouts.Inc()
+	c.reduce(true)
 	if c.backoff < d.rtoBackoff {
 		c.backoff++
 		c.rto = min(c.rto*2, d.rtoMax)
 	}
 	c.rtoAt = d.now + c.rto
 	// Every frame not known to have arrived goes again, oldest first, up
-	// to the burst: the last frames of a burst, lost, have no later frame
-	// whose acknowledgement would show them missing, so only the timer
-	// finds them, and one a timeout would take a timeout each.
-	sent := 0
-	for s := c.sndUna; seqLT(s, c.sndSent) && sent < d.rtoBurst; s++ {
+	// to the burst and the congestion window the timeout left: the last
+	// frames of a burst, lost, have no later frame whose acknowledgement
+	// would show them missing, so only the timer finds them, and one a
+	// timeout would take a timeout each.
+	sent, burst := 0, min(d.rtoBurst, int(c.cwnd))
+	for s := c.sndUna; seqLT(s, c.sndSent) && sent < burst; s++ {
 		t := &c.tx[s&c.mask]
 		if t.sacked {
 			continue
@@ -732,8 +753,8 @@ func (c *netConn) next() {
 }
 
 // Release gives the first k packets back, and their frames once all
-// their packets are. Once half the window has opened since the last
-// advertisement, or the peer has little credit left, it hears at once.
+// their packets are. Once half the credit has opened since the last
+// advertisement, or the peer has little of it left, it hears at once.
 func (c *netConn) Release(k int) {
 	if k == 0 {
 		return
@@ -751,7 +772,7 @@ func (c *netConn) Release(k int) {
 		}
 	}
 	c.dev.flushReleased()
-	if limit := c.dlvNxt + c.window; limit-c.advLimit >= c.window/2 || c.advLimit-c.rcvNxt <= c.window/4 {
+	if limit := c.dlvNxt + c.credit; limit-c.advLimit >= c.credit/2 || c.advLimit-c.rcvNxt <= c.credit/4 {
 		c.ackNow = true
 	}
 }

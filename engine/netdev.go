@@ -123,6 +123,7 @@ type netDev struct {
 	sealer   *frameSealer  // tags this endpoint's frames (nil: none)
 	trailer  int           // bytes of the trailer a frame ends in (0 or authTrailer)
 	bulk     *bulkDev      // the bulk lane (nil: off)
+	cc       ccConfig      // congestion control and credit (netcc.go)
 	clk      netClock      // steering this process's clock (netclock.go)
 
 	ackEvery                     int
@@ -199,6 +200,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 	}
 	d.mode = pvNetLinkMode.Shard()
 	d.mode.Set(linkMode(link.Status()))
+	d.cc = newCCConfig(w, link.Status().RxCapacity)
 	d.now = d.clock()
 	return d, nil
 }
@@ -251,6 +253,7 @@ func (d *netDev) counters() []deviceCounter {
 		{&d.malformed, pvNetMalformed}, {&d.deaths, pvNetPeerDeaths}, {&d.kicks, pvNetKeeper},
 		{&d.authFail, pvNetAuthFail}, {&d.replays, pvNetReplays},
 		{&d.stalls, pvNetStalls}, {&d.sendErrs, pvNetSendErrs},
+		{&d.cc.cwndCuts, pvNetCwndCuts}, {&d.cc.cwndStalls, pvNetCwndStalls}, {&d.cc.creditStalls, pvNetCreditStalls},
 	}
 	if b := d.bulk; b != nil {
 		cs = append(cs, deviceCounter{&b.msgs, pvNetBulkMsgs}, deviceCounter{&b.bytes, pvNetBulkBytes},
@@ -279,6 +282,7 @@ func (d *netDev) own(o *pvar.Owner) {
 		d.path.Set(int(old.Load()))
 		old.Close()
 	}
+	d.cc.own(o)
 }
 
 // clock reads the progress clock without ordering (NowCoarse: a plain
@@ -311,6 +315,7 @@ func (d *netDev) connect(rank int, card nic.Card, epoch uint32, bulkPort uint16)
 	d.conns[rank] = c
 	d.paths[rank] = int8(d.notePath(card))
 	d.list = append(d.list, c)
+	d.shareCredit()
 	return c, nil
 }
 
@@ -595,6 +600,7 @@ func (d *netDev) close() error {
 	if d.path != nil {
 		d.path.Close()
 	}
+	d.cc.close()
 	if c := d.clk.probes; c != nil {
 		c.Close()
 		d.clk.steers.Close()

@@ -141,6 +141,11 @@ type Status struct {
 	GatewayPeers, KernelPeers int
 	// Fallback says why Open in ModeAuto took UDP, "" if it did not.
 	Fallback string
+	// RxCapacity is about how many frames the link can take in while its
+	// caller releases none and does not call Receive: its fill rings'
+	// frames (XDP), or its socket's receive buffer in frames (UDP).
+	// A transport sizes the credit it gives its peers by it; 0: unknown.
+	RxCapacity int
 }
 
 // Stats are a link's counters since Open.

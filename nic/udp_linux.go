@@ -143,12 +143,24 @@ func openUDP(cfg Config, fallback string) (l *udpLink, err error) {
 	}
 	l.post()
 	l.card = Card{Mode: ModeUDP, IP: ip, Port: port, MAC: mac, MTU: uint16(l.mtu)}
-	l.status = Status{Mode: ModeUDP, Interface: dev, Fallback: fallback}
+	l.status = Status{Mode: ModeUDP, Interface: dev, Fallback: fallback, RxCapacity: udpRxCapacity(l.fd, int(frameSize), int(nframes))}
 	if dev != "" {
 		l.status.Driver = driverString(dev)
 	}
 	l.c = newCounters()
 	return l, nil
+}
+
+// udpRxCapacity is Status.RxCapacity of a UDP link on socket fd: the
+// receive buffer the kernel gave it (as SO_RCVBUF reads it, which counts
+// each datagram's overhead) in datagrams of two frame buffers each, at
+// most half the link's nframes, the most it can hold received.
+func udpRxCapacity(fd, frameSize, nframes int) int {
+	n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	if err != nil {
+		return 0
+	}
+	return max(min(n/(2*frameSize), nframes/2), 1)
 }
 
 func (l *udpLink) Card() Card     { return l.card }

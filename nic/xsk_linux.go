@@ -218,6 +218,9 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	l.status.ZeroCopy = l.first.zeroCopy
 	l.status.Queues = slices.Clone(l.queues)
 	l.status.InterfaceQueues = nq
+	for _, sk := range l.socks {
+		l.status.RxCapacity += sk.fillTarget
+	}
 	l.fbName.Family = unix.AF_INET
 	l.c = newCounters()
 	l.register()

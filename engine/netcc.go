@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/pvar"
+)
+
+// How much a rank sends to a network peer before it hears back: the
+// least of three bounds, checked when Reserve numbers a new frame.
+//
+//  1. The window (engine_net_window): the frames the two sides keep
+//     numbered, sent and not acknowledged on one side, held out of order
+//     on the other.
+//  2. The peer's credit: the receiver takes seq below ack+credit, the
+//     frames it has room for beyond what it delivered. Its room is what
+//     its link can take in between two polls (nic.Status.RxCapacity: the
+//     fill rings of an AF_XDP link, the socket buffer of a UDP one, or
+//     engine_net_credit_frames), shared equally among its network peers
+//     and no less than engine_net_credit_min each, so that N senders into
+//     one receiver together fit its ring rather than overrun it.
+//  3. The congestion window (cwnd), AIMD as TCP Reno's: it opens from
+//     engine_net_cwnd_initial by the frames acknowledged while below the
+//     slow-start threshold, then by one frame a window acknowledged; a
+//     loss halves it, once a round trip: a hole the selective
+//     acknowledgement shows (fast retransmit) sets it and the threshold
+//     to half the frames in flight, a retransmission timeout sets the
+//     threshold so and the window to engine_net_cwnd_min; it never goes
+//     below engine_net_cwnd_min nor above engine_net_cwnd_max. It grows
+//     only while the sender uses it (half of it in flight): a ping-pong,
+//     or a burst of small messages that share a few frames, leaves it
+//     where it is.
+//
+// A sender that finds no room waits (Reserve returns nil, the packets
+// queue in the endpoint) and is counted once per wait: engine_net_cwnd_stalls
+// for the window, engine_net_credit_stalls for the credit.
+
+// Control variables of congestion control and credit, read when an
+// endpoint opens its device.
+var (
+	netCwndInit = cvar.NewInt("engine_net_cwnd_initial", 64,
+		"Congestion window a rank starts with toward each network peer: the frames it may have in flight before the peer's first acknowledgements open the window further (slow start).",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
+	netCwndMin = cvar.NewInt("engine_net_cwnd_min", 16,
+		"Smallest congestion window toward a network peer: where halving on loss stops, and the window a retransmission timeout leaves. Also bounds the frames one timeout sends again (with engine_net_rto_burst). A floor high enough that random loss, which is no congestion, does not throttle a stream to a few frames a round trip.",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
+	netCwndMax = cvar.NewInt("engine_net_cwnd_max", 1<<15,
+		"Largest congestion window toward a network peer, at most engine_net_window (which bounds it anyway).",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
+	netCreditFrames = cvar.NewInt("engine_net_credit_frames", 0,
+		"Frames a rank lets all its network peers together have sent to it beyond what it has delivered, shared equally among them as their credit (at most engine_net_window each, at least engine_net_credit_min): 0 takes what its link can take in between two polls (an AF_XDP link's fill rings, a UDP link's socket buffer).",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("frames"))
+	netCreditMin = cvar.NewInt("engine_net_credit_min", 16,
+		"Least credit a rank gives each network peer, whatever its share of engine_net_credit_frames: with more peers than that divided by this, their credits together may exceed what the link can take in.",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
+)
+
+// Performance variables of congestion control and credit.
+var (
+	pvNetCwnd = pvar.NewLevel("engine_net_cwnd",
+		"Congestion windows of this rank toward its network peers, summed (engine_net_cwnd_initial each at the start).",
+		pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetCwndHWM = pvar.NewHighWatermark("engine_net_cwnd_hwm",
+		"Largest congestion window toward one network peer that this rank has reached.",
+		pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
+	pvNetCwndCuts = pvar.NewCounter("engine_net_cwnd_reductions",
+		"Times a congestion window toward a network peer was cut for a loss: halved for a hole a selective acknowledgement showed (once a round trip), or to engine_net_cwnd_min at a retransmission timeout.",
+		pvar.WithUnit("reductions"), pvar.WithBind(pvar.BindComm))
+	pvNetCwndStalls = pvar.NewCounter("engine_net_cwnd_stalls",
+		"Times a send to a network peer found the congestion window full and waited for an acknowledgement.",
+		pvar.WithUnit("stalls"), pvar.WithBind(pvar.BindComm))
+	pvNetCreditStalls = pvar.NewCounter("engine_net_credit_stalls",
+		"Times a send to a network peer found the peer's credit used up and waited for it to deliver frames and give more.",
+		pvar.WithUnit("stalls"), pvar.WithBind(pvar.BindComm))
+)
+
+// What Reserve last waited for (netConn.stall).
+const (
+	stallNone   = 0
+	stallCwnd   = 1
+	stallCredit = 2
+)
+
+// ccConfig is the device's reading of the variables above.
+type ccConfig struct {
+	cwndInit, cwndMin, cwndMax uint32
+	creditBudget, creditMin    uint32 // creditBudget 0: no bound but the window
+	cwndLevel                  *pvar.LevelShard
+	cwndHWM                    *pvar.WatermarkShard
+	cwndCuts, cwndStalls       *pvar.CounterShard
+	creditStalls               *pvar.CounterShard
+}
+
+// newCCConfig reads the variables for a device of window w over a link
+// that can take rxCap frames in (0: unknown).
+func newCCConfig(w uint32, rxCap int) ccConfig {
+	cc := ccConfig{
+		cwndMax:   min(uint32(netCwndMax.Get()), w),
+		creditMin: min(uint32(netCreditMin.Get()), w),
+	}
+	cc.cwndMin = min(uint32(netCwndMin.Get()), cc.cwndMax)
+	cc.cwndInit = min(max(uint32(netCwndInit.Get()), cc.cwndMin), cc.cwndMax)
+	cc.creditBudget = uint32(netCreditFrames.Get())
+	if cc.creditBudget == 0 {
+		cc.creditBudget = uint32(max(rxCap, 0))
+	}
+	cc.cwndLevel, cc.cwndHWM = pvNetCwnd.Shard(), pvNetCwndHWM.Shard()
+	cc.cwndCuts, cc.cwndStalls, cc.creditStalls = pvNetCwndCuts.Shard(), pvNetCwndStalls.Shard(), pvNetCreditStalls.Shard()
+	return cc
+}
+
+// own makes the level and watermark o's (netDev.own does the counters).
+func (cc *ccConfig) own(o *pvar.Owner) {
+	l := pvNetCwnd.ShardOf(o)
+	l.Set(cc.cwndLevel.Load())
+	cc.cwndLevel.Close()
+	cc.cwndLevel = l
+	h := pvNetCwndHWM.ShardOf(o)
+	cc.cwndHWM.Close()
+	cc.cwndHWM = h
+}
+
+// close closes the level and watermark shards; the level drops the
+// windows it held, as the connections are gone.
+func (cc *ccConfig) close() {
+	cc.cwndLevel.Set(0)
+	cc.cwndLevel.Close()
+	cc.cwndHWM.Close()
+}
+
+// startCC gives a new connection its initial congestion window.
+func (c *netConn) startCC() {
+	cc := &c.dev.cc
+	c.cwnd, c.ssthresh = cc.cwndInit, cc.cwndMax
+	cc.cwndLevel.Add(int64(c.cwnd))
+	cc.cwndHWM.Observe(int64(c.cwnd))
+}
+
+// shareCredit gives every connection its equal share of the device's
+// credit budget, once a connection has been added.
+func (d *netDev) shareCredit() {
+	cr := d.window
+	if n := uint32(len(d.list)); d.cc.creditBudget > 0 && n > 0 {
+		cr = min(max(d.cc.creditBudget/n, d.cc.creditMin), d.window)
+	}
+	for _, c := range d.list {
+		c.credit = cr
+		c.advLimit = c.dlvNxt + cr
+	}
+}
+
+// wait notes that Reserve found no room for why (stallCwnd, stallCredit),
+// counted once per wait.
+func (c *netConn) wait(why uint8) {
+	c.starved = true
+	if c.stall == why {
+		return
+	}
+	c.stall = why
+	if why == stallCwnd {
+		c.dev.cc.cwndStalls.Inc()
+	} else {
+		c.dev.cc.creditStalls.Inc()
+	}
+}
+
+// grow opens the congestion window for acked frames acknowledged by
+// ack, of flight in flight before it came: by acked below the slow-start
+// threshold, by one a window above it. Not while a recovery lasts (ack
+// short of recover), nor while the sender left the window half unused
+// (onAck calls it only while recovering or with half the window used).
+func (c *netConn) grow(ack, acked, flight uint32) {
+	if c.recovering {
+		if seqLT(ack, c.recover) {
+			return
+		}
+		c.recovering = false
+	}
+	cc := &c.dev.cc
+	if 2*flight < c.cwnd || c.cwnd >= cc.cwndMax {
+		return
+	}
+	old := c.cwnd
+	if c.cwnd < c.ssthresh {
+		c.cwnd = min(c.cwnd+acked, c.ssthresh)
+	} else if c.cwndAcc += acked; c.cwndAcc >= c.cwnd {
+		c.cwndAcc -= c.cwnd
+		c.cwnd++
+	}
+	c.cwnd = min(c.cwnd, cc.cwndMax)
+	cc.cwndLevel.Add(int64(c.cwnd) - int64(old))
+	cc.cwndHWM.Observe(int64(c.cwnd))
+}
+
+// reduce cuts the congestion window for a loss, once a round trip: the
+// threshold to half the frames in flight, the window to it (a hole the
+// selective acknowledgement showed) or to engine_net_cwnd_min (timeout).
+// The recovery lasts until what is in flight now is acknowledged.
+func (c *netConn) reduce(timeout bool) {
+	if c.recovering && !timeout {
+		return
+	}
+	cc := &c.dev.cc
+	old := c.cwnd
+	c.ssthresh = max(min(c.sndNxt-c.sndUna, c.cwnd)/2, cc.cwndMin)
+	c.cwnd = c.ssthresh
+	if timeout {
+		c.cwnd = cc.cwndMin
+	}
+	c.cwndAcc = 0
+	c.recover, c.recovering = c.sndNxt, true
+	cc.cwndCuts.Inc()
+	cc.cwndLevel.Add(int64(c.cwnd) - int64(old))
+}

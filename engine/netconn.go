@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 
 	"github.com/tachyon-hpc/tachyon/nic"
 )
@@ -370,6 +371,34 @@ func (c *netConn) sack() uint32 {
 	return s
 }
 
+// sackBody returns the selective acknowledgement of the whole receive
+// window, for the body of an acknowledgement on its own: bit i (of byte
+// i/8, bit i%8: the header's sack in its little-endian bytes, extended)
+// for seq rcvNxt+1+i received. Nil when the header's 32 bits say it all,
+// so that one loss does not leave the frames past them to the timer.
+func (c *netConn) sackBody() []byte {
+	if c.ooo == 0 {
+		return nil
+	}
+	b := c.dev.sackBuf
+	clear(b)
+	end, n := c.dlvNxt+c.window, 0
+	for i := uint32(0); i < uint32(8*len(b)); i++ {
+		seq := c.rcvNxt + 1 + i
+		if !seqLT(seq, end) {
+			break
+		}
+		if c.rx[seq&c.mask].have {
+			b[i/8] |= 1 << (i % 8)
+			n = int(i/8) + 1
+		}
+	}
+	if n <= 4 {
+		return nil
+	}
+	return b[:n]
+}
+
 // transmit sends frame seq, stamped (and tagged) afresh, and reports
 // whether the link took it. A frame whose last send is still in the
 // kernel's hands waits.
@@ -410,9 +439,11 @@ func (c *netConn) flush() {
 }
 
 // sendAck sends an acknowledgement on its own, with flags (FlagAckNow:
-// a probe, which the peer answers at once).
+// a probe, which the peer answers at once), and in its body the
+// selective acknowledgement of the whole window when frames beyond the
+// header's 32 bits came (sackBody).
 func (c *netConn) sendAck(flags nic.Flags) {
-	if c.sendControl(nic.TypeAck, flags, nil) {
+	if c.sendControl(nic.TypeAck, flags, c.sackBody()) {
 		c.dev.sentAcks.Inc()
 	} else {
 		c.ackNow = true // the next pump tries again
@@ -535,16 +566,54 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 	// again.
 	top := c.sndUna
 	for i := uint32(0); i < 32; i++ {
-		if sack&(1<<i) == 0 {
-			continue
+		if sack&(1<<i) != 0 {
+			top = c.sacked(ack+1+i, top)
 		}
-		s := ack + 1 + i
-		if !seqLT(s, c.sndSent) || seqLT(s, c.sndUna) {
-			continue
-		}
-		c.tx[s&c.mask].sacked = true
-		top = s
 	}
+	c.resendHoles(top)
+}
+
+// onSack takes the selective acknowledgement of the whole window that
+// an acknowledgement on its own may carry in its body (sackBody: bit i
+// for seq ack+1+i), as onAck takes the header's 32 bits: it marks the
+// frames the peer has and sends the holes before the highest again.
+// Bits past what went are ignored, as is a body after an ack beyond it.
+func (c *netConn) onSack(ack uint32, body []byte) {
+	if seqLT(c.sndSent, ack) {
+		return
+	}
+	top := c.sndUna
+	for i, x := range body {
+		for ; x != 0; x &= x - 1 {
+			top = c.sacked(ack+1+uint32(8*i+bits.TrailingZeros8(x)), top)
+		}
+	}
+	c.resendHoles(top)
+}
+
+// sacked marks frame s as the peer's, if it went and is not yet
+// acknowledged, and returns the highest such frame: s, or top.
+func (c *netConn) sacked(s, top uint32) uint32 {
+	if !seqLT(s, c.sndSent) || seqLT(s, c.sndUna) {
+		return top
+	}
+	c.tx[s&c.mask].sacked = true
+	return max32(s, top)
+}
+
+// max32 returns the later of seqs a and b.
+func max32(a, b uint32) uint32 {
+	if seqLT(a, b) {
+		return b
+	}
+	return a
+}
+
+// resendHoles sends again the frames before top that the peer does not
+// have, each once a round trip after it went (the first cuts the
+// congestion window: reduce).
+func (c *netConn) resendHoles(top uint32) {
+	d := c.dev
 	for s := c.sndUna; seqLT(s, top); s++ {
 		t := &c.tx[s&c.mask]
 		// A hole goes again once a round trip after it went; once it has

@@ -281,6 +281,20 @@ func (z *fzConn) check() {
 				t.Fatalf("selectively acknowledges seq %d, never sent", h.Ack+1+i)
 			}
 		}
+		if h.Type == nic.TypeAck {
+			body := b[nic.HeaderLen:]
+			for i := range 8 * len(body) {
+				if body[i/8]&(1<<(i%8)) != 0 && !z.injected[h.Ack+1+uint32(i)] {
+					t.Fatalf("selectively acknowledges seq %d in an acknowledgement's body, never sent", h.Ack+1+uint32(i))
+				}
+			}
+			if len(body) > 0 && (len(body) <= 4 || len(body) > fzWindow/8) {
+				t.Fatalf("an acknowledgement's body of %d bytes", len(body))
+			}
+			if len(body) >= 4 && binary.LittleEndian.Uint32(body) != h.SACK {
+				t.Fatalf("an acknowledgement's body begins %x, its header's sack is %x", body[:4], h.SACK)
+			}
+		}
 		z.lastAck = h.Ack
 		if h.Type != nic.TypeData {
 			continue
@@ -378,7 +392,11 @@ func FuzzNetConn(f *testing.F) {
 				if x := r.byte(); x&1 != 0 {
 					h.SACK = r.u32()
 				}
-				z.inject(fzFrame(h, nil), -1, false, true)
+				var body []byte // a selective acknowledgement of the whole window (sackBody), any length
+				if x := r.byte(); x&3 == 0 {
+					body = r.bytes(int(r.byte()) % (fzWindow/8 + 8))
+				}
+				z.inject(fzFrame(h, body), -1, false, true)
 			case 2: // a clock frame, its body any length
 				h := z.header(nic.TypeClock)
 				if r.byte()&1 != 0 {

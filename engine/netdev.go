@@ -113,6 +113,7 @@ type netDev struct {
 	ackFrame [1]nic.Frame
 	ackTx    [1]nic.TxDesc
 	one      [1]nic.Frame // Reserve's
+	sackBuf  []byte       // an acknowledgement's body (netConn.sackBody): a bit a frame of the window
 	polls    *uint64      // the endpoint's count of polls (Endpoint.polls), for Wake
 	due      uint64       // the earliest timer of any connection (0: none), for NextDue (asm loads and relaxed stores)
 	rtoDue   uint64       // the earliest retransmission timer (0: none), for the keeper (likewise)
@@ -174,6 +175,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 		paths:    slices.Repeat([]int8{pathNone}, n),
 		rx:       make([]nic.RxDesc, 64),
 		rel:      make([]nic.Frame, 0, 2*int(w)+64),
+		sackBuf:  make([]byte, min(int(w)/8, link.MTU()-nic.HeaderLen-trailer)),
 		ackEvery: int(netAckEvery.Get()), rtoBurst: int(netRTOBurst.Get()),
 		ackDelay: c(netAckDelay.Get()), rtoMin: c(netRTOMin.Get()), rtoMax: c(netRTOMax.Get()),
 		rtoInit: c(netRTOInit.Get()), peerTimeout: c(netPeerTimeout.Get()),
@@ -518,6 +520,9 @@ func (d *netDev) frame(r *nic.RxDesc) {
 	case nic.TypeAck:
 		if h.Flags&nic.FlagAckNow != 0 {
 			c.ackNow = true // a probe
+		}
+		if len(data) > 0 {
+			c.onSack(h.Ack, data)
 		}
 	case nic.TypeBye:
 		c.closed(d.now)

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
@@ -15,9 +17,13 @@ import (
 //     frames it has room for beyond what it delivered. Its room is what
 //     its link can take in between two polls (nic.Status.RxCapacity: the
 //     fill rings of an AF_XDP link, the socket buffer of a UDP one, or
-//     engine_net_credit_frames), shared equally among its network peers
-//     and no less than engine_net_credit_min each, so that N senders into
-//     one receiver together fit its ring rather than overrun it.
+//     engine_net_credit_frames), shared equally among the network peers
+//     that sent it data in the last engine_net_credit_active (one at
+//     least), no less than engine_net_credit_min each, so that N senders
+//     into one receiver together fit its ring rather than overrun it,
+//     while one sender alone has all of it. A peer that starts sending
+//     has the share of those active before it for a round trip: the
+//     congestion window's start (below) bounds that burst.
 //  3. The congestion window (cwnd), AIMD as TCP Reno's: it opens from
 //     engine_net_cwnd_initial by the frames acknowledged while below the
 //     slow-start threshold, then by one frame a window acknowledged; a
@@ -40,15 +46,18 @@ var (
 	netCwndInit = cvar.NewInt("engine_net_cwnd_initial", 64,
 		"Congestion window a rank starts with toward each network peer: the frames it may have in flight before the peer's first acknowledgements open the window further (slow start).",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
-	netCwndMin = cvar.NewInt("engine_net_cwnd_min", 16,
+	netCwndMin = cvar.NewInt("engine_net_cwnd_min", 64,
 		"Smallest congestion window toward a network peer: where halving on loss stops, and the window a retransmission timeout leaves. Also bounds the frames one timeout sends again (with engine_net_rto_burst). A floor high enough that random loss, which is no congestion, does not throttle a stream to a few frames a round trip.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
 	netCwndMax = cvar.NewInt("engine_net_cwnd_max", 1<<15,
 		"Largest congestion window toward a network peer, at most engine_net_window (which bounds it anyway).",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
 	netCreditFrames = cvar.NewInt("engine_net_credit_frames", 0,
-		"Frames a rank lets all its network peers together have sent to it beyond what it has delivered, shared equally among them as their credit (at most engine_net_window each, at least engine_net_credit_min): 0 takes what its link can take in between two polls (an AF_XDP link's fill rings, a UDP link's socket buffer).",
+		"Frames a rank lets all its network peers together have sent to it beyond what it has delivered, shared equally as their credit among those that sent it data lately (engine_net_credit_active), at most engine_net_window each, at least engine_net_credit_min: 0 takes what its link can take in between two polls (an AF_XDP link's fill rings, a UDP link's socket buffer).",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<30), cvar.WithUnit("frames"))
+	netCreditActive = cvar.NewDuration("engine_net_credit_active", 10*time.Millisecond,
+		"How recently a network peer must have sent this rank data to count among those that share its credit (engine_net_credit_frames); the shares are worked out again every quarter of it.",
+		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Minute)))
 	netCreditMin = cvar.NewInt("engine_net_credit_min", 16,
 		"Least credit a rank gives each network peer, whatever its share of engine_net_credit_frames: with more peers than that divided by this, their credits together may exceed what the link can take in.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
@@ -84,6 +93,7 @@ const (
 type ccConfig struct {
 	cwndInit, cwndMin, cwndMax uint32
 	creditBudget, creditMin    uint32 // creditBudget 0: no bound but the window
+	creditActive, creditAt     uint64 // engine_net_credit_active in clock counts; when the shares are next worked out
 	cwndLevel                  *pvar.LevelShard
 	cwndHWM                    *pvar.WatermarkShard
 	cwndCuts, cwndStalls       *pvar.CounterShard
@@ -92,13 +102,14 @@ type ccConfig struct {
 
 // newCCConfig reads the variables for a device of window w over a link
 // that can take rxCap frames in (0: unknown).
-func newCCConfig(w uint32, rxCap int) ccConfig {
+func newCCConfig(w uint32, rxCap int, counts func(time.Duration) uint64) ccConfig {
 	cc := ccConfig{
 		cwndMax:   min(uint32(netCwndMax.Get()), w),
 		creditMin: min(uint32(netCreditMin.Get()), w),
 	}
 	cc.cwndMin = min(uint32(netCwndMin.Get()), cc.cwndMax)
 	cc.cwndInit = min(max(uint32(netCwndInit.Get()), cc.cwndMin), cc.cwndMax)
+	cc.creditActive = counts(netCreditActive.Get())
 	cc.creditBudget = uint32(netCreditFrames.Get())
 	if cc.creditBudget == 0 {
 		cc.creditBudget = uint32(max(rxCap, 0))
@@ -135,16 +146,25 @@ func (c *netConn) startCC() {
 	cc.cwndHWM.Observe(int64(c.cwnd))
 }
 
-// shareCredit gives every connection its equal share of the device's
-// credit budget, once a connection has been added.
+// shareCredit gives every connection an equal share of the device's
+// credit budget among the peers that sent data within
+// engine_net_credit_active (one at least), and sets when to work it out
+// again. The device's service calls it every quarter of that.
 func (d *netDev) shareCredit() {
+	cc := &d.cc
+	cc.creditAt = d.now + cc.creditActive/4
 	cr := d.window
-	if n := uint32(len(d.list)); d.cc.creditBudget > 0 && n > 0 {
-		cr = min(max(d.cc.creditBudget/n, d.cc.creditMin), d.window)
+	if cc.creditBudget > 0 {
+		n := uint32(0)
+		for _, c := range d.list {
+			if c.dataAt != 0 && d.now-c.dataAt < cc.creditActive {
+				n++
+			}
+		}
+		cr = min(max(cc.creditBudget/max(n, 1), cc.creditMin), d.window)
 	}
 	for _, c := range d.list {
 		c.credit = cr
-		c.advLimit = c.dlvNxt + cr
 	}
 }
 

@@ -135,6 +135,7 @@ type netConn struct {
 	ackAt          uint64 // when a delayed acknowledgement is due (0: none)
 	advLimit       uint32 // the limit (dlvNxt + credit) last advertised
 	credit         uint32 // frames the peer may send beyond dlvNxt: this side's share of its link (netcc.go)
+	dataAt         uint64 // when the peer's last data frame came (0: never), for the share (netcc.go)
 }
 
 // txSlot is a frame sent and not yet acknowledged.
@@ -721,6 +722,7 @@ func (c *netConn) timeout() {
 // window; it reports whether it kept the frame.
 func (c *netConn) onData(seq uint32, flags nic.Flags, f nic.Frame, data []byte) bool {
 	d := c.dev
+	c.dataAt = d.now
 	c.ackOwed++
 	if flags&nic.FlagAckNow != 0 {
 		c.ackNow = true

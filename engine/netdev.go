@@ -202,7 +202,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 	}
 	d.mode = pvNetLinkMode.Shard()
 	d.mode.Set(linkMode(link.Status()))
-	d.cc = newCCConfig(w, link.Status().RxCapacity)
+	d.cc = newCCConfig(w, link.Status().RxCapacity, c)
 	d.now = d.clock()
 	return d, nil
 }
@@ -376,6 +376,9 @@ func (d *netDev) service() {
 		}
 		due = earliest(earliest(due, c.rtoAt), c.ackAt)
 		rtoDue = earliest(rtoDue, c.rtoAt)
+	}
+	if d.now >= d.cc.creditAt {
+		d.shareCredit()
 	}
 	if d.clk.ref != nil {
 		d.tickClock()

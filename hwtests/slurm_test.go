@@ -46,6 +46,8 @@ func runRole(role string) int {
 		err = ring(w)
 	case "netjob":
 		err = netJob(w)
+	case "incast":
+		err = incastJob(w)
 	case "colls":
 		err = collJob(w)
 	case "netshare":

@@ -41,14 +41,15 @@ type Endpoint struct {
 	checkD   time.Duration // engine_check_interval when checkC was computed
 	checkC   uint64        // the same in clock counts
 	onClose  []func()
-	onAbort  func(code int) // marks the job aborted where a launcher looks (a shared-memory job's segment); nil if none
-	failMu   sync.Mutex     // failed, against FailPeer from any goroutine; never the message path
-	failed   map[int]error  // peers the layer above marked gone (FailPeer), and why
-	failing  atomic.Bool    // failed is not empty: peer checks look at it
-	shut     bool           // under failMu: Close has begun, FailPeer does nothing
-	serial   bool           // no lock: one goroutine at a time (SetSerial)
-	notify   bool           // requests completed: ring this engine's doorbell at unlock
-	woken    []int32        // peers whose links got packets: wake them at unlock
+	onAbort  func(code int)   // marks the job aborted where a launcher looks (a shared-memory job's segment); nil if none
+	hostColl func() *HostColl // the host's collective areas (HostColl), nil if none
+	failMu   sync.Mutex       // failed, against FailPeer from any goroutine; never the message path
+	failed   map[int]error    // peers the layer above marked gone (FailPeer), and why
+	failing  atomic.Bool      // failed is not empty: peer checks look at it
+	shut     bool             // under failMu: Close has begun, FailPeer does nothing
+	serial   bool             // no lock: one goroutine at a time (SetSerial)
+	notify   bool             // requests completed: ring this engine's doorbell at unlock
+	woken    []int32          // peers whose links got packets: wake them at unlock
 
 	// Performance variable shards, owned by owner: this rank's values.
 	owner     *pvar.Owner
@@ -87,6 +88,7 @@ type peer struct {
 	dataq  reqQueue            // rendezvous sends streaming data after cts
 	rx     rxState             // the eager message this peer is in the middle of
 	dead   error               // non-nil once the peer is gone
+	gone   atomic.Bool         // dead is set: what a HostWaiter reads without the lock
 	count  transportShards     // its transport's counter shards
 	short  int                 // the largest payload of a short packet on out
 	eager  int                 // out's own eager limit, below engine_eager_limit's; 0: none
@@ -295,6 +297,7 @@ func (ep *Endpoint) checkPeers() {
 func (ep *Endpoint) peerGone(i int, cause error) {
 	p := &ep.peers[i]
 	p.dead = fmt.Errorf("%w: rank %d: %v", ErrPeerDead, i, cause)
+	p.gone.Store(true)
 	ep.impaired = true
 	ep.deaths.Inc()
 	if ep.probing > 0 && !ep.serial {

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/progress"
@@ -14,7 +15,26 @@ import (
 // memory, and rendezvous messages are copied straight from the
 // sender's buffer. It backs mpi.Run and most tests.
 type World struct {
-	eps []*Endpoint
+	eps      []*Endpoint
+	hostOnce sync.Once
+	host     *HostColl // the collective areas, made at the first HostColl
+	geom     collGeom
+}
+
+// hostColl returns the world's collective areas, in ordinary memory,
+// made at the first call.
+func (w *World) hostColl() *HostColl {
+	w.hostOnce.Do(func() {
+		if w.geom.areas == 0 {
+			return
+		}
+		ranks := make([]int, len(w.eps))
+		for i := range ranks {
+			ranks[i] = i
+		}
+		w.host = newHostColl(rings.AlignedBytes(w.geom.size()), w.geom, ranks, len(w.eps))
+	})
+	return w.host
 }
 
 // NewWorld makes a world of n ranks, each with its own progress engine,
@@ -31,7 +51,7 @@ func NewWorld(n int, opts ...progress.Option) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &World{eps: make([]*Endpoint, n)}
+	w := &World{eps: make([]*Endpoint, n), geom: currentCollGeom(n)}
 	progs := make([]*progress.Engine, n)
 	for i := range progs {
 		if progs[i], err = progress.New(opts...); err != nil {
@@ -78,6 +98,7 @@ func NewWorld(n int, opts ...progress.Option) (*World, error) {
 		if err != nil {
 			return nil, err
 		}
+		ep.hostColl = w.hostColl
 		ep.onClose = append(ep.onClose, func() {
 			for _, e := range ends[i] {
 				e.close()

@@ -233,6 +233,8 @@ func Join(spec JobSpec) (*Endpoint, error) {
 	}
 	if rd != nil {
 		rd.ep = ep
+		host := side.hostColl(spec.Local, n)
+		ep.hostColl = func() *HostColl { return host }
 		side.joined()
 	}
 	if dev != nil {

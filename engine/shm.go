@@ -29,6 +29,10 @@ import (
 //	          cache line): ring i*n+j carries rank i's packets to rank j,
 //	          a record ring or a cell ring (engine_rings, as the creator
 //	          had it), each with its own validated header
+//	region 2  the host's collective areas (hostcoll.go): areas u32,
+//	          slots u32 and slot bytes u32 at 40, 44 and 48 of line 0 give
+//	          their geometry, the creator's engine_coll_shm_* (no area: a
+//	          line of nothing)
 //
 // Each rank parks on its own doorbell; a sender rings the receiver's after
 // publishing. Rendezvous messages are read with process_vm_readv from the
@@ -36,7 +40,8 @@ import (
 // rings.
 
 const (
-	shmMagic     = 0x32485354 // "TSH2": two regions (the first layout, "TSHM", had a region per ring)
+	shmMagic     = 0x33485354 // "TSH3": three regions ("TSH2" had no collective areas; the first layout, "TSHM", a region per ring)
+	shmMagicV2   = 0x32485354
 	shmMagicV1   = 0x4d485354
 	ctlLine      = 64
 	ctlPerRank   = 2 * ctlLine
@@ -46,6 +51,9 @@ const (
 	offCtlAbort  = 16      // within line 0: the job's abort
 	offCtlClock  = 24      // within line 0: the creator's clock base u64
 	offCtlHz     = 32      // within line 0: the creator's clock frequency, float64
+	offCtlAreas  = 40      // within line 0: collective areas u32
+	offCtlSlots  = 44      // within line 0: slots per rank of an area u32
+	offCtlSlotB  = 48      // within line 0: bytes of a data slot u32
 	offCtlPID    = ctlLine // within a rank's lines
 	offCtlJoined = ctlLine + 8
 	maxShmRanks  = 1 << 12
@@ -73,7 +81,7 @@ func ShmJobSize(n int) (int, error) {
 	if n < 1 || n > maxShmRanks {
 		return 0, fmt.Errorf("%w: %d ranks", ErrConfig, n)
 	}
-	return rings.SegmentSize(ctlSize(n), n*n*stride), nil
+	return rings.SegmentSize(ctlSize(n), n*n*stride, currentCollGeom(n).size()), nil
 }
 
 // Segment is the shared memory of a host's ranks of a job: created by
@@ -128,10 +136,14 @@ func CreateShmJob(name string, n int) (*Segment, error) {
 		}
 		return nil, fmt.Errorf("%d ranks need %d bytes of shared memory, %d rings of %d bytes: %w%s", n, total, n*n, stride, err, hint)
 	}
+	geom := currentCollGeom(n)
 	_, ctl, err := seg.NewRegion(ctlSize(n))
 	var all []byte
 	if err == nil {
 		_, all, err = seg.NewRegion(n * n * stride)
+	}
+	if err == nil {
+		_, _, err = seg.NewRegion(geom.size())
 	}
 	for k := 0; k < n*n && err == nil; k++ {
 		_, err = newPairRing(all[k*stride : (k+1)*stride])
@@ -143,6 +155,9 @@ func CreateShmJob(name string, n int) (*Segment, error) {
 	}
 	binary.LittleEndian.PutUint32(ctl[offCtlRanks:], uint32(n))
 	binary.LittleEndian.PutUint64(ctl[offCtlRing:], uint64(stride))
+	binary.LittleEndian.PutUint32(ctl[offCtlAreas:], uint32(geom.areas))
+	binary.LittleEndian.PutUint32(ctl[offCtlSlots:], uint32(geom.slots))
+	binary.LittleEndian.PutUint32(ctl[offCtlSlotB:], uint32(geom.slotBytes))
 	if base, hz, ok := progress.SharedClock(); ok {
 		binary.LittleEndian.PutUint64(ctl[offCtlClock:], base)
 		binary.LittleEndian.PutUint64(ctl[offCtlHz:], math.Float64bits(hz))
@@ -155,6 +170,8 @@ func CreateShmJob(name string, n int) (*Segment, error) {
 type shmJob struct {
 	ctl    []byte
 	rings  []byte
+	coll   []byte // the collective areas
+	geom   collGeom
 	n      int
 	stride int
 }
@@ -206,14 +223,14 @@ func openShmJob(seg *rings.Segment) (shmJob, error) {
 	}
 	switch asm.LoadAcquire32((*uint32)(unsafe.Pointer(&ctl[offCtlMagic]))) {
 	case shmMagic:
-	case shmMagicV1:
-		return shmJob{}, fmt.Errorf("%w: segment %q holds a job laid out by an older Tachyon (a region per ring): launch with a tachyonrun of the same version", ErrConfig, seg.Name())
+	case shmMagicV1, shmMagicV2:
+		return shmJob{}, fmt.Errorf("%w: segment %q holds a job laid out by an older Tachyon: launch with a tachyonrun of the same version", ErrConfig, seg.Name())
 	default:
 		return shmJob{}, fmt.Errorf("%w: segment %q holds no shared-memory job", ErrConfig, seg.Name())
 	}
 	n := int(binary.LittleEndian.Uint32(ctl[offCtlRanks:]))
 	stride := binary.LittleEndian.Uint64(ctl[offCtlRing:])
-	if n < 1 || n > maxShmRanks || len(ctl) < ctlSize(n) || seg.Regions() != 2 {
+	if n < 1 || n > maxShmRanks || len(ctl) < ctlSize(n) || seg.Regions() != 3 {
 		return shmJob{}, fmt.Errorf("%w: segment %q: a job of %d ranks in %d regions", ErrConfig, seg.Name(), n, seg.Regions())
 	}
 	all, err := seg.Region(1)
@@ -223,7 +240,16 @@ func openShmJob(seg *rings.Segment) (shmJob, error) {
 	if stride == 0 || stride%rings.CacheLine != 0 || stride > uint64(len(all)) || uint64(len(all))/stride < uint64(n*n) {
 		return shmJob{}, fmt.Errorf("%w: segment %q: %d-byte rings for %d ranks in a %d-byte region", ErrConfig, seg.Name(), stride, n, len(all))
 	}
-	return shmJob{ctl: ctl, rings: all, n: n, stride: int(stride)}, nil
+	coll, err := seg.Region(2)
+	if err != nil {
+		return shmJob{}, err
+	}
+	geom := collGeom{areas: int(binary.LittleEndian.Uint32(ctl[offCtlAreas:])), ranks: n,
+		slots: int(binary.LittleEndian.Uint32(ctl[offCtlSlots:])), slotBytes: int(binary.LittleEndian.Uint32(ctl[offCtlSlotB:]))}
+	if geom.areas != 0 && !geom.valid(len(coll)) {
+		return shmJob{}, fmt.Errorf("%w: segment %q: %d collective areas of %d slots of %d bytes for %d ranks in a %d-byte region", ErrConfig, seg.Name(), geom.areas, geom.slots, geom.slotBytes, n, len(coll))
+	}
+	return shmJob{ctl: ctl, rings: all, coll: coll, geom: geom, n: n, stride: int(stride)}, nil
 }
 
 // openPairRing attaches to the pair ring in mem, of whichever kind its
@@ -255,6 +281,8 @@ func openShm(seg *Segment, rank int, opts []progress.Option) (*Endpoint, error) 
 		return nil, err
 	}
 	rd.ep = ep
+	host := a.hostColl(nil, a.job.n)
+	ep.hostColl = func() *HostColl { return host }
 	a.joined()
 	ep.onAbort = func(code int) { a.job.markAborted(rank, code) }
 	ep.onClose = append(ep.onClose, a.close)
@@ -349,6 +377,19 @@ func attachShm(seg *rings.Segment, rank int, opts []progress.Option) (*shmSide, 
 		}
 	}
 	return a, nil
+}
+
+// hostColl returns the segment's collective areas for the host's ranks,
+// world ranks ranks of a job of size ranks (nil: the segment's ranks are
+// the world).
+func (a *shmSide) hostColl(ranks []int, size int) *HostColl {
+	if ranks == nil {
+		ranks = make([]int, a.job.n)
+		for i := range ranks {
+			ranks[i] = i
+		}
+	}
+	return newHostColl(a.job.coll, a.job.geom, ranks, size)
 }
 
 // joined marks the rank attached in the segment, with its pid, which

@@ -278,6 +278,16 @@ func (c *Comm) collective(a *collArgs) error {
 // runs the schedule kept without checking or building it again: a loop
 // of small collectives pays for the exchange alone.
 func (c *Comm) pCollective(a *collArgs) error {
+	if a.kind <= collAllreduce && c.shmState != shmOff {
+		if done, err := c.shmCollective(a); done {
+			return c.fail(err)
+		}
+	}
+	return c.msgCollective(a)
+}
+
+// msgCollective is pCollective by messages.
+func (c *Comm) msgCollective(a *collArgs) error {
 	name := collNames[a.kind]
 	s := c.takeSched()
 	if s.key.same(a, c) {

@@ -374,7 +374,8 @@ func collCheck(c *Comm, m int) error {
 // vectors take the algorithms for large ones, and returns the undo.
 func lowThresholds(t testing.TB) func() {
 	names := map[string]string{"mpi_coll_bcast_long": "64", "mpi_coll_allreduce_long": "32",
-		"mpi_coll_allreduce_ring_min": "128", "mpi_coll_allgather_long": "64", "mpi_coll_alltoall_short": "0"}
+		"mpi_coll_allreduce_ring_min": "128", "mpi_coll_allgather_long": "64", "mpi_coll_alltoall_short": "0",
+		"mpi_coll_shm": "false"} // the algorithms by messages, on ranks that share memory too
 	var undo []func()
 	for name, v := range names {
 		old, _ := cvar.Lookup(name)

@@ -34,6 +34,8 @@ type Comm struct {
 	collSeq   atomic.Uint32         // nonblocking collectives called on c, for their tags (collsched.go)
 	collCache atomic.Pointer[sched] // the schedule blocking collectives reuse, at ThreadMultiple
 	collPlain *sched                // the same below ThreadMultiple
+	shm       *collShm              // the shared-memory collectives' side (collshm.go), when shmState is shmOn
+	shmState  uint8                 // shmUnknown until the first collective decides
 }
 
 func newComm(p *proc, g *Group, pair uint32) *Comm {
@@ -430,6 +432,7 @@ func (c *Comm) pFree() error {
 	}
 	err := c.clearAttrs("Free") // while c still works: a deleter may use it
 	asm.StoreRelaxed32(&c.freed, 1)
+	c.shmFree()
 	c.freedInter()
 	return c.fail(err)
 }

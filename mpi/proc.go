@@ -268,7 +268,10 @@ func (p *proc) finalize() error {
 	if _, err := p.ep.BufferDetach(); err != nil && !errors.Is(err, engine.ErrBuffer) {
 		errs = append(errs, err)
 	}
-	if err := p.world.barrier("Finalize"); err != nil {
+	// By messages, not through shared memory: its packets follow on the
+	// rings whatever this rank sent before, so that once it is done,
+	// what is left is left (leftovers).
+	if err := p.world.msgBarrier("Finalize"); err != nil {
 		errs = append(errs, err)
 	} else if left, n := p.leftovers(); n > 0 {
 		// Every rank has called Finalize, and what each sent before is
@@ -414,12 +417,30 @@ const (
 	tagConnect // a connection's handshake within each group (connect.go)
 )
 
-// barrier is a dissemination barrier over c's collective context: in
+// barrier is c's barrier: through c's collective area where it has one
+// (collshm.go), else a dissemination barrier over c's collective context: in
 // round k each rank signals rank+2^k and waits for rank-2^k. It runs as
 // the other blocking collectives do (coll.go): two ranks make one
 // exchange of empty messages, each sent before the receive that takes the
 // engine's direct path.
 func (c *Comm) barrier(op string) error {
+	if err := c.collectiveLive(op); err != nil {
+		return err
+	}
+	if c.shmState != shmOff {
+		s, err := c.shmFor(op, collBarrier, 0)
+		if err != nil {
+			return err
+		}
+		if s != nil {
+			return s.barrier(op)
+		}
+	}
+	return c.runBarrier(op)
+}
+
+// msgBarrier is barrier by messages, on every communicator.
+func (c *Comm) msgBarrier(op string) error {
 	if err := c.collectiveLive(op); err != nil {
 		return err
 	}

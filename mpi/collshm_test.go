@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/internal/testcvar"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // The shared-memory collectives (collshm.go): the collectives' checks run
@@ -22,6 +24,14 @@ import (
 // shmCounts returns how many calls the shared-memory path has run.
 func shmCounts() uint64 {
 	return pvShmBarrier.Value() + pvShmBcast.Value() + pvShmReduce.Value() + pvShmAllreduce.Value()
+}
+
+// needAreas skips a test of the collective areas where Run's goroutine
+// ranks have none: engine_net_force joins them over the network.
+func needAreas(t *testing.T) {
+	if v, ok := cvar.Lookup("engine_net_force"); ok && v.String() == "true" {
+		testskip.Skip(t, testskip.NetForce, "engine_net_force: Run's ranks share no collective area")
+	}
 }
 
 // tinySlots sets the collective areas' slots to two of 64 bytes, for the
@@ -174,6 +184,7 @@ func TestCollShmConcurrent(t *testing.T) {
 // other; a second Dup finds none and runs by messages (counted); once the
 // first is freed, a third takes its area again.
 func TestCollShmNoArea(t *testing.T) {
+	needAreas(t)
 	testcvar.Set(t, "engine_coll_shm_areas", "2")
 	none := pvShmNoArea.Value()
 	err := Run(3, func(c *Comm) error {
@@ -222,6 +233,7 @@ func TestCollShmNoArea(t *testing.T) {
 // collectives get errors, no hang, and the communicator's later
 // collectives fail.
 func TestCollShmMismatch(t *testing.T) {
+	needAreas(t)
 	tinySlots(t)
 	err := Run(3, func(c *Comm) error {
 		r := c.Rank()
@@ -291,6 +303,7 @@ func TestCollShmMismatch(t *testing.T) {
 func TestCollShmRankGone(t *testing.T) {
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			needAreas(t)
 			var failed atomic.Int32
 			err := Run(n, func(c *Comm) error {
 				return shmRankGone(c, &failed, func() error { return nil }, false)
@@ -362,6 +375,7 @@ func shmRankGone(c *Comm, failed *atomic.Int32, leave func() error, procs bool) 
 // TestCollShmLarge: a message just over and under mpi_coll_shm_max runs
 // by messages and through shared memory, with the same result.
 func TestCollShmLarge(t *testing.T) {
+	needAreas(t)
 	testcvar.Set(t, "mpi_coll_shm_max", "4096")
 	err := Run(3, func(c *Comm) error {
 		for _, m := range []int{512, 513} {

@@ -4,6 +4,7 @@ package hwtests
 
 import (
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/engine"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
@@ -73,6 +75,9 @@ func collJob(w *mpi.Comm) error {
 			}
 		}
 	}
+	if err := hostColls(w); err != nil {
+		return err
+	}
 	req, err := mpi.Iallreduce(w, []int64{int64(r)}, make([]int64, 1), mpi.Sum)
 	if err != nil {
 		return err
@@ -89,6 +94,42 @@ func collJob(w *mpi.Comm) error {
 	host, _ := os.Hostname()
 	fmt.Printf("colls rank %d of %d on %s ok\n", r, n, host)
 	return nil
+}
+
+// hostColls splits w by host and runs collectives on each host's ranks,
+// which go through the host's shared-memory collective area when the
+// host has more than one rank (mpi_coll_shm_allreduce counts them).
+func hostColls(w *mpi.Comm) error {
+	h := fnv.New32a()
+	h.Write([]byte(engine.HostID()))
+	hc, err := w.Split(int(h.Sum32()&0x7fffffff), w.Rank())
+	if err != nil {
+		return err
+	}
+	shm, _ := pvar.Lookup("mpi_coll_shm_allreduce")
+	before := shm.Read()
+	m := hc.Size()
+	for it := range 100 {
+		x := []int64{int64(hc.Rank() + it)}
+		sum := make([]int64, 1)
+		if err := mpi.Allreduce(hc, x, sum, mpi.Sum); err != nil {
+			return fmt.Errorf("Allreduce on the host's ranks: %v", err)
+		}
+		if want := int64(m*(m-1)/2 + m*it); sum[0] != want {
+			return fmt.Errorf("Allreduce on the host's %d ranks: %d, want %d", m, sum[0], want)
+		}
+		b := make([]float64, 3000)
+		if hc.Rank() == it%m {
+			b[2999] = float64(it)
+		}
+		if err := mpi.Bcast(hc, b, it%m); err != nil || b[2999] != float64(it) {
+			return fmt.Errorf("Bcast on the host's ranks: %v %v", b[2999], err)
+		}
+	}
+	if m > 1 && shm.Read() == before {
+		return fmt.Errorf("the %d ranks of this host ran no Allreduce through shared memory", m)
+	}
+	return hc.Free()
 }
 
 // TestCollectivesAcrossHosts runs collJob on 4 hosts under mpiexec.mpich:

@@ -216,5 +216,6 @@ func compareInter(a, b *Comm) (Comparison, error) {
 func (c *Comm) freedInter() {
 	if c.IsInter() {
 		asm.StoreRelaxed32(&c.coll.freed, 1)
+		c.coll.shmFree() // the union's collective area, if it took one
 	}
 }

@@ -57,8 +57,8 @@ var (
 	collShmOn = cvar.NewBool("mpi_coll_shm", true,
 		"Whether the blocking Barrier, Bcast, Reduce and Allreduce of a communicator whose ranks all share one host run through a collective area of the host's shared memory (flags and data slots) rather than by messages. Every rank must have the same setting.",
 		cvar.WithCategory("mpi"))
-	collShmMax = cvar.NewInt("mpi_coll_shm_max", 8<<10,
-		"Largest message, in bytes, of a shared-memory collective (mpi_coll_shm); larger ones run by messages. Above a data slot (engine_coll_shm_slot_bytes) a message goes in chunks, one collective number each, every rank in step at every chunk: on busy CPUs the algorithms by messages, which move a large message in fewer, larger steps, are faster. Every rank must have the same.",
+	collShmMax = cvar.NewInt("mpi_coll_shm_max", 0,
+		"Largest message, in bytes, of a Bcast, Reduce or Allreduce through the shared-memory collective area (mpi_coll_shm); larger ones run by messages (Barrier always goes through the area). 0, the default: data by messages, as on this project's VM a flag line per call (one cache-line transfer each way) costs more than the rings, which pack several small messages in a line (docs/collectives.md has the figures). Above a data slot (engine_coll_shm_slot_bytes) a message goes in chunks, every rank in step at every chunk. Every rank must have the same.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 )
 

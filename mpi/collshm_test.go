@@ -3,6 +3,7 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -33,6 +34,13 @@ func needAreas(t *testing.T) {
 		testskip.Skip(t, testskip.NetForce, "engine_net_force: Run's ranks share no collective area")
 	}
 }
+
+// shmData sends the data collectives of up to a slot through the areas
+// (mpi_coll_shm_max is 0 by default: only Barrier goes there).
+func shmData(t *testing.T) { testcvar.Set(t, "mpi_coll_shm_max", "8192") }
+
+// shmDataEnv is shmData for the ranks of a job.
+const shmDataEnv = "TACHYON_MPI_COLL_SHM_MAX=8192"
 
 // tinySlots sets the collective areas' slots to two of 64 bytes, for the
 // worlds made after it.
@@ -90,6 +98,7 @@ func shmCheckSizes(c *Comm, ms ...int) error {
 // after the second waits for a slot to be read) on fewer, as lockstep
 // chunks on more ranks than CPUs take long.
 func TestCollShm(t *testing.T) {
+	shmData(t)
 	for n := 1; n <= 9; n++ {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			if err := Run(n, shmCheck); err != nil {
@@ -111,16 +120,17 @@ var scShmCheck = scenario("coll-shm-check", shmCheck)
 
 func TestCollShmProcesses(t *testing.T) {
 	for _, n := range []int{2, 3, 5} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) { runProcesses(t, n, scShmCheck) })
+		t.Run(fmt.Sprint(n), func(t *testing.T) { runProcesses(t, n, scShmCheck, shmDataEnv) })
 	}
 	t.Run("tiny", func(t *testing.T) {
-		runProcesses(t, 4, scShmCheck, "TACHYON_ENGINE_COLL_SHM_SLOTS=2", "TACHYON_ENGINE_COLL_SHM_SLOT_BYTES=64")
+		runProcesses(t, 4, scShmCheck, shmDataEnv, "TACHYON_ENGINE_COLL_SHM_SLOTS=2", "TACHYON_ENGINE_COLL_SHM_SLOT_BYTES=64")
 	})
 }
 
 // TestCollShmConcurrent: goroutines of each rank run collectives on
 // communicators of their own at once, each through its own area.
 func TestCollShmConcurrent(t *testing.T) {
+	shmData(t)
 	tinySlots(t)
 	const k = 4
 	err := Run(5, func(c *Comm) error {
@@ -185,6 +195,7 @@ func TestCollShmConcurrent(t *testing.T) {
 // first is freed, a third takes its area again.
 func TestCollShmNoArea(t *testing.T) {
 	needAreas(t)
+	shmData(t)
 	testcvar.Set(t, "engine_coll_shm_areas", "2")
 	none := pvShmNoArea.Value()
 	err := Run(3, func(c *Comm) error {
@@ -234,6 +245,7 @@ func TestCollShmNoArea(t *testing.T) {
 // collectives fail.
 func TestCollShmMismatch(t *testing.T) {
 	needAreas(t)
+	shmData(t)
 	tinySlots(t)
 	err := Run(3, func(c *Comm) error {
 		r := c.Rank()
@@ -301,6 +313,7 @@ func TestCollShmMismatch(t *testing.T) {
 // meets the others' collective; as a process it exits) gives every other
 // rank an error and no hang; as processes, ErrProcFailed.
 func TestCollShmRankGone(t *testing.T) {
+	shmData(t)
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			needAreas(t)
@@ -316,7 +329,7 @@ func TestCollShmRankGone(t *testing.T) {
 			}
 		})
 	}
-	t.Run("processes", func(t *testing.T) { runProcesses(t, 3, scShmRankGone) })
+	t.Run("processes", func(t *testing.T) { runProcesses(t, 3, scShmRankGone, shmDataEnv) })
 }
 
 var scShmRankGone = scenario("coll-shm-rank-gone", func(c *Comm) error {
@@ -405,5 +418,58 @@ func TestCollShmLarge(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCollShmAllocs: the blocking collectives through the areas allocate
+// nothing in steady state.
+func TestCollShmAllocs(t *testing.T) {
+	needAreas(t)
+	if raceEnabled {
+		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
+	}
+	if intercepted() {
+		testskip.Skip(t, testskip.Intercepted, "an interceptor is registered for the whole run")
+	}
+	shmData(t)
+	before := shmCounts()
+	err := Run(3, func(c *Comm) error {
+		small, out := []float64{1}, make([]float64, 1)
+		big, bigOut := make([]float64, 1000), make([]float64, 1000)
+		for _, fn := range []func() error{
+			c.Barrier,
+			func() error { return Allreduce(c, small, out, Sum) },
+			func() error { return Allreduce(c, big, bigOut, Sum) },
+			func() error { return Bcast(c, big, 1) },
+			func() error { return Reduce(c, big, bigOut, Max, 2) },
+		} {
+			if err := fn(); err != nil { // the area's agreement, the first time
+				return err
+			}
+			// AllocsPerRun counts every rank's allocations: the least
+			// of three measures, as collnb_test's TestCollectiveAllocs.
+			var err error
+			allocs := math.Inf(1)
+			for range 3 {
+				allocs = min(allocs, testing.AllocsPerRun(100, func() {
+					if e := fn(); e != nil && err == nil {
+						err = e
+					}
+				}))
+			}
+			if err != nil {
+				return err
+			}
+			if allocs != 0 {
+				return fmt.Errorf("%v allocations a call", allocs)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shmCounts() == before {
+		t.Error("no collective ran through shared memory")
 	}
 }

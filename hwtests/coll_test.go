@@ -96,9 +96,10 @@ func collJob(w *mpi.Comm) error {
 	return nil
 }
 
-// hostColls splits w by host and runs collectives on each host's ranks,
-// which go through the host's shared-memory collective area when the
-// host has more than one rank (mpi_coll_shm_allreduce counts them).
+// hostColls splits w by host and runs collectives on each host's ranks:
+// their barriers go through the host's shared-memory collective area
+// when the host has more than one rank (mpi_coll_shm_barrier counts
+// them), the rest too up to mpi_coll_shm_max.
 func hostColls(w *mpi.Comm) error {
 	h := fnv.New32a()
 	h.Write([]byte(engine.HostID()))
@@ -106,7 +107,7 @@ func hostColls(w *mpi.Comm) error {
 	if err != nil {
 		return err
 	}
-	shm, _ := pvar.Lookup("mpi_coll_shm_allreduce")
+	shm, _ := pvar.Lookup("mpi_coll_shm_barrier")
 	before := shm.Read()
 	m := hc.Size()
 	for it := range 100 {
@@ -125,9 +126,12 @@ func hostColls(w *mpi.Comm) error {
 		if err := mpi.Bcast(hc, b, it%m); err != nil || b[2999] != float64(it) {
 			return fmt.Errorf("Bcast on the host's ranks: %v %v", b[2999], err)
 		}
+		if err := hc.Barrier(); err != nil {
+			return fmt.Errorf("Barrier on the host's ranks: %v", err)
+		}
 	}
 	if m > 1 && shm.Read() == before {
-		return fmt.Errorf("the %d ranks of this host ran no Allreduce through shared memory", m)
+		return fmt.Errorf("the %d ranks of this host ran no Barrier through shared memory", m)
 	}
 	return hc.Free()
 }

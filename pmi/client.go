@@ -88,6 +88,7 @@ type Client struct {
 	rank, size             int
 	kvs                    string
 	kvsMax, keyMax, valMax int
+	gets                   atomic.Int64 // this client's pmi_gets, for tests
 }
 
 // FromEnv connects to the process manager named by the environment
@@ -261,6 +262,7 @@ func (c *Client) Put(key, value string) error {
 		return fmt.Errorf("%w: Put %q: value %q: use fewer than %d printable ASCII bytes without spaces or '='",
 			ErrInvalid, key, value, c.valMax)
 	}
+	pvPuts.Add(1)
 	r, err := c.command("put", "put_result", "kvsname", c.kvs, "key", key, "value", value)
 	if err != nil {
 		return err
@@ -274,6 +276,8 @@ func (c *Client) Get(key string) (string, error) {
 	if err := c.checkKey("Get", key); err != nil {
 		return "", err
 	}
+	pvGets.Add(1)
+	c.gets.Add(1)
 	r, err := c.command("get", "get_result", "kvsname", c.kvs, "key", key)
 	if err != nil {
 		return "", err
@@ -316,6 +320,7 @@ func (c *Client) UniverseSize() (int, error) {
 // Barrier returns once every process of the job has entered it; it also
 // publishes the values Put before it.
 func (c *Client) Barrier() error {
+	pvBarriers.Add(1)
 	r, err := c.command("barrier_in", "barrier_out")
 	if err != nil {
 		return err

@@ -67,6 +67,25 @@ func runRole(role string) int {
 		}
 		fmt.Printf("ok rank %d of %d kvs %s\n", c.Rank(), c.Size(), c.KVSName())
 		return 0
+	case "allgather": // every rank gathers every rank's value of 700 bytes, a table of chunks near vallen_max
+		val := func(r int) string { return fmt.Sprintf("%d-%s", r, strings.Repeat(string(rune('a'+r%26)), 700)) }
+		got, err := c.Allgather("test-ag", val(c.Rank()))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "Allgather:", err)
+			return 1
+		}
+		for r := range c.Size() {
+			if got[r] != val(r) {
+				fmt.Fprintf(os.Stderr, "rank %d's value %.40q, want %.40q\n", r, got[r], val(r))
+				return 1
+			}
+		}
+		if err := c.Finalize(); err != nil {
+			fmt.Fprintln(os.Stderr, "Finalize:", err)
+			return 1
+		}
+		fmt.Printf("ok rank %d of %d allgather, %d gets\n", c.Rank(), c.Size(), c.gets.Load())
+		return 0
 	case "abort": // rank 1 aborts the job with 7; the others wait
 		if c.Rank() == 1 {
 			if err := c.Abort(7, "rank 1 gives up"); err != nil {
@@ -667,6 +686,27 @@ func TestHydra(t *testing.T) {
 					t.Fatalf("rank %d did not finish:\n%s", r, out)
 				}
 			}
+		})
+	}
+}
+
+// TestHydraAllgather: Allgather under MPICH's mpiexec, whose key-value
+// space takes the table's chunks of vallen_max-1 bytes: 5 ranks (a table
+// of 4 chunks), and 3 in the PMI_PORT model.
+func TestHydraAllgather(t *testing.T) {
+	for _, mode := range [][]string{{"-n", "5"}, {"-pmi-port", "-n", "3"}} {
+		t.Run(strings.Join(mode, " "), func(t *testing.T) {
+			out, code := runUnderMpiexec(t, "allgather", mode...)
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			n, _ := strconv.Atoi(mode[len(mode)-1])
+			for r := range n {
+				if !strings.Contains(out, fmt.Sprintf("ok rank %d of %d allgather, ", r, n)) {
+					t.Fatalf("rank %d did not finish:\n%s", r, out)
+				}
+			}
+			t.Log(out)
 		})
 	}
 }

@@ -13,8 +13,9 @@ import (
 //  1. Every process Puts its value under KEY-RANK. Barrier.
 //  2. Rank 0 Gets the N-1 others, packs all N into a table (each value
 //     as its length in decimal, ':' and its bytes), and Puts the table
-//     cut into C chunks of at most vallen_max-1 bytes under KEY-all-I;
-//     chunk 0 starts with "C,". Barrier.
+//     cut into C chunks of the largest value a Put under KEY-all-I takes
+//     (vallen_max-1, or less to keep the command within 1024 bytes:
+//     MaxValue) under KEY-all-I; chunk 0 starts with "C,". Barrier.
 //  3. Every other process Gets chunk 0, then chunks 1 to C-1, and unpacks
 //     the table.
 //
@@ -27,7 +28,7 @@ const (
 	allgatherSuffix = "-all-"  // KEY-all-I: chunk I of rank 0's table
 	allgatherFailed = "!"      // chunk 0 when rank 0 could not gather
 	allgatherRoom   = 5 + 10   // the longest suffix a key gets: "-all-" and a chunk number
-	minChunk        = 32       // the smallest vallen_max-1 Allgather works with
+	minChunk        = 32       // the smallest chunk Allgather works with
 	maxTable        = 64 << 20 // the largest table unpacked (64 MiB)
 )
 
@@ -36,7 +37,7 @@ const (
 // the job calls it with the same key, and it contains two Barriers,
 // which also publish whatever was Put before it. It makes N-1 Gets on
 // rank 0 and a few on every other rank (the table of all values in
-// chunks of vallen_max-1 bytes) rather than N each.
+// chunks of about vallen_max bytes) rather than N each.
 //
 // value follows Put's rules; key must leave room for a suffix of 15
 // bytes under keylen_max. Keys key-RANK and key-all-I are used; a value
@@ -47,8 +48,8 @@ func (c *Client) Allgather(key, value string) ([]string, error) {
 	if len(key)+allgatherRoom >= c.keyMax {
 		return nil, fmt.Errorf("%w: Allgather: key %q: leave %d bytes of the %d of keylen_max for its suffixes", ErrInvalid, key, allgatherRoom, c.keyMax-1)
 	}
-	if c.valMax-1 < minChunk {
-		return nil, fmt.Errorf("%w: Allgather: the process manager's vallen_max of %d leaves no room for a table", ErrInvalid, c.valMax)
+	if c.chunkSize(key) < minChunk {
+		return nil, fmt.Errorf("%w: Allgather %q: the process manager's vallen_max of %d leaves no room for a table", ErrInvalid, key, c.valMax)
 	}
 	if err := c.Put(key+"-"+strconv.Itoa(c.rank), value); err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func (c *Client) gatherTable(key, mine string) ([]string, error) {
 		}
 	}
 	if failed == nil {
-		for i, ch := range chunkTable(packTable(vals), c.valMax-1) {
+		for i, ch := range chunkTable(packTable(vals), c.chunkSize(key)) {
 			if err := c.Put(key+allgatherSuffix+strconv.Itoa(i), ch); err != nil {
 				failed = fmt.Errorf("pmi: Allgather %q: publishing chunk %d of the table: %w", key, i, err)
 				break
@@ -111,7 +112,7 @@ func (c *Client) readTable(key, mine string) ([]string, error) {
 	head, rest, ok := strings.Cut(first, ",")
 	chunks, perr := strconv.Atoi(head)
 	// No more chunks than a table of maxTable bytes needs.
-	if !ok || perr != nil || chunks < 1 || chunks > maxTable/(c.valMax-1)+1 {
+	if !ok || perr != nil || chunks < 1 || chunks > maxTable/c.chunkSize(key)+1 {
 		return nil, fmt.Errorf("%w: Allgather %q: chunk 0 of rank 0's table does not start with a chunk count: %.40q", ErrProtocol, key, first)
 	}
 	var b strings.Builder
@@ -131,6 +132,12 @@ func (c *Client) readTable(key, mine string) ([]string, error) {
 		return nil, fmt.Errorf("%w: Allgather %q: rank 0's table gives this rank (%d) the value %.40q, not the one it put", ErrProtocol, key, c.rank, vals[c.rank])
 	}
 	return vals, nil
+}
+
+// chunkSize is the size of the chunks of Allgather's table under key:
+// the largest value a Put under key's longest chunk key takes.
+func (c *Client) chunkSize(key string) int {
+	return c.MaxValue(key) - allgatherRoom
 }
 
 // packTable writes vals as one word: each its length in decimal, ':'

@@ -85,7 +85,9 @@ func TestAllgather(t *testing.T) {
 		{"16-card", 16, card},
 		{"32-card", 32, card},
 		{"5-empty", 5, func(int) string { return "" }},
-		{"7-full", 7, func(r int) string { return strings.Repeat(string(rune('a'+r)), serverValMax-1) }},
+		{"7-full", 7, func(r int) string {
+			return strings.Repeat(string(rune('a'+r)), 1024-len("cmd=put kvsname=kvs_allgather key=test-ag-0 value=\n"))
+		}},
 		{"9-mixed", 9, func(r int) string { return strings.Repeat("x", r*113) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,7 +103,7 @@ func TestAllgather(t *testing.T) {
 					t.Fatalf("rank %d got %.200q, want %.200q", r, got[r], vals)
 				}
 			}
-			chunks := len(chunkTable(packTable(vals), serverValMax-1))
+			chunks := len(chunkTable(packTable(vals), cs[0].chunkSize("test-ag")))
 			total := int64(0)
 			for r, c := range cs {
 				want := int64(chunks)

@@ -68,9 +68,14 @@ var (
 )
 
 const (
-	maxLine   = 64 << 10 // longest reply line accepted
-	maxAbort  = 512      // longest abort message sent
-	dialLimit = 30 * time.Second
+	// maxCommand is the longest command line sent, its newline included:
+	// Slurm's pmi2 plugin reads a command with one read of 1024 bytes
+	// (MPICH's simple PMI's MAXLINE) and misreads the rest of a longer
+	// one as another command.
+	maxCommand = 1024
+	maxLine    = 64 << 10 // longest reply line accepted
+	maxAbort   = 512      // longest abort message sent
+	dialLimit  = 30 * time.Second
 )
 
 // initTimeout bounds the handshake, so that a descriptor left over from
@@ -252,15 +257,16 @@ func (c *Client) KVSName() string { return c.kvs }
 // Put stores value under key in the job's key-value space. Other
 // processes see it after a Barrier that follows the Put. Keys must be
 // shorter than the process manager's keylen_max (64 under Hydra) and
-// values shorter than its vallen_max (1024 under Hydra); both must be
-// printable ASCII without spaces or '=' (a value may be empty).
+// values shorter than its vallen_max (1024 under Hydra), and the command
+// that carries them at most 1024 bytes (what Slurm reads: MaxValue); both
+// must be printable ASCII without spaces or '=' (a value may be empty).
 func (c *Client) Put(key, value string) error {
 	if err := c.checkKey("Put", key); err != nil {
 		return err
 	}
-	if len(value) >= c.valMax || (value != "" && !isWord(value)) {
-		return fmt.Errorf("%w: Put %q: value %q: use fewer than %d printable ASCII bytes without spaces or '='",
-			ErrInvalid, key, value, c.valMax)
+	if max := c.MaxValue(key); len(value) > max || (value != "" && !isWord(value)) {
+		return fmt.Errorf("%w: Put %q: value %.40q of %d bytes: use at most %d printable ASCII bytes without spaces or '='",
+			ErrInvalid, key, value, len(value), max)
 	}
 	pvPuts.Add(1)
 	r, err := c.command("put", "put_result", "kvsname", c.kvs, "key", key, "value", value)
@@ -268,6 +274,12 @@ func (c *Client) Put(key, value string) error {
 		return err
 	}
 	return r.checkRC()
+}
+
+// MaxValue returns the longest value Put takes under key: one less than
+// vallen_max, or less where the command would be longer than 1024 bytes.
+func (c *Client) MaxValue(key string) int {
+	return min(c.valMax-1, maxCommand-len("cmd=put kvsname= key= value=\n")-len(c.kvs)-len(key))
 }
 
 // Get returns the value stored under key. A key nobody Put (or whose Put

@@ -67,7 +67,7 @@ func runRole(role string) int {
 		}
 		fmt.Printf("ok rank %d of %d kvs %s\n", c.Rank(), c.Size(), c.KVSName())
 		return 0
-	case "allgather": // every rank gathers every rank's value of 700 bytes, a table of chunks near vallen_max
+	case "allgather": // every rank gathers every rank's value of 700 bytes, a table of chunks of MaxValue bytes
 		val := func(r int) string { return fmt.Sprintf("%d-%s", r, strings.Repeat(string(rune('a'+r%26)), 700)) }
 		got, err := c.Allgather("test-ag", val(c.Rank()))
 		if err != nil {
@@ -408,7 +408,12 @@ func TestBadKeysAndValues(t *testing.T) {
 			t.Errorf("Get(%q): %v", key, err)
 		}
 	}
-	for _, v := range []string{"a b", "a=b", "a\n", "\x00", strings.Repeat("v", 1024)} {
+	// The longest value under k: 1024 bytes of command with its newline.
+	long := strings.Repeat("v", 1024-len("cmd=put kvsname=kvs_42_0 key=k value=\n"))
+	if got := c.MaxValue("k"); got != len(long) {
+		t.Errorf("MaxValue(k) = %d, want %d", got, len(long))
+	}
+	for _, v := range []string{"a b", "a=b", "a\n", "\x00", strings.Repeat("v", 1024), long + "v"} {
 		if err := c.Put("k", v); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Put(k, %q): %v", v, err)
 		}
@@ -691,8 +696,8 @@ func TestHydra(t *testing.T) {
 }
 
 // TestHydraAllgather: Allgather under MPICH's mpiexec, whose key-value
-// space takes the table's chunks of vallen_max-1 bytes: 5 ranks (a table
-// of 4 chunks), and 3 in the PMI_PORT model.
+// space takes the table's chunks of MaxValue bytes: 5 ranks (a table of
+// 4 chunks), and 3 in the PMI_PORT model.
 func TestHydraAllgather(t *testing.T) {
 	for _, mode := range [][]string{{"-n", "5"}, {"-pmi-port", "-n", "3"}} {
 		t.Run(strings.Join(mode, " "), func(t *testing.T) {

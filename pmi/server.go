@@ -111,7 +111,7 @@ func (s *Server) serve(rank int, conn net.Conn) {
 			switch k, v := args["key"], args["value"]; {
 			case args["kvsname"] != s.kvs:
 				ok = reply("cmd=put_result rc=-1 msg=unknown_kvsname")
-			case k == "" || len(k) >= serverKeyMax || len(v) >= serverValMax:
+			case k == "" || len(k) >= serverKeyMax || len(v) >= serverValMax || len(line) > maxCommand: // a longer line Slurm would cut
 				ok = reply("cmd=put_result rc=-1 msg=bad_key_or_value")
 			default:
 				s.mu.Lock()

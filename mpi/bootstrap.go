@@ -26,29 +26,35 @@ import (
 
 // exchange is a key-value space shared by the ranks of a job being made,
 // rank Rank of Size: what one rank Puts, the others Get after the Barrier
-// that follows the Put.
+// that follows the Put. Allgather puts value as this rank's under key and
+// returns every rank's, in rank order: it is collective, and publishes
+// what was Put before it as a Barrier does. Under PMI it costs O(N) gets
+// for the whole job (pmi.Client.Allgather), where a Get of every rank's
+// value by every rank would make N².
 type exchange interface {
 	Rank() int
 	Size() int
 	Put(key, value string) error
 	Barrier() error
 	Get(key string) (string, error)
+	Allgather(key, value string) ([]string, error)
 }
 
 var _ exchange = (*pmi.Client)(nil)
 
 // Exchange keys through which the ranks of a job find one another: each
 // rank's host (engine.HostID) and, where the job spans hosts, its network
-// card and incarnation; the first rank of each host the name of the
-// host's shared-memory segment; rank 0 the job's cookie and key.
+// card and incarnation, both gathered by Allgather; the first rank of
+// each host the name of the host's shared-memory segment; rank 0 the
+// job's cookie and key.
 const (
 	pmiKeyCookie  = "tachyon-cookie"
-	pmiKeyAuth    = "tachyon-auth"  // the job key (engine_net_auth), pmiNone if frames go unauthenticated
-	pmiKeyHost    = "tachyon-host-" // + rank
-	pmiKeySegment = "tachyon-shm-"  // + the host's first rank
-	pmiKeyCard    = "tachyon-card-" // + rank: "card epoch"
-	pmiNone       = "-"             // the rank could not make what the key names
-	pmiPrefix     = "tachyon-pmi-"  // starts the names of the job's segments
+	pmiKeyAuth    = "tachyon-auth" // the job key (engine_net_auth), pmiNone if frames go unauthenticated
+	pmiKeyHost    = "tachyon-host" // Allgather of the ranks' hosts
+	pmiKeySegment = "tachyon-shm-" // + the host's first rank
+	pmiKeyCard    = "tachyon-card" // Allgather of the ranks' engine.NetPeer
+	pmiNone       = "-"            // the rank could not make what the key names
+	pmiPrefix     = "tachyon-pmi-" // starts the names of the job's segments
 )
 
 // joinOptions is what a session sets for the endpoints it makes.
@@ -88,16 +94,20 @@ func bootstrapPMI(c *pmi.Client, o joinOptions) (*proc, error) {
 // joinJob makes this rank's endpoint in the job whose ranks share x,
 // which may span hosts:
 //
-//  1. Every rank publishes its host; rank 0 the job's cookie and key.
-//     Barrier.
+//  1. Rank 0 publishes the job's cookie and key; every rank's host is
+//     gathered (Allgather).
 //  2. The ranks that share a host form its group; the group's first rank
 //     creates the group's shared-memory segment and publishes its name.
-//     A rank with peers on other hosts opens its network link (o.net) and
-//     publishes its card. Barrier.
+//     A rank with peers on other hosts opens its network link (o.net);
+//     the ranks' cards are gathered (Allgather), or, where the job has
+//     one host, a Barrier publishes the segment's name.
 //  3. Every rank attaches to its group's segment and joins the job
 //     (engine.Join): shared memory within its host, the network across.
 //     Barrier: then each group's first rank unlinks the segment's name,
 //     so that nothing is left behind however the job ends.
+//
+// Each rank makes O(1) Gets of the exchange but rank 0, which makes O(N)
+// in the Allgathers: O(N) for the whole job.
 //
 // A rank that fails publishes what it could not make as "-" where the
 // others wait for it, so that they fail at once rather than wait, and
@@ -112,8 +122,8 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 
 	// 1. Hosts, the cookie and the job key.
 	host := engine.HostID()
-	err := x.Put(pmiKeyHost+strconv.Itoa(me), host)
-	if err == nil && me == 0 {
+	var err error
+	if me == 0 {
 		var b [8]byte
 		if _, err = rand.Read(b[:]); err == nil {
 			err = x.Put(pmiKeyCookie, hex.EncodeToString(b[:]))
@@ -130,21 +140,21 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 			err = x.Put(pmiKeyAuth, v)
 		}
 	}
-	if err == nil {
-		err = x.Barrier()
-	}
 	if err != nil {
-		return fail("publishing this rank's host", err)
+		return fail("publishing the job's cookie and key", err)
+	}
+	hosts, err := x.Allgather(pmiKeyHost, host)
+	if err != nil {
+		return fail("gathering the ranks' hosts", err)
 	}
 	var local []int
-	for r := range n {
-		h, err := x.Get(pmiKeyHost + strconv.Itoa(r))
-		if err != nil {
-			return fail(fmt.Sprintf("looking up rank %d's host", r), err)
-		}
+	for r, h := range hosts {
 		if h == host {
 			local = append(local, r)
 		}
+	}
+	if !slices.Contains(local, me) {
+		return fail("gathering the ranks' hosts", fmt.Errorf("the exchange gave this rank (%d) the host %q, not %q", me, hosts[me], host))
 	}
 	hexCookie, err := x.Get(pmiKeyCookie)
 	cookie, perr := strconv.ParseUint(hexCookie, 16, 64)
@@ -182,7 +192,8 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 	var link nic.Link
 	var bulk *nic.StreamListener
 	var epoch uint32
-	if len(local) < n {
+	var cards []string
+	if len(local) < n { // on every rank alike: the job spans hosts
 		card := pmiNone
 		var err error
 		var self engine.NetPeer
@@ -195,9 +206,11 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 		} else if failed == nil {
 			failed = err
 		}
-		if err := x.Put(pmiKeyCard+strconv.Itoa(me), card); err != nil && failed == nil {
-			failed = err
+		if cards, err = x.Allgather(pmiKeyCard, card); err != nil && failed == nil {
+			failed = fmt.Errorf("gathering the ranks' network cards: %w", err)
 		}
+	} else if err := x.Barrier(); err != nil && failed == nil {
+		failed = err
 	}
 	closeAll := func() {
 		if link != nil {
@@ -212,9 +225,6 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 			}
 			seg.Close()
 		}
-	}
-	if err := x.Barrier(); err != nil && failed == nil {
-		failed = err
 	}
 	if failed != nil {
 		closeAll()
@@ -241,16 +251,15 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 			if slices.Contains(local, r) {
 				continue
 			}
-			v, err := x.Get(pmiKeyCard + strconv.Itoa(r))
-			if err == nil && v == pmiNone {
+			var err error
+			if cards[r] == pmiNone {
 				err = errors.New("the rank could not open its network link (see its error)")
-			}
-			if err == nil {
-				peers[r], err = engine.ParseNetPeer(v)
+			} else {
+				peers[r], err = engine.ParseNetPeer(cards[r])
 			}
 			if err != nil {
 				closeAll()
-				return fail(fmt.Sprintf("looking up rank %d's network card", r), err)
+				return fail(fmt.Sprintf("reading rank %d's network card", r), err)
 			}
 		}
 	}

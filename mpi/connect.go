@@ -469,6 +469,27 @@ func (x *connExchange) Get(key string) (string, error) {
 	return v, nil
 }
 
+// Allgather puts value under key-RANK and returns every rank's after the
+// Barrier that publishes them: one round, the roots carrying the whole
+// space to every rank.
+func (x *connExchange) Allgather(key, value string) ([]string, error) {
+	if err := x.Put(key+"-"+strconv.Itoa(x.rank), value); err != nil {
+		return nil, err
+	}
+	if err := x.Barrier(); err != nil {
+		return nil, err
+	}
+	vals := make([]string, x.size)
+	for r := range vals {
+		v, err := x.Get(key + "-" + strconv.Itoa(r))
+		if err != nil {
+			return nil, err
+		}
+		vals[r] = v
+	}
+	return vals, nil
+}
+
 // Barrier publishes what every rank of both groups put since the last.
 func (x *connExchange) Barrier() error {
 	x.round++

@@ -13,7 +13,7 @@ import (
 // running the tests: one task of an srun, mpiexec or tachyonrun job,
 // TestShmJobNoRoom's child, TestNICPeer's echo peer,
 // TestNICProcessDeath's child, TestServerAcrossHostsLeaksNothing's
-// server or TestRealNIC's peer.
+// server, TestRealNIC's peer or a task of TestSlurm's PMI allgather.
 func TestMain(m *testing.M) {
 	nethost.EnterMain() // a rank started into a test host (netjob_test.go) enters it first
 	testrole.Main(m, func(role string) int {
@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 			return svcServer()
 		case "nicpeer":
 			return nicPeer()
+		case "pmiallgather":
+			return pmiAllgather()
 		}
 		return runRole(role)
 	})

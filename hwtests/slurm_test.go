@@ -34,10 +34,12 @@ func runRole(role string) int {
 			return 1
 		}
 	}
+	initBegan = time.Now()
 	if err := mpi.Init(); err != nil {
 		fmt.Fprintln(os.Stderr, "Init:", err)
 		return 1
 	}
+	initEnded = time.Now()
 	w := mpi.World()
 	me, n := w.Rank(), w.Size()
 	var err error
@@ -52,6 +54,8 @@ func runRole(role string) int {
 		err = collJob(w)
 	case "netshare":
 		err = netShare(w)
+	case "scale":
+		err = scaleJob(w)
 	case "clock":
 		err = clockJob(w)
 	case "netfail":
@@ -103,7 +107,8 @@ func ring(w *mpi.Comm) error {
 
 // TestSlurm runs Tachyon jobs under srun on a private one-node cluster:
 // jobs of 1, 2 and 4 ranks through the mpi/pmi2 plugin's PMI-1 wire
-// protocol, an Abort, the benchmark as the README's main job, and a job
+// protocol, an Abort, pmi.Allgather's chunks of the plugin's largest
+// value, the benchmark as the README's main job, and a job
 // started without --mpi=pmi2, which must fail with an error that says
 // what to do rather than run as several singletons.
 func TestSlurm(t *testing.T) {
@@ -166,6 +171,21 @@ func TestSlurm(t *testing.T) {
 		for r, h := range nw.Hosts {
 			if !strings.Contains(out, fmt.Sprintf("netjob rank %d of 2 on %s ok", r, h.Name)) {
 				t.Fatalf("rank %d did not finish on its host:\n%s", r, out)
+			}
+		}
+	})
+	t.Run("pmi-allgather", func(t *testing.T) {
+		// The bootstrap's allgather straight over the plugin's PMI-1
+		// wire: a table of 5 values of 700 bytes, in 4 chunks of the
+		// largest value a command of 1024 bytes carries (the plugin
+		// reads no more of one).
+		out, code, _ := c.srun(t, "pmiallgather", "--mpi=pmi2", "-n", "5", os.Args[0])
+		if code != 0 {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		for r := range 5 {
+			if !strings.Contains(out, fmt.Sprintf("pmi allgather rank %d of 5 ok\n", r)) {
+				t.Fatalf("rank %d did not finish:\n%s", r, out)
 			}
 		}
 	})

@@ -88,6 +88,12 @@ type netConn struct {
 	rtoAt, progressAt uint64
 	backoff           uint
 	heard             uint64 // when a frame of the peer's last came
+	// askedFrom is when this rank began to wait on the peer after a
+	// pause (Check not called for a probe interval, or credit waited
+	// for from idle), checked when Check last ran: silence counts from
+	// the later of askedFrom and heard, since an idle pair sends nothing
+	// and a frame heard before the pause says nothing of the peer now.
+	askedFrom, checked uint64
 	// Stall detection (Check): movedAt is when a transfer with the peer
 	// last moved (an acknowledgement of new frames, more credit, a frame
 	// received in order, bulk lane bytes), waitFrom when Check first saw
@@ -196,7 +202,9 @@ func (c *netConn) Reserve(n int) []byte {
 			// the timer asks for it (timeout).
 			c.wait(stallCredit)
 			if c.rtoAt == 0 {
-				c.rtoAt = d.clock() + c.rto
+				now := d.clock()
+				c.askedFrom = max(c.askedFrom, now)
+				c.rtoAt = now + c.rto
 				d.armed(c.rtoAt)
 			}
 			return nil
@@ -279,7 +287,11 @@ func (c *netConn) Check() error {
 		return c.dead
 	}
 	now := d.clock()
-	if now-c.heard >= d.peerTimeout {
+	if now-c.checked >= d.probeEvery {
+		c.askedFrom = now // a wait after a pause: the probe below asks
+	}
+	c.checked = now
+	if now-max(c.heard, c.askedFrom) >= d.peerTimeout {
 		c.fail(now, "no frame for %v", d.peerTimeoutD)
 		return c.dead
 	}
@@ -421,6 +433,11 @@ func (c *netConn) transmit(seq uint32) bool {
 	now := d.clock()
 	d.now = now // later than the pump's reading: ages computed against it stay positive
 	s.sentAt = now
+	if seq == c.sndSent && seq == c.sndUna {
+		// The first frame outstanding: the peer is waited on from now,
+		// not from its last acknowledgement, however long ago.
+		c.progressAt = now
+	}
 	if c.rtoAt == 0 {
 		c.rtoAt = now + c.rto
 		d.armed(c.rtoAt)
@@ -667,9 +684,15 @@ func (c *netConn) estimate() uint64 {
 // acknowledgements show before its highest (up to engine_net_rto_burst
 // frames), and the timeout doubles. Frames past what the peer has said
 // anything of are not guessed at: the acknowledgement of the first tells
-// of them. No progress for engine_net_peer_timeout makes the peer dead.
+// of them. No progress for engine_net_peer_timeout makes the peer dead,
+// counted from when this rank last took up the wait: a timer that fires
+// a probe interval late found a rank that was not polling (and, serial,
+// not retransmitting), so the peer had not been asked meanwhile.
 func (c *netConn) timeout() {
 	d := c.dev
+	if d.now-c.rtoAt >= d.probeEvery {
+		c.askedFrom = max(c.askedFrom, d.now)
+	}
 	if c.sndUna == c.sndSent {
 		// Nothing outstanding: the sender waits for credit, and the
 		// acknowledgement that brings it may have been lost. Ask, once
@@ -679,7 +702,7 @@ func (c *netConn) timeout() {
 		switch {
 		case seqLT(c.sndNxt, c.sndLimit):
 			c.rtoAt = 0 // credit came; Reserve will go on
-		case d.now-c.heard >= d.peerTimeout:
+		case d.now-max(c.heard, c.askedFrom) >= d.peerTimeout:
 			c.fail(d.now, "no answer to credit probes for %v", d.peerTimeoutD)
 		default:
 			c.sendAck(nic.FlagAckNow)
@@ -687,7 +710,7 @@ func (c *netConn) timeout() {
 		}
 		return
 	}
-	if d.now-c.progressAt >= d.peerTimeout {
+	if d.now-max(c.progressAt, c.askedFrom) >= d.peerTimeout {
 		c.fail(d.now, "nothing acknowledged for %v", d.peerTimeoutD)
 		return
 	}

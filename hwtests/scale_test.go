@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +48,16 @@ func scaleJob(w *mpi.Comm) error {
 		return b
 	}
 	buf := make([]byte, 8192)
+	// A rank still in the pairs after stallAfter says where it is and what
+	// its network transport counted, so that a stalled job shows which
+	// pair it stalled on before it is killed.
+	var at atomic.Int64
+	watch := time.AfterFunc(stallAfter, func() {
+		fmt.Fprintf(os.Stderr, "scale rank %d of %d still at step %d after %v:\n%s", me, n, at.Load(), stallAfter, pvar.Format("engine_net_"))
+	})
+	defer watch.Stop()
 	for step := 1; step < n; step++ {
+		at.Store(int64(step))
 		dest, src := (me+step)%n, (me-step+n)%n
 		size := 8 + step%3*2000 // 8 B, and eager messages of more than a frame
 		st, err := w.Sendrecv(pattern(me, dest, size), dest, step, buf, src, step)
@@ -99,6 +109,10 @@ func scaleJob(w *mpi.Comm) error {
 	fmt.Printf("scale rank %d of %d on %s ok\n", me, n, host)
 	return nil
 }
+
+// stallAfter is how long scaleJob's pairs may take before a rank reports
+// where it is: far more than a run of them takes (well under a second).
+const stallAfter = 20 * time.Second
 
 // scaleLine is rank 0's report of the bootstrap.
 var scaleLine = regexp.MustCompile(`scale bootstrap of (\d+) ranks: (\S+) after the last rank's Init began, slowest Init (\S+); PMI gets: rank 0 (-?\d+), most of another rank (-?\d+), all (-?\d+)`)

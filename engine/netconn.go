@@ -89,8 +89,8 @@ type netConn struct {
 	backoff           uint
 	heard             uint64 // when a frame of the peer's last came
 	// askedFrom is when this rank began to wait on the peer after a
-	// pause (Check not called for a probe interval, or credit waited
-	// for from idle), checked when Check last ran: silence counts from
+	// pause (Check not called for netDev.pause, or credit waited for
+	// from idle), checked when Check last ran: silence counts from
 	// the later of askedFrom and heard, since an idle pair sends nothing
 	// and a frame heard before the pause says nothing of the peer now.
 	askedFrom, checked uint64
@@ -287,7 +287,7 @@ func (c *netConn) Check() error {
 		return c.dead
 	}
 	now := d.clock()
-	if now-c.checked >= d.probeEvery {
+	if now-c.checked >= d.pause() {
 		c.askedFrom = now // a wait after a pause: the probe below asks
 	}
 	c.checked = now
@@ -686,11 +686,11 @@ func (c *netConn) estimate() uint64 {
 // anything of are not guessed at: the acknowledgement of the first tells
 // of them. No progress for engine_net_peer_timeout makes the peer dead,
 // counted from when this rank last took up the wait: a timer that fires
-// a probe interval late found a rank that was not polling (and, serial,
-// not retransmitting), so the peer had not been asked meanwhile.
+// a pause late found a rank that was not polling (and, serial, not
+// retransmitting), so the peer had not been asked meanwhile.
 func (c *netConn) timeout() {
 	d := c.dev
-	if d.now-c.rtoAt >= d.probeEvery {
+	if d.now-c.rtoAt >= d.pause() {
 		c.askedFrom = max(c.askedFrom, d.now)
 	}
 	if c.sndUna == c.sndSent {
@@ -902,3 +902,11 @@ func (c *netConn) close() {
 		c.dead = errors.New("network transport closed")
 	}
 }
+
+// pause is the gap in a rank's looks at a peer (its Checks, its timer's
+// lateness) after which it counts the peer's silence afresh: half the
+// peer timeout, and no less than a probe interval: a rank that looks
+// at least that often while it waits (a loaded machine's too) finds a
+// dead peer within the timeout, and one back from idle gives the peer
+// at least half a timeout from its first probe.
+func (d *netDev) pause() uint64 { return max(d.probeEvery, d.peerTimeout/2) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -56,6 +57,10 @@ func mpichCollNet(o options) ([]Result, error) {
 	cmd := exec.Command("mpiexec.mpich", args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if !o.quiet {
+		// its figures as they come, for a run that takes minutes
+		cmd.Stdout = io.MultiWriter(&out, os.Stderr)
+	}
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("MPICH over UCX's TCP: %w", err)
 	}

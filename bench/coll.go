@@ -47,8 +47,8 @@ var collOps = [...]string{"bcast", "reduce", "allreduce", "allgather", "alltoall
 
 // collOversubIters is -coll-iters when it is left at 0 and the ranks
 // are more than the CPUs: MPICH's ranks spin while they wait and do not
-// yield (it has no setting that makes them: MPIR_CVAR_POLLS_BEFORE_YIELD
-// is ch3's, and this MPICH is ch4), so that each of its calls takes
+// yield (MPIR_CVAR_POLLS_BEFORE_YIELD changes nothing in this MPICH,
+// 4.0.2 on ch4:ucx: docs/bench.md), so that each of its calls takes
 // scheduler time slices, milliseconds, and OSU's counts would take hours.
 const collOversubIters = 100
 

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/launch"
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
@@ -24,7 +25,8 @@ import (
 // allreduce, allgather and alltoall on 8 B to -max (1 MiB unless set) of
 // float64s (Sum for the reductions). compare/coll.c is the same suite
 // against the MPI API, which -compare runs under MPICH and Open MPI right
-// after Tachyon's ranks.
+// after Tachyon's ranks. With -net each rank is a host of its own and
+// the comparison MPICH over UCX's TCP (collnet.go).
 
 // collEnv marks a rank bench started for -coll; its value is the largest
 // size.
@@ -42,6 +44,13 @@ var collC []byte
 
 // collOps are the operations after barrier, in the order measured.
 var collOps = [...]string{"bcast", "reduce", "allreduce", "allgather", "alltoall"}
+
+// collOversubIters is -coll-iters when it is left at 0 and the ranks
+// are more than the CPUs: MPICH's ranks spin while they wait and do not
+// yield (MPIR_CVAR_POLLS_BEFORE_YIELD changes nothing in this MPICH,
+// 4.0.2 on ch4:ucx: docs/bench.md), so that each of its calls takes
+// scheduler time slices, milliseconds, and OSU's counts would take hours.
+const collOversubIters = 100
 
 // collIters is the number of timed calls at size, OSU's counts unless
 // -coll-iters sets one for every size; a tenth more warm up.
@@ -76,17 +85,30 @@ func (o options) checkColl() error {
 	case o.format != "table" && o.format != "anchor":
 		return fmt.Errorf("-format %q: want table or anchor", o.format)
 	case o.transport != "shm":
-		return errors.New("-coll runs process ranks over shared memory: leave -transport at shm")
-	case o.net != "":
-		return errors.New("-coll runs on one host: -net is not supported with it")
+		return errors.New("-coll runs process ranks: leave -transport at shm")
+	case o.net != "" && o.net != "xdp" && o.net != "udp":
+		return fmt.Errorf("-net %q: want xdp or udp", o.net)
+	case o.iface != "":
+		return errors.New("-iface is for two machines (-listen, -peer): -coll -net runs simulated hosts")
+	case o.net != "" && o.ranks < 2:
+		return fmt.Errorf("-n %d: -net wants at least 2 ranks, one a host", o.ranks)
+	case !(o.loss >= 0 && o.loss < 1) || o.loss > 0 && o.net == "":
+		return fmt.Errorf("-loss %v: want a fraction in [0, 1), with -net", o.loss)
+	case o.net != "" && (o.mtu < 576 || o.mtu > 65535):
+		return fmt.Errorf("-mtu %d: want 576 to 65535", o.mtu)
 	case o.runs < 1 || o.runs > maxRuns:
 		return fmt.Errorf("-runs %d: want 1 to %d", o.runs, maxRuns)
 	case o.thread != "" && o.thread != "serialized" && o.thread != "multiple":
 		return fmt.Errorf("-thread %q: want serialized or multiple", o.thread)
 	case o.collItersSet < 0 || o.collItersSet > 1e7:
 		return fmt.Errorf("-coll-iters %d: want 0 (by size) to 10000000", o.collItersSet)
-	case o.anchor != "" || o.plot != "" || o.phases || o.profile != "":
+	case o.anchor != "" && o.anchor != defaultNetAnchor || o.plot != "" || o.phases || o.profile != "":
 		return errors.New("-coll takes none of -anchor, -plot, -phases, -cpuprofile")
+	}
+	if o.net != "" {
+		if err := nethost.Available(); err != nil {
+			return fmt.Errorf("-coll -net %s needs root and network namespaces: %v", o.net, err)
+		}
 	}
 	return nil
 }
@@ -94,6 +116,13 @@ func (o options) checkColl() error {
 // runColl measures -runs times, with the comparison after each run if
 // -compare, and reports the medians.
 func runColl(o options) (int, error) {
+	cpus, err := collCPUs(o.ranks)
+	if err != nil {
+		return 1, err
+	}
+	if o.collItersSet == 0 && o.ranks > len(cpus) {
+		o.collItersSet = collOversubIters
+	}
 	var runs [][]Result
 	var anchors []map[string][]Result
 	for i := range o.runs {
@@ -117,15 +146,13 @@ func runColl(o options) (int, error) {
 	return 0, nil
 }
 
-// spawnColl runs -n ranks of this program over shared memory, pinned
-// to the CPUs this process may use in turn, and returns rank 0's figures.
+// spawnColl runs -n ranks of this program over shared memory (with
+// -net, each a host of its own), pinned to the CPUs this process may use
+// in turn, and returns rank 0's figures.
 func spawnColl(o options) ([]Result, int, error) {
-	cpus, err := launch.AllowedCPUs()
+	cpus, err := collCPUs(o.ranks)
 	if err != nil {
 		return nil, 1, err
-	}
-	if len(cpus) > o.ranks {
-		cpus = cpus[:o.ranks]
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -136,8 +163,10 @@ func spawnColl(o options) ([]Result, int, error) {
 	var out strings.Builder
 	code, err := launch.Run(ctx, launch.Config{
 		N: o.ranks, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread, "-coll-iters=" + strconv.Itoa(o.collItersSet)},
-		Env:    []string{collEnv + "=" + strconv.Itoa(o.collMax())},
+		Env:    append([]string{collEnv + "=" + strconv.Itoa(o.collMax())}, o.netEnv()...),
 		CPUs:   cpus,
+		NetNS:  o.net != "",
+		NetMTU: o.mtu,
 		Stdout: &out,
 	})
 	if err != nil || code != 0 {
@@ -306,8 +335,16 @@ func parseColl(r io.Reader) ([]Result, error) {
 }
 
 // runCollComparison runs compare/coll.c on -n ranks with -coll-iters
-// under each MPI implementation installed (underEach).
+// under each MPI implementation installed (underEach), or with -net
+// under MPICH over UCX's TCP on as many hosts.
 func runCollComparison(o options) (map[string][]Result, error) {
+	if o.net != "" {
+		res, err := mpichCollNet(o)
+		if err != nil {
+			return nil, err
+		}
+		return map[string][]Result{mpichNetName: res}, nil
+	}
 	return underEach("coll", collC, o.ranks, parseColl, strconv.Itoa(o.collMax()), strconv.Itoa(o.collItersSet))
 }
 
@@ -329,7 +366,21 @@ func reportColl(w io.Writer, o options, res []Result, anchors map[string][]Resul
 	if o.thread == "multiple" {
 		level = "ThreadMultiple"
 	}
-	fmt.Fprintf(w, "Collectives on %d ranks over shared memory (processes, %s), float64 Sum: mean µs a call, the slowest rank's\n", o.ranks, level)
+	over := "over shared memory (processes"
+	if o.net != "" {
+		over = map[string]string{"xdp": "over the network transport on AF_XDP", "udp": "over the network transport on UDP"}[o.net] +
+			" (processes, each a host of network namespaces, joined by veth"
+		if o.ranks > 2 {
+			over += " and a bridge"
+		}
+		if o.loss > 0 {
+			over += fmt.Sprintf(", %g%% of frames lost", 100*o.loss)
+		}
+	}
+	fmt.Fprintf(w, "Collectives on %d ranks %s, %s), float64 Sum: mean µs a call, the slowest rank's\n", o.ranks, over, level)
+	if cpus, err := collCPUs(o.ranks); err == nil && o.ranks > len(cpus) {
+		fmt.Fprintf(w, "%d ranks on %d CPUs: oversubscribed, %d timed calls a figure\n", o.ranks, len(cpus), o.collIters(8))
+	}
 	t := index(res)
 	others := make([]series, len(names))
 	for i, name := range names {

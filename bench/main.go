@@ -30,6 +30,7 @@
 //	go run ./bench -net xdp -iface eth1 -peer B:7700     # machine A: the other, which prints the table
 //	go run ./bench -coll -compare        # collectives on 2 ranks, beside MPICH and Open MPI
 //	go run ./bench -coll -n 4            # on 4 ranks (oversubscribed on 2 CPUs)
+//	go run ./bench -coll -net xdp -compare # 4 ranks on 4 hosts (root), beside MPICH over UCX's TCP
 //	go run ./bench -rpc host -compare    # request/reply between two services, beside gRPC and TCP
 //	go run ./bench -rpc xdp -compare     # the same between two hosts (root)
 //
@@ -97,17 +98,23 @@ func main() {
 	flag.StringVar(&o.thread, "thread", "", "thread level process ranks ask of InitThread: serialized (the default: one goroutine at a time inside MPI, as the anchor's MPI_THREAD_SINGLE) or multiple (what mpi.Init gives); in-process ranks are always multiple")
 	flag.IntVar(&o.runs, "runs", 1, "measure this many times (with -compare, each run followed by one of the anchor) and report each figure's median: a figure of a single run can be hit by a pause of the host (see docs/bench.md)")
 	flag.BoolVar(&o.phases, "phases", false, "also time each rank's phases of every message-rate window (posting, collecting, the acknowledgement) and print them in ns a message; the three clock reads this adds to a window slow the rates a little (docs/bench.md)")
-	flag.StringVar(&o.net, "net", "", "xdp or udp: run the two ranks as two hosts (network namespaces joined by a veth pair, as tachyonrun -netns does; needs root) talking over the network transport, on AF_XDP or the UDP fallback; with -iface and -listen or -peer, one rank on each of two machines (netpeer.go)")
+	flag.StringVar(&o.net, "net", "", "xdp or udp: run the two ranks (with -coll, the -n ranks) as hosts of their own (network namespaces joined by veth, as tachyonrun -netns does; needs root: bench refuses without) talking over the network transport, on AF_XDP or the UDP fallback; with -iface and -listen or -peer, one rank on each of two machines (netpeer.go)")
 	flag.Float64Var(&o.loss, "loss", 0, "with -net, the fraction of frames each rank's link drops on purpose (nic_drop_rate)")
 	flag.IntVar(&o.mtu, "mtu", 9000, "with -net, the MTU of the two hosts' interfaces; above 3868 the ranks' links use 4 KiB frame buffers (nic_frame_size), whose largest frame the MTU then is")
-	flag.BoolVar(&o.coll, "coll", false, "measure collectives instead (barrier, bcast, reduce, allreduce, allgather, alltoall; 8 B to -max, 1 MiB unless set) on -n process ranks over shared memory, OSU-style; with -compare beside MPICH and Open MPI (compare/coll.c)")
-	flag.IntVar(&o.collItersSet, "coll-iters", 0, "with -coll, timed calls at every size (0: OSU's counts, 10000 up to 8 KiB, 1000 up to 256 KiB, 100 above)")
-	flag.IntVar(&o.ranks, "n", 2, "with -coll, the number of ranks (more than the CPUs oversubscribe them)")
+	flag.BoolVar(&o.coll, "coll", false, "measure collectives instead (barrier, bcast, reduce, allreduce, allgather, alltoall; 8 B to -max, 1 MiB unless set) on -n process ranks over shared memory, OSU-style; with -compare beside MPICH and Open MPI (compare/coll.c); with -net each rank a host of its own (root), with -compare beside MPICH over UCX's TCP on as many hosts")
+	flag.IntVar(&o.collItersSet, "coll-iters", 0, "with -coll, timed calls at every size (0: OSU's counts, 10000 up to 8 KiB, 1000 up to 256 KiB, 100 above; 100 at every size when the ranks are more than the CPUs, where MPICH's spin)")
+	flag.IntVar(&o.ranks, "n", 0, "with -coll, the number of ranks: 2, or 4 with -net (more than the CPUs oversubscribe them)")
 	o.rpcOptions.flags()
 	o.peerOptions.flags()
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto; with -rpc, of each server and client with .KIND.server and .KIND.client added (.KIND.gc.server, .KIND.gc.client under -gc-load)")
 	flag.Parse()
 	o.peerOptions.visit()
+	if o.ranks == 0 {
+		o.ranks = 2
+		if o.coll && o.net != "" {
+			o.ranks = 4
+		}
+	}
 	if o.anchor == "" && o.net != "" {
 		o.anchor = defaultNetAnchor
 	}
@@ -392,13 +399,7 @@ func spawnWith(o options, extra ...string) ([]Result, int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var out strings.Builder
-	env := append([]string{workerEnv + "=" + strconv.Itoa(o.max)}, extra...)
-	if o.net != "" {
-		env = append(env, "TACHYON_NIC_MODE="+o.net, "TACHYON_NIC_DROP_RATE="+strconv.FormatFloat(o.loss, 'g', -1, 64))
-		if o.mtu > 2048-256-14 {
-			env = append(env, "TACHYON_NIC_FRAME_SIZE=4096")
-		}
-	}
+	env := append(append([]string{workerEnv + "=" + strconv.Itoa(o.max)}, extra...), o.netEnv()...)
 	code, err := launch.Run(ctx, launch.Config{
 		N: 2, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread, "-cpuprofile=" + o.profile, "-phases=" + strconv.FormatBool(o.phases)},
 		Env:    env,
@@ -421,6 +422,20 @@ func spawnWith(o options, extra ...string) ([]Result, int, error) {
 		return nil, 1, errors.New("the ranks reported no results")
 	}
 	return res, 0, nil
+}
+
+// netEnv returns the ranks' KEY=VALUE entries for -net: the link's mode,
+// its loss, and 4 KiB frame buffers above an MTU of 3868 (none without
+// -net).
+func (o options) netEnv() []string {
+	if o.net == "" {
+		return nil
+	}
+	env := []string{"TACHYON_NIC_MODE=" + o.net, "TACHYON_NIC_DROP_RATE=" + strconv.FormatFloat(o.loss, 'g', -1, 64)}
+	if o.mtu > 2048-256-14 {
+		env = append(env, "TACHYON_NIC_FRAME_SIZE=4096")
+	}
+	return env
 }
 
 // inproc runs the suite on two goroutine ranks, each on its own CPU.

@@ -110,18 +110,9 @@ func runMPICHNet(o options) ([]Result, error) {
 		return nil, fmt.Errorf("making the anchor's hosts: %w", err)
 	}
 	defer nw.Close()
-	args := []string{
-		"-genv", "UCX_TLS", "tcp,self",
-		"-genv", "UCX_NET_DEVICES", nw.Hosts[0].Iface + "," + nw.Hosts[1].Iface,
-		"-genv", "MPIR_CVAR_NOLOCAL", "1",
-	}
-	for i, h := range nw.Hosts {
-		if i > 0 {
-			args = append(args, ":")
-		}
-		k, v, _ := strings.Cut(h.EnterEnv(), "=")
-		args = append(args, "-n", "1", "-env", k, v, self, "taskset", "-c", strconv.Itoa(cpus[i]), bin, strconv.Itoa(o.max))
-	}
+	args := mpichNetArgs(nw.Hosts, self, func(i int) []string {
+		return []string{"taskset", "-c", strconv.Itoa(cpus[i]), bin, strconv.Itoa(o.max)}
+	})
 	fmt.Fprintln(os.Stderr, "running MPICH over UCX's TCP between two hosts like the benchmark's")
 	cmd := exec.Command("mpiexec.mpich", args...)
 	var out bytes.Buffer

@@ -54,8 +54,46 @@ func (c *Comm) icollective(a *collArgs) (*Request, error) {
 
 // schedPool recycles the schedules of nonblocking and Context
 // collectives, with their steps and scratch space, once their requests
-// complete.
+// complete, beyond the few each rank keeps (getSched).
 var schedPool = sync.Pool{New: func() any { return new(sched) }}
+
+// A rank keeps up to schedSpares finished schedules for its next
+// nonblocking and Context collectives (collPoller.spare): schedPool
+// alone is emptied by every garbage collection, after which a call would
+// make its schedule, steps and scratch space again. A schedule with more
+// than spareScratch words of scratch goes to schedPool, so that a rank
+// does not hold a large collective's space for good.
+const (
+	schedSpares  = 4
+	spareScratch = 8192
+)
+
+// getSched returns a schedule to reset and build: a spare of the rank's
+// if there is one.
+func (pl *collPoller) getSched() *sched {
+	for i := range pl.spare {
+		if s := pl.spare[i].Swap(nil); s != nil {
+			return s
+		}
+	}
+	return schedPool.Get().(*sched)
+}
+
+// putSched takes back a finished, released schedule.
+func (pl *collPoller) putSched(s *sched) {
+	words := 0
+	for _, ch := range s.chunks {
+		words += len(ch)
+	}
+	if words <= spareScratch {
+		for i := range pl.spare {
+			if pl.spare[i].CompareAndSwap(nil, s) {
+				return
+			}
+		}
+	}
+	schedPool.Put(s)
+}
 
 // pIcollective is icollective without interception: a schedule of its
 // own, started.
@@ -72,11 +110,22 @@ func (c *Comm) pIcollective(a *collArgs) (*Request, error) {
 	} else if err := c.collReady(name, a); err != nil {
 		return nil, err
 	}
-	s := schedPool.Get().(*sched)
+	s := c.p.collPoller().getSched()
 	s.reset(c, name)
 	build(s, a)
 	s.start()
-	return &Request{c: c, op: opColl, x: &requestExtra{coll: s}}, nil
+	cr := &collRequest{x: requestExtra{coll: s}}
+	cr.r = Request{c: c, op: opColl, x: &cr.x}
+	return &cr.r, nil
+}
+
+// collRequest is a nonblocking collective's request and its extra part
+// in one allocation, the only one a call makes once warm (the schedule
+// comes from schedPool): the caller keeps the request after it
+// completes, so it cannot be recycled.
+type collRequest struct {
+	r Request
+	x requestExtra
 }
 
 // collectiveInit makes a persistent request of a's collective.
@@ -118,7 +167,7 @@ func (r *Request) finishColl() error {
 	if !s.persist {
 		s.release()
 		r.x.coll = nil
-		schedPool.Put(s)
+		r.c.p.collPoller().putSched(s)
 	}
 	if err != nil {
 		return r.c.fail(err)
@@ -157,21 +206,22 @@ func (c *Comm) pCollectiveContext(ctx context.Context, a *collArgs) error {
 	if ended(ctx.Done()) {
 		return c.fail(contextErr(name, c, ctx, ctx.Err()))
 	}
-	s := schedPool.Get().(*sched)
+	pl := c.p.collPoller()
+	s := pl.getSched()
 	s.reset(c, name)
 	build(s, a)
 	s.start()
 	if err := c.p.ep.Progress().WaitContext(ctx, &s.done); err != nil {
-		if c.p.collPoller().drop(s) {
+		if pl.drop(s) {
 			s.release()
-			schedPool.Put(s)
+			pl.putSched(s)
 			return c.fail(c.abandon(name, ctx, err))
 		}
 		// It finished meanwhile.
 	}
 	err := s.err
 	s.release()
-	schedPool.Put(s)
+	pl.putSched(s)
 	return c.fail(err)
 }
 

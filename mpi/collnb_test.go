@@ -416,6 +416,77 @@ func TestCollectiveAllocs(t *testing.T) {
 	}
 }
 
+// TestIcollectiveAllocs: a nonblocking collective and its Wait allocate
+// one object a rank once warm, its request (collRequest); the schedule is
+// the rank's spare (getSched). The engine makes a matching list for each
+// of the 1024 tags of nonblocking collectives the first time a receive
+// is posted with it before its message comes, and the first time a
+// message comes first: each measure spans a whole cycle of tags, so that
+// the few lists still made count for less than one allocation a call.
+func TestIcollectiveAllocs(t *testing.T) {
+	if raceEnabled {
+		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
+	}
+	if intercepted() {
+		testskip.Skip(t, testskip.Intercepted, "an interceptor is registered for the whole run")
+	}
+	if v, ok := cvar.Lookup("engine_net_force"); ok && v.String() == "true" {
+		for _, name := range []string{"nic_drop_rate", "nic_dup_rate", "nic_reorder_rate"} {
+			if v, ok := cvar.Lookup(name); ok && v.String() != "0" {
+				testskip.Skip(t, testskip.LossyNetwork, "engine_net_force with "+name+" "+v.String()+": the network transport's retransmissions allocate")
+			}
+		}
+	}
+	const n = 2
+	err := Run(n, func(c *Comm) error {
+		small, out := []float64{1}, make([]float64, 1)
+		wait := func(r *Request, err error) error {
+			if err != nil {
+				return err
+			}
+			_, err = r.Wait()
+			return err
+		}
+		cases := []struct {
+			name string
+			fn   func() error
+		}{
+			{"Iallreduce8", func() error { return wait(Iallreduce(c, small, out, Sum)) }},
+			{"Ibcast8", func() error { return wait(Ibcast(c, small, 0)) }},
+			{"Ibarrier", func() error { return wait(c.Ibarrier()) }},
+		}
+		for _, k := range cases {
+			for range 2 * collTagSpan {
+				if err := k.fn(); err != nil {
+					return err
+				}
+			}
+			// AllocsPerRun counts every rank's allocations (n a call
+			// is one a rank) and rounds down. The smallest of three
+			// measures, as in TestCollectiveAllocs.
+			var err error
+			allocs := math.Inf(1)
+			for try := 0; try < 3; try++ {
+				allocs = min(allocs, testing.AllocsPerRun(collTagSpan, func() {
+					if e := k.fn(); e != nil && err == nil {
+						err = e
+					}
+				}))
+			}
+			if err != nil {
+				return err
+			}
+			if allocs > n && c.Rank() == 0 {
+				t.Errorf("%s and its Wait allocate %v times a call on %d ranks, want at most one a rank", k.name, allocs, n)
+			}
+		}
+		return c.Finalize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 var scCollectives = scenario("collectives", func(c *Comm) error {
 	for _, m := range []int{0, 4, 1000} {
 		if err := collCheck(c, m); err != nil {

@@ -352,6 +352,7 @@ type collPoller struct {
 	n      atomic.Int32 // schedules in flight: a poll with none returns at once
 	mu     sync.Mutex
 	active []*sched
+	spare  [schedSpares]atomic.Pointer[sched] // finished schedules for the next calls (getSched)
 }
 
 // collPoller returns p's poller, registering it the first time.

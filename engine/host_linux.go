@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -33,4 +34,16 @@ func HostID() string {
 		id += fmt.Sprintf("/pid:%d", os.Getpid())
 	}
 	return id
+}
+
+// hostCPUs returns the CPUs the host has online (/sys/devices/system/cpu/online,
+// a list of ranges such as 0-3,6), not this process's affinity: a launcher
+// that pins each rank to one CPU does not make the host smaller. It falls
+// back to runtime.NumCPU.
+func hostCPUs() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	return countCPUList(strings.TrimSpace(string(b)), runtime.NumCPU())
 }

@@ -5,6 +5,7 @@ package engine
 import (
 	"fmt"
 	"os"
+	"runtime"
 )
 
 // HostID names the host this process runs on (its hostname here); with
@@ -16,3 +17,6 @@ func HostID() string {
 	}
 	return id
 }
+
+// hostCPUs returns the CPUs of the host, as far as Go knows them.
+func hostCPUs() int { return runtime.NumCPU() }

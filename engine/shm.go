@@ -329,7 +329,7 @@ func attachShm(seg *rings.Segment, rank int, opts []progress.Option) (*shmSide, 
 	if asm.LoadAcquire32((*uint32)(unsafe.Pointer(&mine[offCtlJoined]))) != 0 {
 		return nil, fmt.Errorf("%w: rank %d of segment %q is already attached", ErrConfig, rank, seg.Name())
 	}
-	prog, err := progress.New(append([]progress.Option{progress.WithDoorbell(bells[rank])}, opts...)...)
+	prog, err := progress.New(append([]progress.Option{progress.WithDoorbell(bells[rank]), oversubscribed(n)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -144,6 +144,7 @@ type Engine struct {
 
 	strategy                     IdleStrategy
 	spin, pause, parkMax, margin time.Duration
+	idleSet, oversubscribed      bool // WithIdle gave the phases; WithOversubscribed
 	spinC, parkC, marginC        uint64 // clock counts from idle to the yield phase and to parking; the margin
 	lot                          lot    // the goroutines parked on the doorbell
 
@@ -198,6 +199,9 @@ func New(opts ...Option) (*Engine, error) {
 		if err := o(e); err != nil {
 			return nil, err
 		}
+	}
+	if e.oversubscribed && !e.idleSet && spinTime.Source() == cvar.FromDefault {
+		e.spin = 0 // the peer that would answer may be waiting for this CPU
 	}
 	e.setIdle(c)
 	e.marginC = durationToCounts(e.margin, c)

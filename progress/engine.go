@@ -144,7 +144,7 @@ type Engine struct {
 
 	strategy                     IdleStrategy
 	spin, pause, parkMax, margin time.Duration
-	idleSet, oversubscribed      bool // WithIdle gave the phases; WithOversubscribed
+	idleSet, oversubscribed      bool   // WithIdle gave the phases; WithOversubscribed
 	spinC, parkC, marginC        uint64 // clock counts from idle to the yield phase and to parking; the margin
 	lot                          lot    // the goroutines parked on the doorbell
 

@@ -220,15 +220,8 @@ func (nw *Network) build(cfg Config) error {
 		}
 		for i, host := range nw.Hosts {
 			port := "port" + strconv.Itoa(i)
-			veth := &netlink.Veth{
-				LinkAttrs:       netlink.LinkAttrs{Name: host.Iface, HardwareAddr: host.MAC, MTU: cfg.MTU, NumRxQueues: cfg.Queues, NumTxQueues: cfg.Queues},
-				PeerName:        port,
-				PeerNamespace:   netlink.NsFd(ns),
-				PeerNumRxQueues: uint32(cfg.Queues),
-				PeerNumTxQueues: uint32(cfg.Queues),
-			}
-			if err := handles[i].LinkAdd(veth); err != nil {
-				return fmt.Errorf("nethost: adding veth %s/%s for %s: %w", host.Iface, port, host.Name, err)
+			if err := addPort(handles[i], host, port, ns, cfg); err != nil {
+				return err
 			}
 			if err := setUp(sw, port); err != nil {
 				return fmt.Errorf("nethost: setting switch port %s up: %w", port, err)
@@ -279,6 +272,22 @@ func (nw *Network) build(cfg Config) error {
 				return fmt.Errorf("nethost: adding neighbour %s on %s: %w", other.IP, host.Name, err)
 			}
 		}
+	}
+	return nil
+}
+
+// addPort joins host's interface, through h in its namespace, to a veth
+// end named port in namespace ns (a switch's or a router's).
+func addPort(h *netlink.Handle, host *Host, port string, ns netns.NsHandle, cfg Config) error {
+	veth := &netlink.Veth{
+		LinkAttrs:       netlink.LinkAttrs{Name: host.Iface, HardwareAddr: host.MAC, MTU: cfg.MTU, NumRxQueues: cfg.Queues, NumTxQueues: cfg.Queues},
+		PeerName:        port,
+		PeerNamespace:   netlink.NsFd(ns),
+		PeerNumRxQueues: uint32(cfg.Queues),
+		PeerNumTxQueues: uint32(cfg.Queues),
+	}
+	if err := h.LinkAdd(veth); err != nil {
+		return fmt.Errorf("nethost: adding veth %s/%s for %s: %w", host.Iface, port, host.Name, err)
 	}
 	return nil
 }

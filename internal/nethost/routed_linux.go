@@ -53,15 +53,8 @@ func (nw *Network) buildRouted(cfg Config) error {
 			return fmt.Errorf("nethost: opening netlink in namespace of %s: %w", host.Name, err)
 		}
 		port := "r" + fmt.Sprint(i)
-		veth := &netlink.Veth{
-			LinkAttrs:       netlink.LinkAttrs{Name: host.Iface, HardwareAddr: host.MAC, MTU: cfg.MTU, NumRxQueues: cfg.Queues, NumTxQueues: cfg.Queues},
-			PeerName:        port,
-			PeerNamespace:   netlink.NsFd(router),
-			PeerNumRxQueues: uint32(cfg.Queues),
-			PeerNumTxQueues: uint32(cfg.Queues),
-		}
-		if err := handles[i].LinkAdd(veth); err != nil {
-			return fmt.Errorf("nethost: adding veth %s/%s for %s: %w", host.Iface, port, host.Name, err)
+		if err := addPort(handles[i], host, port, router, cfg); err != nil {
+			return err
 		}
 		gw := gateway(host)
 		link, err := rt.LinkByName(port)

@@ -114,33 +114,7 @@ func BenchmarkNetMsgRate(b *testing.B) {
 	}()
 	defer pin(b, c0)()
 	ep := w.Endpoint(0)
-	buf := make([]byte, 8)
-	ack := make([]byte, 4)
-	reqs := make([]*Request, window)
-	var start time.Time
-	for w := -warm; w < windows; w++ {
-		if w == 0 {
-			b.ResetTimer()
-			start = time.Now()
-		}
-		for i := range reqs {
-			r, err := ep.Isend(buf, 1, 1, 0, Standard)
-			if err != nil {
-				b.Fatal(err)
-			}
-			reqs[i] = r
-		}
-		for _, r := range reqs {
-			if _, err := r.Wait(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if _, err := ep.Recv(ack, 1, 2, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
-	el := time.Since(start).Seconds()
-	b.StopTimer()
+	el := sendWindows(b, ep, make([]byte, 8), warm, windows)
 	b.ReportMetric(float64(windows*window)/el/1e6, "Mmsg/s")
 	if err := <-done; err != nil {
 		b.Fatal(err)

@@ -186,15 +186,9 @@ func (a *collArgs) check(c *Comm, name string) error {
 		if len(a.counts) != n {
 			return countErr(name, "%d counts for %d ranks", len(a.counts), n)
 		}
-		total := 0
-		for i, k := range a.counts {
-			if k < 0 {
-				return countErr(name, "counts[%d] is %d", i, k)
-			}
-			if err := a.wholeUnits(name, k*a.esize); err != nil {
-				return err
-			}
-			total += k
+		total, err := a.countsTotal(name)
+		if err != nil {
+			return err
 		}
 		switch {
 		case a.inPlace && len(a.recv) < total*a.esize:
@@ -554,4 +548,20 @@ func Exscan[T Numeric](c *Comm, send, recv []T, op ReduceOp) error {
 	a := typed(collExscan, send, recv)
 	a.op = op
 	return c.collective(&a)
+}
+
+// countsTotal checks a reduce-scatter's counts (none negative, each a
+// whole number of the layout's units) and returns their sum.
+func (a *collArgs) countsTotal(name string) (int, error) {
+	total := 0
+	for i, k := range a.counts {
+		if k < 0 {
+			return 0, countErr(name, "counts[%d] is %d", i, k)
+		}
+		if err := a.wholeUnits(name, k*a.esize); err != nil {
+			return 0, err
+		}
+		total += k
+	}
+	return total, nil
 }

@@ -130,15 +130,9 @@ func (a *collArgs) interCheck(c *Comm, name string) error {
 		if len(a.counts) != nl {
 			return countErr(name, "%d counts for a local group of %d", len(a.counts), nl)
 		}
-		total := 0
-		for i, k := range a.counts {
-			if k < 0 {
-				return countErr(name, "counts[%d] is %d", i, k)
-			}
-			if err := a.wholeUnits(name, k*a.esize); err != nil {
-				return err
-			}
-			total += k
+		total, err := a.countsTotal(name)
+		if err != nil {
+			return err
 		}
 		switch {
 		case len(a.send) != total*a.esize:

@@ -83,16 +83,26 @@ var (
 // clock, which may take clock_calibration (15 ms by default).
 func Wtime() float64 {
 	// The common case, an ordered counter read, takes no branch on the
-	// clock's kind.
+	// clock's kind. The line is loaded again after the read: one replaced
+	// by a steer meanwhile (SteerClock) may run above its successor, so
+	// the read is retried on the new line.
 	if c := theClock.Load(); c != nil && c.tscOrdered {
-		return float64(int64(asm.ReadTSCOrdered()-c.base)) * c.secPerCount
+		x := asm.ReadTSCOrdered()
+		if theClock.Load() == c {
+			return float64(int64(x-c.base)) * c.secPerCount
+		}
 	}
 	return wtimeSlow()
 }
 
 func wtimeSlow() float64 {
-	c := clockNow()
-	return float64(int64(c.read()-c.base)) * c.secPerCount
+	for {
+		c := clockNow()
+		x := c.read()
+		if theClock.Load() == c {
+			return float64(int64(x-c.base)) * c.secPerCount
+		}
+	}
 }
 
 // Wtick returns the resolution of Wtime in seconds (MPI_WTICK): one count

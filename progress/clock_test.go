@@ -266,6 +266,7 @@ func TestStartSharedClockStarted(t *testing.T) {
 func TestSteerClock(t *testing.T) {
 	_, hz, _ := SharedClock()
 	spc := 1 / hz
+	unsteer(t, spc)
 	last := Wtime()
 	check := func(what string) {
 		t.Helper()
@@ -347,24 +348,28 @@ func TestSteerClock(t *testing.T) {
 }
 
 // TestSteerClockConcurrent: goroutines reading Wtime while another steers
-// it back and forth never see it go back.
+// it back and forth never see it go back, save in a slowing steer whose
+// thread was descheduled across its publication, which is counted
+// (progress_clock_late_steers): at most one going back for each.
 func TestSteerClockConcurrent(t *testing.T) {
 	_, hz, _ := SharedClock()
 	spc := 1 / hz
+	unsteer(t, spc)
+	late0 := pvLateSteers.Value()
 	var stop atomic.Bool
-	errs := make(chan error, 2)
+	backs := make(chan []string, 2)
 	for range 2 {
 		go func() {
+			var back []string
 			last := Wtime()
 			for !stop.Load() {
 				w := Wtime()
 				if w < last {
-					errs <- fmt.Errorf("Wtime went back from %v to %v", last, w)
-					return
+					back = append(back, fmt.Sprintf("Wtime went back from %v to %v", last, w))
 				}
 				last = w
 			}
-			errs <- nil
+			backs <- back
 		}()
 	}
 	for i := range 2000 {
@@ -375,11 +380,21 @@ func TestSteerClockConcurrent(t *testing.T) {
 		SteerClock(Now(), Wtime()+d, 0, spc, 0.01)
 	}
 	stop.Store(true)
+	var back []string
 	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+		back = append(back, <-backs...)
 	}
+	if late := pvLateSteers.Value() - late0; uint64(len(back)) > late {
+		t.Fatalf("%d times back with %d late steers: %v", len(back), late, back)
+	} else if len(back) > 0 {
+		t.Logf("%d times back, all within %d late steers: %v", len(back), late, back)
+	}
+}
+
+// unsteer puts Wtime back on its own rate when the test ends, so that
+// tests after it (TestClockDrift under -count) measure the clock itself.
+func unsteer(t *testing.T, secPerCount float64) {
+	t.Cleanup(func() { SteerClock(Now(), Wtime(), 0, secPerCount, 1) })
 }
 
 // lineOf returns the clock's line.

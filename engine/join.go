@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,10 +50,17 @@ func ParseNetPeer(s string) (NetPeer, error) {
 }
 
 // NetLinkConfig says how OpenNetLink opens a link. Its zero value takes
-// the control variables: the interface nic.DefaultInterface chooses, in
+// the control variables: the interface nic.ChooseInterface chooses, in
 // nic_mode.
 type NetLinkConfig struct {
-	Interface string   // "": nic.DefaultInterface
+	// Interface is the interface the link opens on; "" lets
+	// nic.ChooseInterface choose by PeerAddrs (nic_interface if set).
+	Interface string
+	// PeerAddrs are the addresses the job's ranks on other hosts
+	// published (nic.FormatAddrs, nic.ParseAddrs), one entry a rank:
+	// where Interface is "", the link opens on the interface whose
+	// subnet holds the most of them.
+	PeerAddrs [][]netip.Prefix
 	Mode      nic.Mode // nic.ModeAuto: nic_mode
 	// Share is the rank's place among the ranks of its host, which
 	// share the interface's receive queues (nic.Config.Share); the zero
@@ -69,14 +78,16 @@ type NetLinkConfig struct {
 // and draws its incarnation. It returns the link, the listener and what
 // the other ranks need to reach them.
 func OpenNetLink(cookie uint64, cfg NetLinkConfig) (nic.Link, *nic.StreamListener, NetPeer, error) {
-	ifc := cfg.Interface
-	if ifc == "" {
+	choice := nic.InterfaceChoice{Name: cfg.Interface, Why: "set by the program"}
+	if choice.Name == "" {
 		var err error
-		if ifc, err = nic.DefaultInterface(); err != nil {
+		if choice, err = nic.ChooseInterface(cfg.PeerAddrs); err != nil {
 			return nil, nil, NetPeer{}, fmt.Errorf("choosing the network interface: %w", err)
 		}
 	}
-	ncfg := nic.Config{Interface: ifc, Cookie: cookie, Mode: cfg.Mode, Share: cfg.Share}
+	ifc := choice.Name
+	slog.Debug("engine: this rank's network interface", "interface", ifc, "why", choice.Why)
+	ncfg := nic.Config{Interface: ifc, Cookie: cookie, Mode: cfg.Mode, Share: cfg.Share, Chosen: choice.Why}
 	if netForce.Get() {
 		// Every process a host of its own on one machine: AF_XDP sends
 		// on the wire and never reaches this host's own address, so the

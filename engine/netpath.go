@@ -94,9 +94,9 @@ func (d *netDev) notePath(card nic.Card) int {
 func logLinkPath(l nic.Link) {
 	s := l.Status()
 	if s.Fallback != "" {
-		slog.Info("engine: this rank's network link is a UDP socket, not AF_XDP", "path", PathName(pathUDP), "interface", s.Interface, "why", s.Fallback)
+		slog.Info("engine: this rank's network link is a UDP socket, not AF_XDP", "path", PathName(pathUDP), "interface", s.Interface, "chosen", s.Chosen, "why", s.Fallback)
 		return
 	}
 	slog.Debug("engine: this rank's network link", "path", PathName(int64(linkPath(l))), "interface", s.Interface,
-		"attach", s.Attach, "queues", s.Queues, "of", s.InterfaceQueues)
+		"chosen", s.Chosen, "attach", s.Attach, "queues", s.Queues, "of", s.InterfaceQueues)
 }

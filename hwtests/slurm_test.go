@@ -48,6 +48,8 @@ func runRole(role string) int {
 		err = ring(w)
 	case "netjob":
 		err = netJob(w)
+	case "iface":
+		err = ifaceJob(w)
 	case "incast":
 		err = incastJob(w)
 	case "colls":

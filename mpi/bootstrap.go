@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
@@ -43,14 +45,15 @@ type exchange interface {
 var _ exchange = (*pmi.Client)(nil)
 
 // Exchange keys through which the ranks of a job find one another: each
-// rank's host (engine.HostID) and, where the job spans hosts, its network
-// card and incarnation, both gathered by Allgather; the first rank of
-// each host the name of the host's shared-memory segment; rank 0 the
-// job's cookie and key.
+// rank's host (engine.HostID) with the addresses of its interfaces
+// (nic.FormatAddrs) and, where the job spans hosts, its network card and
+// incarnation, both gathered by Allgather; the first rank of each host
+// the name of the host's shared-memory segment; rank 0 the job's cookie
+// and key.
 const (
 	pmiKeyCookie  = "tachyon-cookie"
 	pmiKeyAuth    = "tachyon-auth" // the job key (engine_net_auth), pmiNone if frames go unauthenticated
-	pmiKeyHost    = "tachyon-host" // Allgather of the ranks' hosts
+	pmiKeyHost    = "tachyon-host" // Allgather of the ranks' hosts: HOST or HOST|ADDRS (hostValue)
 	pmiKeySegment = "tachyon-shm-" // + the host's first rank
 	pmiKeyCard    = "tachyon-card" // Allgather of the ranks' engine.NetPeer
 	pmiNone       = "-"            // the rank could not make what the key names
@@ -94,13 +97,15 @@ func bootstrapPMI(c *pmi.Client, o joinOptions) (*proc, error) {
 // joinJob makes this rank's endpoint in the job whose ranks share x,
 // which may span hosts:
 //
-//  1. Rank 0 publishes the job's cookie and key; every rank's host is
-//     gathered (Allgather).
+//  1. Rank 0 publishes the job's cookie and key; every rank's host and
+//     the IPv4 addresses of its interfaces are gathered (Allgather).
 //  2. The ranks that share a host form its group; the group's first rank
 //     creates the group's shared-memory segment and publishes its name.
-//     A rank with peers on other hosts opens its network link (o.net);
-//     the ranks' cards are gathered (Allgather), or, where the job has
-//     one host, a Barrier publishes the segment's name.
+//     A rank with peers on other hosts opens its network link (o.net):
+//     on the interface set, or else on the one whose subnet holds the
+//     most of its peers' addresses (nic.ChooseInterface); the ranks'
+//     cards are gathered (Allgather), or, where the job has one host, a
+//     Barrier publishes the segment's name.
 //  3. Every rank attaches to its group's segment and joins the job
 //     (engine.Join): shared memory within its host, the network across.
 //     Barrier: then each group's first rank unlinks the segment's name,
@@ -143,13 +148,15 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 	if err != nil {
 		return fail("publishing the job's cookie and key", err)
 	}
-	hosts, err := x.Allgather(pmiKeyHost, host)
+	hosts, err := x.Allgather(pmiKeyHost, hostValue(host))
 	if err != nil {
 		return fail("gathering the ranks' hosts", err)
 	}
 	var local []int
+	addrs := make([]string, n) // the ranks' interfaces' addresses, as nic.FormatAddrs writes them
 	for r, h := range hosts {
-		if h == host {
+		hosts[r], addrs[r], _ = strings.Cut(h, hostSep)
+		if hosts[r] == host {
 			local = append(local, r)
 		}
 	}
@@ -200,7 +207,12 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 		nc := o.net
 		nc.Share = nic.Share{Index: slices.Index(local, me), Count: len(local)}
 		nc.Ranks = n
-		link, bulk, self, err = engine.OpenNetLink(cookie, nc)
+		if nc.Interface == "" {
+			nc.PeerAddrs, err = peerAddrs(addrs, local)
+		}
+		if err == nil {
+			link, bulk, self, err = engine.OpenNetLink(cookie, nc)
+		}
 		if err == nil {
 			card, epoch = self.String(), self.Epoch
 		} else if failed == nil {
@@ -287,4 +299,37 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 		p.closer = func() { seg.Close() }
 	}
 	return p, nil
+}
+
+// hostSep parts a rank's host from its addresses in its value under
+// pmiKeyHost; engine.HostID has no '|'.
+const hostSep = "|"
+
+// hostValue is what this rank publishes under pmiKeyHost: its host, and
+// the IPv4 addresses of its interfaces (nic.LocalCandidates, written by
+// nic.FormatAddrs) after hostSep where it has any, by which its peers
+// choose the interface they reach it on.
+func hostValue(host string) string {
+	cands, err := nic.LocalCandidates()
+	if err != nil || len(cands) == 0 {
+		return host
+	}
+	return host + hostSep + nic.FormatAddrs(cands)
+}
+
+// peerAddrs reads the addresses of the ranks not in local from addrs, by
+// rank: one entry for each such rank, in rank order.
+func peerAddrs(addrs []string, local []int) ([][]netip.Prefix, error) {
+	out := make([][]netip.Prefix, 0, len(addrs)-len(local))
+	for r, a := range addrs {
+		if slices.Contains(local, r) {
+			continue
+		}
+		p, err := nic.ParseAddrs(a)
+		if err != nil {
+			return nil, fmt.Errorf("reading rank %d's interface addresses: %w", r, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/nic"
 )
 
@@ -118,6 +119,13 @@ func (x fakeRank) Allgather(key, value string) ([]string, error) {
 // joined are released.
 func runFakeJob(t *testing.T, j *fakeJob) []error {
 	t.Helper()
+	return runFakeJobWith(t, j, engine.NetLinkConfig{Interface: "lo", Mode: nic.ModeUDP}, nil)
+}
+
+// runFakeJobWith is runFakeJob with the links opened as net says, and
+// inspect (if not nil) shown each rank that joined before it is released.
+func runFakeJobWith(t *testing.T, j *fakeJob, net engine.NetLinkConfig, inspect func(rank int, p *proc)) []error {
+	t.Helper()
 	view := j.view
 	j.view = func(rank int, key string, vals []string) []string {
 		if key == pmiKeyHost {
@@ -133,7 +141,7 @@ func runFakeJob(t *testing.T, j *fakeJob) []error {
 		}
 		return vals
 	}
-	o := joinOptions{net: engine.NetLinkConfig{Interface: "lo", Mode: nic.ModeUDP}}
+	o := joinOptions{net: net}
 	errs := make([]error, j.n)
 	var wg sync.WaitGroup
 	for r := range j.n {
@@ -145,6 +153,9 @@ func runFakeJob(t *testing.T, j *fakeJob) []error {
 				errs[r] = err
 				j.quit()
 				return
+			}
+			if inspect != nil {
+				inspect(r, p)
 			}
 			p.release()
 		}()
@@ -226,6 +237,66 @@ func TestJoinJobGets(t *testing.T) {
 			if g > 2 {
 				t.Errorf("%d ranks: rank %d made %d Gets besides its Allgathers, want at most 2", n, r, g)
 			}
+		}
+	}
+}
+
+// TestJoinJobInterface: with no interface set, the ranks open their links
+// on the interface whose subnet holds their peers' addresses, published
+// with their hosts, and the link says why; a peer's addresses that do not
+// parse fail the ranks that read them with an error naming that rank.
+func TestJoinJobInterface(t *testing.T) {
+	testcvar.Set(t, "nic_interface", "")
+	const n = 3
+	cands, err := nic.LocalCandidates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cands) == 0 {
+		// Nothing to choose from: every rank fails, saying so.
+		for r, err := range runFakeJobWith(t, newFakeJob(n, nil), engine.NetLinkConfig{Mode: nic.ModeUDP}, nil) {
+			if !errors.Is(err, nic.ErrInterface) {
+				t.Errorf("rank %d with no interface up: %v, want nic.ErrInterface", r, err)
+			}
+		}
+		return
+	}
+	ifc := cands[len(cands)-1]
+	peerAddr := ifc.Addrs[0] // a peer on the same subnet: this host's own address serves
+	j := newFakeJob(n, func(rank int, key string, vals []string) []string {
+		if key == pmiKeyHost {
+			for r := range vals {
+				if r != rank {
+					vals[r] += hostSep + peerAddr.String()
+				}
+			}
+		}
+		return vals
+	})
+	chosen := make([]nic.Status, n)
+	errs := runFakeJobWith(t, j, engine.NetLinkConfig{Mode: nic.ModeUDP}, func(r int, p *proc) {
+		chosen[r], _, _ = p.ep.NetLink()
+	})
+	want := fmt.Sprintf("%d of %d peers on its subnet %s", n-1, n-1, peerAddr.Masked())
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		if chosen[r].Interface != ifc.Name || chosen[r].Chosen != want {
+			t.Errorf("rank %d: link on %s (%s), want %s (%s)", r, chosen[r].Interface, chosen[r].Chosen, ifc.Name, want)
+		}
+	}
+
+	j = newFakeJob(n, func(rank int, key string, vals []string) []string {
+		if key == pmiKeyHost && rank != 2 {
+			vals[2] += hostSep + "not-an-address"
+		}
+		return vals
+	})
+	errs = runFakeJobWith(t, j, engine.NetLinkConfig{Mode: nic.ModeUDP}, nil)
+	for r := range 2 {
+		if errs[r] == nil || !strings.Contains(errs[r].Error(), "reading rank 2's interface addresses") || ErrorClass(errs[r]) != ErrOther {
+			t.Errorf("rank %d: %v, want one that names rank 2's addresses", r, errs[r])
 		}
 	}
 }

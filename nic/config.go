@@ -30,6 +30,9 @@ type Config struct {
 	Mode Mode
 	// Cookie is the job's: frames with another are dropped on receive.
 	Cookie uint64
+	// Chosen says why the link is on Interface (InterfaceChoice.Why), for
+	// Status to tell: "" where the caller does not say.
+	Chosen string
 }
 
 // Share is a link's place among Count links on one host and interface.

@@ -121,7 +121,11 @@ var (
 type Status struct {
 	Mode      Mode
 	Interface string // "" for a UDP link bound to no interface
-	Driver    string // the interface's driver and its version, as ethtool says
+	// Chosen says why the link is on Interface, as Config.Chosen gave
+	// it: "nic_interface", "default route", "3 of 3 peers on its
+	// subnet 198.18.5.0/24" (ChooseInterface).
+	Chosen string
+	Driver string // the interface's driver and its version, as ethtool says
 	// XDP links only:
 	Attach     string // where the program runs: "driver" or "generic"
 	ZeroCopy   bool   // the socket is bound in zero-copy mode (XDP_OPTIONS)

@@ -77,38 +77,21 @@ func udpOrNil(l *udpLink, err error) (Link, error) {
 	return l, nil
 }
 
-// DefaultInterface returns the interface a job's rank opens its link on:
-// nic_interface if set, else the interface of the default IPv4 route
-// (from /proc/net/route, of the calling thread's network namespace), else
-// the first interface up that is not loopback and has an IPv4 address.
-func DefaultInterface() (string, error) {
-	if name := ifaceVar.Get(); name != "" {
-		return name, nil
-	}
-	if b, err := os.ReadFile("/proc/thread-self/net/route"); err == nil {
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) > 2 && f[1] == "00000000" && f[0] != "lo" {
-				return f[0], nil
-			}
-		}
-	}
-	ifcs, err := net.Interfaces()
+// defaultRoute returns the interface of the default IPv4 route of the
+// calling thread's network namespace (/proc/thread-self/net/route), ""
+// where there is none.
+func defaultRoute() string {
+	b, err := os.ReadFile("/proc/thread-self/net/route")
 	if err != nil {
-		return "", fmt.Errorf("%w: listing interfaces: %v", ErrInterface, err)
+		return ""
 	}
-	for _, ifc := range ifcs {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, _ := ifc.Addrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
-				return ifc.Name, nil
-			}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[1] == "00000000" && f[0] != "lo" {
+			return f[0]
 		}
 	}
-	return "", fmt.Errorf("%w: no interface up with an IPv4 address other than loopback (set nic_interface)", ErrInterface)
+	return ""
 }
 
 // lookupInterface finds the interface named name and its IPv4 address:

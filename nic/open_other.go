@@ -6,5 +6,5 @@ package nic
 // uses Linux's batched socket calls.
 func Open(cfg Config) (Link, error) { return nil, ErrNotLinux }
 
-// DefaultInterface fails with ErrNotLinux.
-func DefaultInterface() (string, error) { return "", ErrNotLinux }
+// defaultRoute returns "": only Linux's routing table is read.
+func defaultRoute() string { return "" }

@@ -143,7 +143,7 @@ func openUDP(cfg Config, fallback string) (l *udpLink, err error) {
 	}
 	l.post()
 	l.card = Card{Mode: ModeUDP, IP: ip, Port: port, MAC: mac, MTU: uint16(l.mtu)}
-	l.status = Status{Mode: ModeUDP, Interface: dev, Fallback: fallback, RxCapacity: udpRxCapacity(l.fd, int(frameSize), int(nframes))}
+	l.status = Status{Mode: ModeUDP, Interface: dev, Chosen: cfg.Chosen, Fallback: fallback, RxCapacity: udpRxCapacity(l.fd, int(frameSize), int(nframes))}
 	if dev != "" {
 		l.status.Driver = driverString(dev)
 	}

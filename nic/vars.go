@@ -13,7 +13,7 @@ var (
 		"How a link reaches the network when its Config leaves Mode as ModeAuto: auto takes AF_XDP where it can be had (root, or CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF, a kernel with XDP sockets, an interface that takes an XDP program) and UDP otherwise; xdp fails rather than fall back; udp never tries AF_XDP.",
 		cvar.WithCategory("nic"))
 	ifaceVar = cvar.NewString("nic_interface", "",
-		"Interface a job's ranks open their network links on (DefaultInterface): empty takes the interface of the default route, or else the first one up that is not loopback and has an IPv4 address.",
+		"Interface a job's ranks open their network links on (ChooseInterface); it wins over the peers' addresses. Empty: each rank takes the interface whose subnet holds the most of its peers' addresses, published at bootstrap (ties to the default route's interface, then by name); where no interface shares a subnet with a peer, or there are no peers, the interface of the default route, or else the first one up that is not loopback and has an IPv4 address. The program's own (mpi.WithNetwork) wins over both.",
 		cvar.WithCategory("nic"))
 	attachVar = cvar.NewEnum("nic_xdp_attach", "auto", []string{"auto", "driver", "generic"},
 		"Where the XDP program runs: auto tries the driver's native hook first and the generic (SKB) one if the driver refuses, except on veth, where the generic hook goes first (a native program there costs every frame a hop through the peer's NAPI, docs/nic.md); driver or generic insist.",

@@ -214,6 +214,7 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	copy(l.card.MAC[:], ifc.HardwareAddr)
 	l.status.Mode = ModeXDP
 	l.status.Interface = ifc.Name
+	l.status.Chosen = cfg.Chosen
 	l.status.Driver = driverString(ifc.Name)
 	l.status.ZeroCopy = l.first.zeroCopy
 	l.status.Queues = slices.Clone(l.queues)

@@ -77,6 +77,15 @@ type Config struct {
 	// further namespace that forwards between them. Neighbours are found
 	// by ARP, not given. Network.Subnet is host 0's subnet.
 	Routed bool
+
+	// Management, with at most 63 hosts and not Routed, gives every host
+	// a second interface as a cluster's management network would: host
+	// i's Host.Mgmt (Prefix+"m"+i) on a subnet of its own,
+	// 198.19.X.4i/30, the host at .4i+1, leading to a router namespace
+	// at .4i+2 that forwards between the hosts' subnets, and the host's
+	// default route through it (neighbours by ARP). The interfaces New
+	// makes otherwise (Iface, the fabric) then carry no default route.
+	Management bool
 }
 
 // Host is one simulated host: a network namespace with lo and one Ethernet
@@ -89,6 +98,10 @@ type Host struct {
 	Prefix  netip.Prefix     // the address with its prefix length: 198.18.X.(i+1)/24
 	MAC     net.HardwareAddr // the interface's MAC address
 	NS      netns.NsHandle   // handle of the host's network namespace; closed by Network.Close
+	// Mgmt is the host's management interface and MgmtPrefix its
+	// address (Config.Management): "" and the zero Prefix without.
+	Mgmt       string
+	MgmtPrefix netip.Prefix
 
 	nw *Network
 }

@@ -25,6 +25,7 @@ type impl struct {
 	closed  bool
 	sw      netns.NsHandle // the switch namespace, with the bridge, or the router's; -1 for a pair
 	swLinks []string       // the links Close deletes in sw
+	mgmt    netns.NsHandle // the management network's router namespace; -1 without
 }
 
 const (
@@ -135,6 +136,9 @@ func New(cfg Config) (*Network, error) {
 	if cfg.Routed && cfg.Hosts != 2 {
 		return nil, fmt.Errorf("nethost: Routed joins two hosts, not %d", cfg.Hosts)
 	}
+	if cfg.Management && (cfg.Routed || cfg.Hosts > maxMgmtHosts) {
+		return nil, fmt.Errorf("nethost: Management needs at most %d hosts (not %d) and no Routed", maxMgmtHosts, cfg.Hosts)
+	}
 	x := cfg.Subnet
 	if x == 0 {
 		x = byte(1 + (uint32(os.Getpid())+subnetCounter.Add(1)-1)%250)
@@ -142,7 +146,7 @@ func New(cfg Config) (*Network, error) {
 
 	nw := &Network{
 		Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, x, 0}), 24),
-		impl:   impl{sw: -1},
+		impl:   impl{sw: -1, mgmt: -1},
 	}
 	for i := range cfg.Hosts {
 		ip := netip.AddrFrom4([4]byte{198, 18, x, byte(i + 1)})
@@ -163,7 +167,11 @@ func New(cfg Config) (*Network, error) {
 	if cfg.Routed {
 		build = nw.buildRouted
 	}
-	if err := build(cfg); err != nil {
+	err := build(cfg)
+	if err == nil && cfg.Management {
+		err = nw.buildManagement(cfg, x)
+	}
+	if err != nil {
 		nw.Close()
 		return nil, err
 	}
@@ -406,9 +414,14 @@ func (nw *Network) Close() error {
 		if host.NS < 0 {
 			continue
 		}
-		errs = append(errs, deleteLinks(host.NS, host.Iface))
+		errs = append(errs, deleteLinks(host.NS, host.Iface, host.Mgmt))
 		if err := host.NS.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("nethost: closing namespace of %s: %w", host.Name, err))
+		}
+	}
+	if nw.mgmt >= 0 {
+		if err := nw.mgmt.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("nethost: closing the management router's namespace: %w", err))
 		}
 	}
 	if nw.sw >= 0 {
@@ -429,6 +442,9 @@ func deleteLinks(ns netns.NsHandle, names ...string) error {
 	}
 	defer h.Close()
 	for _, name := range names {
+		if name == "" {
+			continue
+		}
 		link, err := h.LinkByName(name)
 		if err != nil {
 			if _, ok := err.(netlink.LinkNotFoundError); ok {

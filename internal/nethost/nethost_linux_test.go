@@ -636,3 +636,92 @@ func TestCommand(t *testing.T) {
 		t.Errorf("PMI_FD's connection: read %q", got[:n])
 	}
 }
+
+// TestManagement: each host has a management interface on a /30 of its
+// own with the default route through the router, and the fabric still
+// joins the hosts; a host reaches another's management address through
+// the router; Close deletes it all.
+func TestManagement(t *testing.T) {
+	skipUnlessAvailable(t)
+	before := rootIfaces(t)
+	nw := newNet(t, Config{Hosts: 3, Prefix: "mg", Management: true})
+	if got := rootIfaces(t); !slices.Equal(got, before) {
+		t.Errorf("root namespace interfaces changed by New: before %v, after %v", before, got)
+	}
+	for i, h := range nw.Hosts {
+		if h.Mgmt != fmt.Sprintf("mgm%d", i) || h.MgmtPrefix.Bits() != 30 || h.MgmtPrefix.Masked().Contains(nw.Hosts[(i+1)%3].MgmtPrefix.Addr()) {
+			t.Fatalf("host %d: management %s %v", i, h.Mgmt, h.MgmtPrefix)
+		}
+		err := h.Do(func() error {
+			b, err := os.ReadFile("/proc/thread-self/net/route")
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				if f := strings.Fields(line); len(f) > 2 && f[1] == "00000000" {
+					if f[0] != h.Mgmt {
+						return fmt.Errorf("default route on %s, not %s", f[0], h.Mgmt)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no default route:\n%s", b)
+		})
+		if err != nil {
+			t.Fatalf("host %d: %v", i, err)
+		}
+	}
+	sendUDP(t, nw.Hosts)
+	a, b := nw.Hosts[0], nw.Hosts[2]
+	to := netip.AddrPortFrom(b.MgmtPrefix.Addr(), 9998)
+	got := make(chan error, 1)
+	wait := b.Go(func() error {
+		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(to))
+		got <- err
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 64)
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return err
+		}
+		if string(buf[:n]) != "over management" || from.Addr() != a.MgmtPrefix.Addr() {
+			return fmt.Errorf("got %q from %v", buf[:n], from)
+		}
+		return nil
+	})
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	err := a.Do(func() error {
+		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(to))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// The first may wait for ARP at the router; once one arrived and
+		// the receiver closed, the next are refused.
+		for i := range 10 {
+			if _, err := c.Write([]byte("over management")); err != nil {
+				if i == 0 {
+					return err
+				}
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatalf("through the management router: %v", err)
+	}
+	if _, err := New(Config{Hosts: 2, Routed: true, Management: true}); err == nil {
+		t.Error("a routed network with management was made")
+	}
+}

@@ -191,7 +191,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 		outOfWindow: pvNetWindow.Shard(), stale: pvNetStale.Shard(), foreign: pvNetForeign.Shard(),
 		malformed: pvNetMalformed.Shard(), deaths: pvNetPeerDeaths.Shard(), kicks: pvNetKeeper.Shard(),
 		authFail: pvNetAuthFail.Shard(), replays: pvNetReplays.Shard(),
-		job: key, trailer: trailer, tx: newTxBatch(), txSends: pvNetTxBatches.Shard(),
+		job: key, trailer: trailer, tx: newTxBatch(), txSends: pvNetTxSends.Shard(),
 		keepIdle: netKeeperIdle.Get(), keepMin: netRTOMin.Get(), keepSlice: netCoalesceMax.Get(),
 		kept: make(chan struct{}), polls: new(uint64),
 	}
@@ -256,7 +256,7 @@ func (d *netDev) counters() []deviceCounter {
 		{&d.outOfWindow, pvNetWindow}, {&d.stale, pvNetStale}, {&d.foreign, pvNetForeign},
 		{&d.malformed, pvNetMalformed}, {&d.deaths, pvNetPeerDeaths}, {&d.kicks, pvNetKeeper},
 		{&d.authFail, pvNetAuthFail}, {&d.replays, pvNetReplays},
-		{&d.stalls, pvNetStalls}, {&d.sendErrs, pvNetSendErrs}, {&d.txSends, pvNetTxBatches},
+		{&d.stalls, pvNetStalls}, {&d.sendErrs, pvNetSendErrs}, {&d.txSends, pvNetTxSends},
 		{&d.cc.cwndCuts, pvNetCwndCuts}, {&d.cc.cwndStalls, pvNetCwndStalls}, {&d.cc.creditStalls, pvNetCreditStalls},
 		{&d.cc.paceWaits, pvNetPaceWaits}, {&d.cc.paced, pvNetPaced},
 	}

@@ -35,8 +35,8 @@ var netTxBatch = cvar.NewInt("engine_net_tx_batch", 32,
 	"Most frames a rank hands its network link in one send (one wake-up of an AF_XDP socket's kernel side, one sendmmsg of a UDP link): the frames one poll sends go together, and so do those a burst of sends fills while earlier frames are in flight, up to this many. 1 sends each frame on its own.",
 	cvar.WithCategory("engine"), cvar.WithRange(1, 1024), cvar.WithUnit("frames"))
 
-// pvNetTxBatches counts the link sends of batches, for frames per send.
-var pvNetTxBatches = pvar.NewCounter("engine_net_tx_sends",
+// pvNetTxSends counts the sends to the link, for the frames a send carries.
+var pvNetTxSends = pvar.NewCounter("engine_net_tx_sends",
 	"Sends of frames to the network link (each a wake-up of the kernel, or a system call, at most): engine_net_data_frames and engine_net_acks over this is the frames a send carries.",
 	pvar.WithUnit("calls"), pvar.WithBind(pvar.BindComm))
 

@@ -121,7 +121,7 @@ func TestNetTxBatch(t *testing.T) {
 	if got := r.seqs(t); n != 4 || len(got) != 3 {
 		t.Fatalf("the poll sent %d frames, data %v: want 3 data frames to peer 2 and an acknowledgement", n, got)
 	}
-	if want := pvNetTxBatches.ValueOf(nil); want == 0 {
+	if want := pvNetTxSends.ValueOf(nil); want == 0 {
 		t.Fatal("engine_net_tx_sends counted nothing")
 	}
 }

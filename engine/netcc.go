@@ -46,8 +46,11 @@ import (
 // spread out. Once a loss has cut the connection's window (the threshold
 // is below engine_net_cwnd_max: there is congestion on its path), while
 // the window is above engine_net_pace_burst frames, a frame's first send
-// waits for its slot: the frames go at the window's rate, a window a
-// smoothed round trip (one every srtt/cwnd), in bursts of at most
+// waits for its slot: the frames go at twice the window's rate, a window
+// each half smoothed round trip (one every srtt/2cwnd: the window, not
+// pacing, bounds the rate, as Linux paces TCP at twice it in slow start;
+// at once the window's own rate, pacing slowed a sender whose round trip
+// a loaded receiver stretched), in bursts of at most
 // engine_net_pace_burst (a generic cell rate algorithm: a frame may go
 // once the theoretical time of the next is within burst-1 intervals of
 // now). A frame held back stays sealed and numbered, as one the link had
@@ -73,7 +76,7 @@ var (
 	netCreditActive = cvar.NewDuration("engine_net_credit_active", 10*time.Millisecond,
 		"How recently a network peer must have sent this rank data to count among those that share its credit (engine_net_credit_frames); the shares are worked out again every quarter of it.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Minute)))
-	netPaceBurst = cvar.NewInt("engine_net_pace_burst", 64,
+	netPaceBurst = cvar.NewInt("engine_net_pace_burst", 128,
 		"Frames a rank sends to a network peer back to back before pacing spreads the rest of its window over the smoothed round trip; pacing applies only once a loss has cut the congestion window toward the peer and while the window is larger than this. 0 turns pacing off.",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<15), cvar.WithUnit("frames"))
 	netCreditMin = cvar.NewInt("engine_net_credit_min", 16,
@@ -269,7 +272,7 @@ func (c *netConn) pace() bool {
 		return true // no pacing: off, a small window, no loss yet, or no round trip measured
 	}
 	d := c.dev
-	iv := max(c.srtt/uint64(c.cwnd), 1)
+	iv := max(c.srtt/uint64(2*c.cwnd), 1) // twice the window's rate: pacing bounds bursts, the window the rate
 	tat := max(c.paceTAT, d.now)
 	if slack := uint64(cc.paceBurst-1) * iv; tat > d.now+slack {
 		c.paceAt = tat - slack

@@ -217,7 +217,7 @@ func TestNetPace(t *testing.T) {
 		if due := asm.LoadAcquire64(&r.d.due); due == 0 || due > a.paceAt {
 			t.Fatalf("the device's timer %d does not wake the rank for the pacing slot %d", due, a.paceAt)
 		}
-		// The 22 others, a window's 40 a round trip: about 1.1 ms.
+		// The 22 others, at twice a window a round trip: about half a millisecond.
 		deadline := time.Now().Add(time.Second)
 		sent := got
 		for sent < 30 && time.Now().Before(deadline) {

@@ -37,7 +37,7 @@ var netTxBatch = cvar.NewInt("engine_net_tx_batch", 32,
 
 // pvNetTxSends counts the sends to the link, for the frames a send carries.
 var pvNetTxSends = pvar.NewCounter("engine_net_tx_sends",
-	"Sends of frames to the network link (each a wake-up of the kernel, or a system call, at most): engine_net_data_frames and engine_net_acks over this is the frames a send carries.",
+	"Sends of frames to the network link (each at most one wake-up of the kernel, or one system call): the frames sent (engine_net_data_frames, engine_net_acks, the retransmissions) over this is the frames a send carries.",
 	pvar.WithUnit("calls"), pvar.WithBind(pvar.BindComm))
 
 // txKind is what a queued frame is.
@@ -69,6 +69,7 @@ type txBatch struct {
 	work []txWork
 }
 
+// newTxBatch makes a closed batch of engine_net_tx_batch frames.
 func newTxBatch() txBatch {
 	n := int(netTxBatch.Get())
 	return txBatch{max: n, desc: make([]nic.TxDesc, 0, n), work: make([]txWork, 0, n)}

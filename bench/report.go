@@ -22,6 +22,8 @@ func writeAnchor(w io.Writer, res []Result) {
 			fmt.Fprintf(w, "%s %d %.3f\n", r.Kind, r.Size, r.Value)
 		case r.Kind == "bw" || isPhase(r.Kind):
 			fmt.Fprintf(w, "%s %d %.1f\n", r.Kind, r.Size, r.Value)
+		case r.Kind == "kick":
+			fmt.Fprintf(w, "%s %d %.3f\n", r.Kind, r.Size, r.Value)
 		}
 	}
 }
@@ -32,7 +34,7 @@ func parseAnchor(r io.Reader) ([]Result, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 3 || (f[0] != "latency" && f[0] != "msgrate" && f[0] != "bw" && !isPhase(f[0])) {
+		if len(f) != 3 || (f[0] != "latency" && f[0] != "msgrate" && f[0] != "bw" && f[0] != "kick" && !isPhase(f[0])) {
 			continue
 		}
 		size, err1 := strconv.Atoi(f[1])
@@ -261,6 +263,23 @@ func writeTable(w io.Writer, o options, res []Result, anchors map[string][]Resul
 		}
 	}
 	writePhases(w, t)
+	writeKicks(w, t)
+}
+
+// writeKicks prints the frames rank 0's network link sent per kick in the
+// message-rate test, if t has them.
+func writeKicks(w io.Writer, t series) {
+	sizes := t.sizes("kick")
+	if len(sizes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nframes a kick, the sender's, message rate (nic_tx_frames over nic_tx_kicks)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tframes/kick\t")
+	for _, size := range sizes {
+		fmt.Fprintf(tw, "%s\t%.2f\t\n", sizeLabel(size), t["kick"][size])
+	}
+	tw.Flush()
 }
 
 // sharesSize reports whether a and b have a figure at one size.

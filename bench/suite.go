@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // The measurements are those of the comparison program,
@@ -19,7 +20,8 @@ import (
 const window = 64
 
 // Result is one measured figure: kind is "latency" (one-way µs), "msgrate"
-// (million messages per second) or "bw" (MB/s).
+// (million messages per second), "bw" (MB/s) or, over the network, "kick"
+// (the frames rank 0's link sent per kick during the message-rate test).
 type Result struct {
 	Kind  string
 	Size  int
@@ -114,6 +116,7 @@ func suite(c *mpi.Comm, max int, phases bool, progress io.Writer) ([]Result, err
 		var rate float64
 		var ph [3]float64
 		var err error
+		kicks := kickMeter()
 		if phases {
 			rate, ph, err = ratePhases(c, buf, size)
 		} else {
@@ -123,6 +126,9 @@ func suite(c *mpi.Comm, max int, phases bool, progress io.Writer) ([]Result, err
 			return nil, err
 		}
 		out = append(out, Result{"msgrate", size, rate}, Result{"bw", size, rate * float64(size)})
+		if f, ok := kicks(); ok {
+			out = append(out, Result{"kick", size, f})
+		}
 		if phases {
 			all, err := gatherPhases(c, ph)
 			if err != nil {
@@ -327,4 +333,21 @@ func gatherPhases(c *mpi.Comm, ph [3]float64) ([6]float64, error) {
 		all[3+i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 	}
 	return all, nil
+}
+
+// kickMeter returns what reports the frames this process's network
+// links sent per kick (nic_tx_frames over nic_tx_kicks: a system call
+// that woke an AF_XDP socket's transmit side, or sent a UDP batch) from
+// now on, and false if they sent none (no network link).
+func kickMeter() func() (float64, bool) {
+	f, _ := pvar.Lookup("nic_tx_frames")
+	k, _ := pvar.Lookup("nic_tx_kicks")
+	f0, k0 := f.Read(), k.Read()
+	return func() (float64, bool) {
+		kicks := k.Read() - k0
+		if kicks <= 0 {
+			return 0, false
+		}
+		return float64(f.Read()-f0) / float64(kicks), true
+	}
 }

@@ -20,6 +20,8 @@ type memLink struct {
 	in    [][]byte // frames queued for Receive
 	sent  [][]byte // copies of what Send took, in order
 	full  bool     // Send takes nothing (a full transmit queue)
+	take  int      // the most frames one Send takes (0: all): a transmit queue that fills
+	sends int      // Send calls
 	err   error
 }
 
@@ -64,8 +66,12 @@ func (l *memLink) Bytes(f nic.Frame) []byte {
 }
 
 func (l *memLink) Send(tx []nic.TxDesc) (int, error) {
+	l.sends++
 	if l.full {
 		return 0, nil
+	}
+	if l.take > 0 && len(tx) > l.take {
+		tx = tx[:l.take]
 	}
 	for i, d := range tx {
 		if !l.owned[d.Frame] {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/pvar"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,6 +26,19 @@ func benchNetWorld(b *testing.B) *World {
 		}
 	})
 	return w
+}
+
+// kickMeter returns what reports frames/kick when the benchmark is done:
+// the frames the process's links sent per system call that woke the
+// kernel's transmit side or sent a UDP batch (nic_tx_frames over
+// nic_tx_kicks), from now on.
+func kickMeter(b *testing.B) func() {
+	f, _ := pvar.Lookup("nic_tx_frames")
+	k, _ := pvar.Lookup("nic_tx_kicks")
+	f0, k0 := f.Read(), k.Read()
+	return func() {
+		b.ReportMetric(float64(f.Read()-f0)/float64(max(k.Read()-k0, 1)), "frames/kick")
+	}
 }
 
 // BenchmarkNetPingPong: two goroutine ranks, each pinned to a CPU, bounce
@@ -57,6 +71,7 @@ func BenchmarkNetPingPong(b *testing.B) {
 		ep.Send(buf, 1, 1, 0, Standard)
 		ep.Recv(buf, 1, 1, 0)
 	}
+	kicks := kickMeter(b)
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
@@ -70,6 +85,7 @@ func BenchmarkNetPingPong(b *testing.B) {
 	el := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(el.Nanoseconds())/float64(2*b.N), "ns/oneway")
+	kicks()
 	ep.Send(nil, 1, 999, 0, Standard)
 	if err := <-done; err != nil {
 		b.Fatal(err)
@@ -114,8 +130,10 @@ func BenchmarkNetMsgRate(b *testing.B) {
 	}()
 	defer pin(b, c0)()
 	ep := w.Endpoint(0)
+	kicks := kickMeter(b)
 	el := sendWindows(b, ep, make([]byte, 8), warm, windows)
 	b.ReportMetric(float64(windows*window)/el/1e6, "Mmsg/s")
+	kicks()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}

@@ -39,6 +39,24 @@ import (
 // A sender that finds no room waits (Reserve returns nil, the packets
 // queue in the endpoint) and is counted once per wait: engine_net_cwnd_stalls
 // for the window, engine_net_credit_stalls for the credit.
+//
+// Pacing: a window opens on acknowledgements, and a sender with a whole
+// window's frames to send would send them in one burst, which a shared
+// switch port or receive ring (incast) takes worse than the same frames
+// spread out. Once a loss has cut the connection's window (the threshold
+// is below engine_net_cwnd_max: there is congestion on its path), while
+// the window is above engine_net_pace_burst frames, a frame's first send
+// waits for its slot: the frames go at twice the window's rate, a window
+// each half smoothed round trip (one every srtt/2cwnd: the window, not
+// pacing, bounds the rate, as Linux paces TCP at twice it in slow start;
+// at once the window's own rate, pacing slowed a sender whose round trip
+// a loaded receiver stretched), in bursts of at most
+// engine_net_pace_burst (a generic cell rate algorithm: a frame may go
+// once the theoretical time of the next is within burst-1 intervals of
+// now). A frame held back stays sealed and numbered, as one the link had
+// no room for; the poll that finds its slot come sends it (the slot is
+// a device timer, for a rank that parks or stops polling). A ping-pong,
+// or a message-rate window on a clean path, is never paced.
 
 // Control variables of congestion control and credit, read when an
 // endpoint opens its device.
@@ -58,6 +76,9 @@ var (
 	netCreditActive = cvar.NewDuration("engine_net_credit_active", 10*time.Millisecond,
 		"How recently a network peer must have sent this rank data to count among those that share its credit (engine_net_credit_frames); the shares are worked out again every quarter of it.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Minute)))
+	netPaceBurst = cvar.NewInt("engine_net_pace_burst", 128,
+		"Frames a rank sends to a network peer back to back before pacing spreads the rest of its window over the smoothed round trip; pacing applies only once a loss has cut the congestion window toward the peer and while the window is larger than this. 0 turns pacing off.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<15), cvar.WithUnit("frames"))
 	netCreditMin = cvar.NewInt("engine_net_credit_min", 16,
 		"Least credit a rank gives each network peer, whatever its share of engine_net_credit_frames: with more peers than that divided by this, their credits together may exceed what the link can take in.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<15), cvar.WithUnit("frames"))
@@ -77,6 +98,12 @@ var (
 	pvNetCwndStalls = pvar.NewCounter("engine_net_cwnd_stalls",
 		"Times a send to a network peer found the congestion window full and waited for an acknowledgement.",
 		pvar.WithUnit("stalls"), pvar.WithBind(pvar.BindComm))
+	pvNetPaceWaits = pvar.NewCounter("engine_net_pace_waits",
+		"Times pacing held back frames to a network peer that the window allowed, to spread a burst over the round trip (engine_net_pace_burst).",
+		pvar.WithUnit("waits"), pvar.WithBind(pvar.BindComm))
+	pvNetPaced = pvar.NewCounter("engine_net_paced_frames",
+		"Frames to network peers that went at their pacing slot rather than at once (sent while pacing held the connection's frames back).",
+		pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
 	pvNetCreditStalls = pvar.NewCounter("engine_net_credit_stalls",
 		"Times a send to a network peer found the peer's credit used up and waited for it to deliver frames and give more.",
 		pvar.WithUnit("stalls"), pvar.WithBind(pvar.BindComm))
@@ -98,6 +125,8 @@ type ccConfig struct {
 	cwndHWM                    *pvar.WatermarkShard
 	cwndCuts, cwndStalls       *pvar.CounterShard
 	creditStalls               *pvar.CounterShard
+	paceBurst                  uint32 // 0: no pacing
+	paceWaits, paced           *pvar.CounterShard
 }
 
 // newCCConfig reads the variables for a device of window w over a link
@@ -116,6 +145,8 @@ func newCCConfig(w uint32, rxCap int, counts func(time.Duration) uint64) ccConfi
 	}
 	cc.cwndLevel, cc.cwndHWM = pvNetCwnd.Shard(), pvNetCwndHWM.Shard()
 	cc.cwndCuts, cc.cwndStalls, cc.creditStalls = pvNetCwndCuts.Shard(), pvNetCwndStalls.Shard(), pvNetCreditStalls.Shard()
+	cc.paceBurst = uint32(netPaceBurst.Get())
+	cc.paceWaits, cc.paced = pvNetPaceWaits.Shard(), pvNetPaced.Shard()
 	return cc
 }
 
@@ -230,4 +261,31 @@ func (c *netConn) reduce(timeout bool) {
 	c.recover, c.recovering = c.sndNxt, true
 	cc.cwndCuts.Inc()
 	cc.cwndLevel.Add(int64(c.cwnd) - int64(old))
+}
+
+// pace reports whether frame sndSent may go now (its first send), and
+// takes its slot if so; if not, the connection waits for paceAt, armed
+// as a device timer.
+func (c *netConn) pace() bool {
+	cc := &c.dev.cc
+	if cc.paceBurst == 0 || c.cwnd <= cc.paceBurst || c.ssthresh >= cc.cwndMax || c.srtt == 0 {
+		return true // no pacing: off, a small window, no loss yet, or no round trip measured
+	}
+	d := c.dev
+	iv := max(c.srtt/uint64(2*c.cwnd), 1) // twice the window's rate: pacing bounds bursts, the window the rate
+	tat := max(c.paceTAT, d.now)
+	if slack := uint64(cc.paceBurst-1) * iv; tat > d.now+slack {
+		c.paceAt = tat - slack
+		if !c.paceHeld {
+			c.paceHeld = true
+			cc.paceWaits.Inc()
+		}
+		d.armed(c.paceAt)
+		return false
+	}
+	c.paceTAT = tat + iv
+	if c.paceHeld {
+		cc.paced.Inc()
+	}
+	return true
 }

@@ -115,6 +115,11 @@ type netConn struct {
 	cwnd, ssthresh, cwndAcc uint32
 	recover                 uint32
 	recovering              bool
+	// Pacing (netcc.go): the theoretical time of the next frame's slot,
+	// when the frame held back may go, and whether pacing holds frames
+	// back (paceHeld, until every frame sealed has gone).
+	paceTAT, paceAt uint64
+	paceHeld        bool
 
 	// The bulk lane (netbulk.go), each way.
 	out bulkOut
@@ -150,6 +155,7 @@ type txSlot struct {
 	n      uint16 // bytes of the frame: header and packet
 	sacked bool   // the peer has it (selective acknowledgement)
 	retx   bool   // sent again: no round-trip sample from it (Karn)
+	queued bool   // in the device's transmit batch (nettx.go)
 	sentAt uint64 // when it last went out
 }
 
@@ -189,7 +195,7 @@ func (c *netConn) Reserve(n int) []byte {
 		return nil
 	}
 	if c.open && c.fill+pktLen+n > c.max {
-		c.seal()
+		c.seal(true)
 	}
 	d := c.dev
 	if !c.open {
@@ -231,15 +237,18 @@ func (c *netConn) Commit(n int) {
 	binary.LittleEndian.PutUint16(b[nic.HeaderLen+c.fill:], uint16(n))
 	c.fill += pktLen + n
 	if c.sndUna == c.sndSent && c.sndSent == c.sndNxt-1 {
-		c.seal()
+		c.seal(false)
 		return
 	}
 	d.coalesced(c)
 }
 
 // seal closes the frame being filled: its header written, it goes now if
-// every frame before it has gone.
-func (c *netConn) seal() {
+// every frame before it has gone. A frame full (held) while earlier ones
+// are in flight and no batch is open waits, sealed, for the frame left
+// open behind it, and goes with it: up to engine_net_tx_batch of them
+// go together (nettx.go).
+func (c *netConn) seal(held bool) {
 	d := c.dev
 	seq := c.sndNxt - 1
 	t := &c.tx[seq&c.mask]
@@ -248,10 +257,16 @@ func (c *netConn) seal() {
 	h.Put(d.link.Bytes(t.frame))
 	t.n = uint16(nic.HeaderLen + c.fill + d.trailer)
 	c.open = false
-	if c.sndSent == seq && c.transmit(seq) {
+	d.sentData.Inc()
+	if held && !d.tx.on {
+		if c.sndNxt-c.sndSent >= uint32(d.tx.max) {
+			c.sendSealed()
+		}
+		return
+	}
+	if c.sndSent == seq && c.pace() && c.transmit(seq, txData) {
 		c.sndSent++
 	}
-	d.sentData.Inc()
 }
 
 func (c *netConn) Put(h0, h1 uint64, payload []byte) bool { return putWords(c, h0, h1, payload) }
@@ -264,7 +279,7 @@ func (c *netConn) MaxPacket() int                         { return c.max }
 // link: there is no doorbell to ring.
 func (c *netConn) Wake() {
 	polls := *c.dev.polls
-	if c.open && polls != c.wakePolls {
+	if (c.open || c.sndSent != c.sndNxt) && polls != c.wakePolls {
 		c.flush()
 	}
 	c.wakePolls = polls
@@ -283,6 +298,7 @@ func (c *netConn) Check() error {
 	}
 	d := c.dev
 	d.pump() // what has come counts before silence is judged
+	d.closeTx()
 	if c.dead != nil {
 		return c.dead
 	}
@@ -412,47 +428,31 @@ func (c *netConn) sackBody() []byte {
 	return b[:n]
 }
 
-// transmit sends frame seq, stamped (and tagged) afresh, and reports
-// whether the link took it. A frame whose last send is still in the
-// kernel's hands waits.
-func (c *netConn) transmit(seq uint32) bool {
-	d := c.dev
-	s := &c.tx[seq&c.mask]
-	b := d.link.Bytes(s.frame)
-	c.stamp(b)
-	if d.sealer != nil {
-		d.sealer.seal(b[:s.n])
-	}
-	c.txd[0] = nic.TxDesc{Frame: s.frame, Len: s.n, Peer: c.peer, Keep: true}
-	if n, err := d.link.Send(c.txd[:]); n == 0 {
-		// Kept: the frame goes again from flush or the timer.
-		c.sendFailed(err)
-		c.ackNow = true // what the stamp said did not go
-		return false
-	}
-	now := d.clock()
-	d.now = now // later than the pump's reading: ages computed against it stay positive
-	s.sentAt = now
-	if seq == c.sndSent && seq == c.sndUna {
-		// The first frame outstanding: the peer is waited on from now,
-		// not from its last acknowledgement, however long ago.
-		c.progressAt = now
-	}
-	if c.rtoAt == 0 {
-		c.rtoAt = now + c.rto
-		d.armed(c.rtoAt)
-	}
-	return true
-}
-
 // flush sends the frame being filled and those the link did not take
 // yet.
 func (c *netConn) flush() {
 	if c.open {
-		c.seal()
+		c.seal(false)
 	}
-	for c.sndSent != c.sndNxt && c.transmit(c.sndSent) {
+	c.sendSealed()
+}
+
+// sendSealed sends the frames sealed that the link has not taken yet, in
+// one batch.
+func (c *netConn) sendSealed() {
+	d := c.dev
+	batch := !d.tx.on && c.sndNxt-c.sndSent > 1
+	if batch {
+		d.openTx()
+	}
+	for c.sndSent != c.sndNxt && c.pace() && c.transmit(c.sndSent, txData) {
 		c.sndSent++
+	}
+	if c.sndSent == c.sndNxt {
+		c.paceHeld = false
+	}
+	if batch {
+		d.closeTx()
 	}
 }
 
@@ -461,11 +461,7 @@ func (c *netConn) flush() {
 // selective acknowledgement of the whole window when frames beyond the
 // header's 32 bits came (sackBody).
 func (c *netConn) sendAck(flags nic.Flags) {
-	if c.sendControl(nic.TypeAck, flags, c.sackBody()) {
-		c.dev.sentAcks.Inc()
-	} else {
-		c.ackNow = true // the next pump tries again
-	}
+	c.sendControl(nic.TypeAck, flags, c.sackBody()) // refused, it is owed again: the next service sends it
 }
 
 // sendBye tells the peer this endpoint is closing. Not kept: the closing
@@ -474,7 +470,8 @@ func (c *netConn) sendAck(flags nic.Flags) {
 func (c *netConn) sendBye() { c.sendControl(nic.TypeBye, 0, nil) }
 
 // sendControl sends a frame of type typ with no packet, body after its
-// header, and reports whether the link took it. Not kept: an
+// header, or queues it in the open batch, and reports whether the link
+// took it (or will be offered it). Not kept: an
 // acknowledgement lost is made up for by the next, a bye by the peer's
 // timeout, a clock probe by the next probe.
 func (c *netConn) sendControl(typ nic.Type, flags nic.Flags, body []byte) bool {
@@ -492,13 +489,23 @@ func (c *netConn) sendControl(typ nic.Type, flags nic.Flags, body []byte) bool {
 	if d.sealer != nil {
 		d.sealer.seal(b[:n])
 	}
-	d.ackTx[0] = nic.TxDesc{Frame: d.ackFrame[0], Len: uint16(n), Peer: c.peer}
-	if n, err := d.link.Send(d.ackTx[:]); n == 0 {
-		c.sendFailed(err)
-		d.link.Release(d.ackFrame[:])
-		c.ackNow = true // the stamp's acknowledgement did not go: the next service sends one
+	t := nic.TxDesc{Frame: d.ackFrame[0], Len: uint16(n), Peer: c.peer}
+	w := txWork{c: c, kind: txControl}
+	if typ == nic.TypeAck {
+		w.kind = txAck
+	}
+	if d.tx.on {
+		d.queue(t, w)
+		return true
+	}
+	d.ackTx[0] = t
+	k, err := d.link.Send(d.ackTx[:])
+	d.txSends.Inc()
+	if k == 0 {
+		c.refused(&w, t.Frame, err) // the stamp's acknowledgement did not go: the next service sends one
 		return false
 	}
+	c.sent(&w, t.Frame, 0)
 	return true
 }
 
@@ -549,6 +556,9 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 			t := &c.tx[s&c.mask]
 			if t.retx || t.sacked {
 				clean = false
+			}
+			if t.queued {
+				d.sendTx() // sent again earlier in this pump: it goes before its frame is given back
 			}
 			d.release(t.frame)
 			if s != ack-1 {
@@ -646,9 +656,7 @@ func (c *netConn) resendHoles(top uint32) {
 		}
 		c.reduce(false) // once a recovery
 		t.retx = true
-		if c.transmit(s) {
-			d.fastRetx.Inc()
-		}
+		c.transmit(s, txFast)
 	}
 }
 
@@ -733,10 +741,9 @@ func (c *netConn) timeout() {
 			continue
 		}
 		t.retx = true
-		if !c.transmit(s) {
+		if !c.transmit(s, txTimeout) {
 			break
 		}
-		d.retx.Inc()
 		sent++
 	}
 }

@@ -125,6 +125,7 @@ func (z *fzConn) inject(b []byte, want int, data, wellFormed bool) {
 	before := z.counters()
 	z.l.in = append(z.l.in, b)
 	z.d.pump()
+	z.d.closeTx() // no service follows: the batch pump opened goes now
 	if len(z.l.in) != 0 {
 		t.Fatalf("the link has no frame to receive into: frames leak (%d free of %d)", len(z.l.free), fzFrames)
 	}

@@ -125,7 +125,9 @@ type netDev struct {
 	trailer  int           // bytes of the trailer a frame ends in (0 or authTrailer)
 	bulk     *bulkDev      // the bulk lane (nil: off)
 	cc       ccConfig      // congestion control and credit (netcc.go)
-	clk      netClock      // steering this process's clock (netclock.go)
+	tx       txBatch       // the frames this poll sends (nettx.go)
+	txSends  *pvar.CounterShard
+	clk      netClock // steering this process's clock (netclock.go)
 
 	ackEvery                     int
 	rtoBurst                     int
@@ -189,7 +191,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 		outOfWindow: pvNetWindow.Shard(), stale: pvNetStale.Shard(), foreign: pvNetForeign.Shard(),
 		malformed: pvNetMalformed.Shard(), deaths: pvNetPeerDeaths.Shard(), kicks: pvNetKeeper.Shard(),
 		authFail: pvNetAuthFail.Shard(), replays: pvNetReplays.Shard(),
-		job: key, trailer: trailer,
+		job: key, trailer: trailer, tx: newTxBatch(), txSends: pvNetTxSends.Shard(),
 		keepIdle: netKeeperIdle.Get(), keepMin: netRTOMin.Get(), keepSlice: netCoalesceMax.Get(),
 		kept: make(chan struct{}), polls: new(uint64),
 	}
@@ -254,8 +256,9 @@ func (d *netDev) counters() []deviceCounter {
 		{&d.outOfWindow, pvNetWindow}, {&d.stale, pvNetStale}, {&d.foreign, pvNetForeign},
 		{&d.malformed, pvNetMalformed}, {&d.deaths, pvNetPeerDeaths}, {&d.kicks, pvNetKeeper},
 		{&d.authFail, pvNetAuthFail}, {&d.replays, pvNetReplays},
-		{&d.stalls, pvNetStalls}, {&d.sendErrs, pvNetSendErrs},
+		{&d.stalls, pvNetStalls}, {&d.sendErrs, pvNetSendErrs}, {&d.txSends, pvNetTxSends},
 		{&d.cc.cwndCuts, pvNetCwndCuts}, {&d.cc.cwndStalls, pvNetCwndStalls}, {&d.cc.creditStalls, pvNetCreditStalls},
+		{&d.cc.paceWaits, pvNetPaceWaits}, {&d.cc.paced, pvNetPaced},
 	}
 	if b := d.bulk; b != nil {
 		cs = append(cs, deviceCounter{&b.msgs, pvNetBulkMsgs}, deviceCounter{&b.bytes, pvNetBulkBytes},
@@ -323,8 +326,11 @@ func (d *netDev) connect(rank int, card nic.Card, epoch uint32, bulkPort uint16)
 
 // pump reads what the link received and hands it to the connections. It
 // returns the frames read. The endpoint calls it at the start of a poll,
-// and service at the end.
+// and service at the end. It opens the transmit batch (nettx.go), which
+// service closes: a caller that does not go on to service closes it.
 func (d *netDev) pump() int {
+	d.sendTx() // what an acknowledgement read now frees has gone
+	d.openTx()
 	d.now = d.clock()
 	n := 0
 	for {
@@ -344,7 +350,8 @@ func (d *netDev) pump() int {
 // service runs the connections' timers once the endpoint has handled
 // what came: retransmissions, frames the link had no room for, a peer
 // waiting for credit, acknowledgements owed (those the handling just
-// made owed, with the window it just opened, included).
+// made owed, with the window it just opened, included). Then it hands
+// the link the poll's frames (closeTx).
 func (d *netDev) service() {
 	d.link.Poll()
 	var due, rtoDue uint64
@@ -376,6 +383,9 @@ func (d *netDev) service() {
 		}
 		due = earliest(earliest(due, c.rtoAt), c.ackAt)
 		rtoDue = earliest(rtoDue, c.rtoAt)
+		if c.paceHeld && c.sndSent != c.sndNxt {
+			due, rtoDue = earliest(due, c.paceAt), earliest(rtoDue, c.paceAt) // a frame waits for its pacing slot
+		}
 	}
 	if d.now >= d.cc.creditAt {
 		d.shareCredit()
@@ -387,6 +397,7 @@ func (d *netDev) service() {
 	asm.StoreRelaxed64(&d.due, due)
 	asm.StoreRelaxed64(&d.rtoDue, rtoDue)
 	asm.StoreRelaxed64(&d.flushDue, 0) // every open frame went
+	d.closeTx()                        // its timers (armed) and refusals (coalesced) set what the stores above cleared
 }
 
 // coalesced notes that c left a frame open for the packets behind its
@@ -569,6 +580,7 @@ func (d *netDev) nextDue() (uint64, bool) {
 // frame and closes the link. The endpoint's lock must be held.
 func (d *netDev) close() error {
 	d.stop.Store(true)
+	d.closeTx()
 	linger := d.linger
 	if !d.lingerUntil.IsZero() {
 		// CloseContext's deadline, when sooner.

@@ -144,15 +144,17 @@ func TestNetIncast(t *testing.T) {
 			w := netWorld(t, 8, vars...)
 			defer closeWorld(t, w)
 			cuts, cstalls, wstalls, retx, fast := pvNetCwndCuts.Value(), pvNetCreditStalls.Value(), pvNetCwndStalls.Value(), pvNetRetx.Value(), pvNetFastRetx.Value()
+			waits, paced := pvNetPaceWaits.Value(), pvNetPaced.Value()
 			el := incast(t, w, count, 10*time.Second)
 			d := w.Endpoint(0).net
 			w.Endpoint(0).lock()
 			credit := d.conns[1].credit
 			w.Endpoint(0).unlock()
 			msgs := 7 * count
-			t.Logf("%d messages from 7 senders in %v (%.0f msg/s); credit %d a peer at the end; windows cut %d times, full %d times; credit used up %d times; sent again %d on timeouts, %d fast; largest window %d",
+			t.Logf("%d messages from 7 senders in %v (%.0f msg/s); credit %d a peer at the end; windows cut %d times, full %d times; credit used up %d times; sent again %d on timeouts, %d fast; largest window %d; paced %d times, %d frames",
 				msgs, el.Round(time.Millisecond), float64(msgs)/el.Seconds(), credit, pvNetCwndCuts.Value()-cuts, pvNetCwndStalls.Value()-wstalls,
-				pvNetCreditStalls.Value()-cstalls, pvNetRetx.Value()-retx, pvNetFastRetx.Value()-fast, pvNetCwndHWM.Value())
+				pvNetCreditStalls.Value()-cstalls, pvNetRetx.Value()-retx, pvNetFastRetx.Value()-fast, pvNetCwndHWM.Value(),
+				pvNetPaceWaits.Value()-waits, pvNetPaced.Value()-paced)
 			if lim := 120 * time.Second; el > lim {
 				t.Errorf("took %v, more than %v", el, lim)
 			}

@@ -70,6 +70,7 @@ func TestNetSackWindow(t *testing.T) {
 	}
 	p.sl.sent = p.sl.sent[:0]
 	p.rd.pump()
+	p.rd.closeTx() // no service follows: the batch pump opened goes now
 	if r.rcvNxt != 1 || r.ooo == 0 {
 		t.Fatalf("the receiver is in order below %d with %d frames beyond", r.rcvNxt, r.ooo)
 	}

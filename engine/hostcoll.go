@@ -30,8 +30,8 @@ var (
 	collShmSlots = cvar.NewInt("engine_coll_shm_slots", 4,
 		"Flag lines and data slots per rank of a collective area: how many collectives a rank may run ahead of the slowest (a broadcast's root, a reduction's contributors) before it waits for a slot to be read.",
 		cvar.WithCategory("engine"), cvar.WithRange(2, 64), cvar.WithUnit("slots"))
-	collShmSlotBytes = cvar.NewInt("engine_coll_shm_slot_bytes", 8<<10,
-		"Bytes of each data slot of a collective area (a multiple of 64): the chunk in which a shared-memory collective moves a message larger than a flag line's.",
+	collShmSlotBytes = cvar.NewInt("engine_coll_shm_slot_bytes", 64<<10,
+		"Bytes of each data slot of a collective area (a multiple of 64): the chunk in which a shared-memory collective moves a message larger than a flag line's, and the chunk of a large Allreduce's reduce-scatter and allgather (mpi_coll_shm_allreduce_long), which takes two slots of each rank a chunk. Larger chunks mean fewer steps in which every rank waits for every other; the areas take engine_coll_shm_areas x ranks x engine_coll_shm_slots slots of the host's shared memory (of a World of goroutine ranks, of its heap), touched only where used.",
 		cvar.WithCategory("engine"), cvar.WithRange(64, 1<<24), cvar.WithUnit("bytes"))
 )
 
@@ -72,6 +72,7 @@ type HostColl struct {
 	mem   []byte
 	g     collGeom
 	local []int32 // by world rank: its index among the host's ranks, -1 elsewhere
+	over  bool    // more ranks than CPUs
 }
 
 // newHostColl returns the areas of geometry g in mem, for the host's
@@ -81,7 +82,7 @@ func newHostColl(mem []byte, g collGeom, ranks []int, size int) *HostColl {
 	if g.areas == 0 {
 		return nil
 	}
-	h := &HostColl{mem: mem, g: g, local: make([]int32, size)}
+	h := &HostColl{mem: mem, g: g, local: make([]int32, size), over: len(ranks) > hostCPUs()}
 	for i := range h.local {
 		h.local[i] = -1
 	}
@@ -115,6 +116,11 @@ func (h *HostColl) Slots() int { return h.g.slots }
 
 // SlotBytes returns the size of a data slot.
 func (h *HostColl) SlotBytes() int { return h.g.slotBytes }
+
+// Oversubscribed reports whether the host's ranks outnumber its CPUs, so
+// that a step in which every rank waits for every other waits for the
+// scheduler too.
+func (h *HostColl) Oversubscribed() bool { return h.over }
 
 // Line returns flag line s of user j (0 <= j < Ranks()) of area a: a cache
 // line, as eight words.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tachyon-hpc/tachyon/cvar"
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 )
 
 // The collectives against references computed here: every operation, on
@@ -422,6 +423,9 @@ var _ = errors.Is
 // 4 ranks, the ring on 3; the ring allgather), and Allreduce with a
 // vector just over and under the thresholds.
 func TestCollectivesLarge(t *testing.T) {
+	// The algorithms by messages: the shared-memory reduce-scatter would
+	// take these allreduces (TestCollShmAllreduceScatterDefault).
+	testcvar.Set(t, "mpi_coll_shm_allreduce_long", "1099511627776")
 	const m = 1 << 19 // float64s: 4 MiB
 	ring, rab, scatter := pvAllreduceRing.Value(), pvAllreduceRab.Value(), pvBcastScatter.Value()
 	defer func() {

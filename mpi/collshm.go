@@ -50,7 +50,9 @@ import (
 // at its first collective (its rank 0 claims a free area and the ranks
 // learn it from an Allreduce by messages, which either every rank
 // completes or none), and gives it back when freed. Without a free area,
-// or above mpi_coll_shm_max bytes, the collectives run by messages.
+// or above mpi_coll_shm_max bytes, the collectives run by messages, but
+// for an Allreduce from mpi_coll_shm_allreduce_long bytes, which goes
+// through the area by reduce-scatter (collshm_allreduce.go).
 
 // Control variables.
 var (
@@ -58,7 +60,7 @@ var (
 		"Whether the blocking Barrier, Bcast, Reduce and Allreduce of a communicator whose ranks all share one host run through a collective area of the host's shared memory (flags and data slots) rather than by messages. Every rank must have the same setting.",
 		cvar.WithCategory("mpi"))
 	collShmMax = cvar.NewInt("mpi_coll_shm_max", 0,
-		"Largest message, in bytes, of a Bcast, Reduce or Allreduce through the shared-memory collective area (mpi_coll_shm); larger ones run by messages (Barrier always goes through the area). 0, the default: data by messages, as on this project's VM a flag line per call (one cache-line transfer each way) costs more than the rings, which pack several small messages in a line (docs/collectives.md has the figures). Above a data slot (engine_coll_shm_slot_bytes) a message goes in chunks, every rank in step at every chunk. Every rank must have the same.",
+		"Largest message, in bytes, of a Bcast, Reduce or Allreduce through the shared-memory collective area (mpi_coll_shm); larger ones run by messages (Barrier always goes through the area, and an Allreduce from mpi_coll_shm_allreduce_long by reduce-scatter). 0, the default: data by messages, as on this project's VM a flag line per call (one cache-line transfer each way) costs more than the rings, which pack several small messages in a line (docs/collectives.md has the figures). Above a data slot (engine_coll_shm_slot_bytes) a message goes in chunks, every rank in step at every chunk. Every rank must have the same.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 )
 
@@ -159,7 +161,7 @@ func (c *Comm) shmFor(name string, kind collKind, nb int) (*collShm, error) {
 			return nil, nil
 		}
 	}
-	if kind != collBarrier && int64(nb) > collShmMax.Get() {
+	if kind != collBarrier && int64(nb) > collShmMax.Get() && (kind != collAllreduce || !c.shm.rsag(nb)) {
 		return nil, nil
 	}
 	return c.shm, nil
@@ -555,6 +557,10 @@ func (c *Comm) shmCollective(a *collArgs) (bool, error) {
 		mine := a.send
 		if a.inPlace {
 			mine = a.recv
+		}
+		if s.rsag(nb) {
+			err = s.allreduceRSAG(name, a, mine)
+			break
 		}
 		err = s.reduce(name, a, mine, -1)
 	}

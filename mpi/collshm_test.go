@@ -432,14 +432,19 @@ func TestCollShmAllocs(t *testing.T) {
 		testskip.Skip(t, testskip.Intercepted, "an interceptor is registered for the whole run")
 	}
 	shmData(t)
+	testcvar.Set(t, "mpi_coll_shm_allreduce_oversubscribed", "true") // the reduce-scatter too, on 3 ranks
 	before := shmCounts()
 	err := Run(3, func(c *Comm) error {
 		small, out := []float64{1}, make([]float64, 1)
 		big, bigOut := make([]float64, 1000), make([]float64, 1000)
+		long := int(collShmAllreduceLong.Get()) / 8 // the reduce-scatter's
+		huge, hugeOut := make([]float64, long), make([]float64, long)
 		for _, fn := range []func() error{
 			c.Barrier,
 			func() error { return Allreduce(c, small, out, Sum) },
 			func() error { return Allreduce(c, big, bigOut, Sum) },
+			func() error { return Allreduce(c, huge, hugeOut, Sum) },
+			func() error { return Allreduce(c, nil, hugeOut, Max) },
 			func() error { return Bcast(c, big, 1) },
 			func() error { return Reduce(c, big, bigOut, Max, 2) },
 		} {

@@ -100,7 +100,7 @@ func main() {
 	flag.BoolVar(&o.phases, "phases", false, "also time each rank's phases of every message-rate window (posting, collecting, the acknowledgement) and print them in ns a message; the three clock reads this adds to a window slow the rates a little (docs/bench.md)")
 	flag.StringVar(&o.net, "net", "", "xdp or udp: run the two ranks (with -coll, the -n ranks) as hosts of their own (network namespaces joined by veth, as tachyonrun -netns does; needs root: bench refuses without) talking over the network transport, on AF_XDP or the UDP fallback; with -iface and -listen or -peer, one rank on each of two machines (netpeer.go)")
 	flag.Float64Var(&o.loss, "loss", 0, "with -net, the fraction of frames each rank's link drops on purpose (nic_drop_rate)")
-	flag.IntVar(&o.mtu, "mtu", 9000, "with -net, the MTU of the two hosts' interfaces; above 3868 the ranks' links use 4 KiB frame buffers (nic_frame_size), whose largest frame the MTU then is")
+	flag.IntVar(&o.mtu, "mtu", 9000, "with -net, the MTU of the two hosts' interfaces, which the ranks' links take their frames' size from (up to nic_max_mtu)")
 	flag.BoolVar(&o.coll, "coll", false, "measure collectives instead (barrier, bcast, reduce, allreduce, allgather, alltoall; 8 B to -max, 1 MiB unless set) on -n process ranks over shared memory, OSU-style; with -compare beside MPICH and Open MPI (compare/coll.c); with -net each rank a host of its own (root), with -compare beside MPICH over UCX's TCP on as many hosts")
 	flag.IntVar(&o.collItersSet, "coll-iters", 0, "with -coll, timed calls at every size (0: OSU's counts, 10000 up to 8 KiB, 1000 up to 256 KiB, 100 above; 100 at every size when the ranks are more than the CPUs, where MPICH's spin)")
 	flag.IntVar(&o.ranks, "n", 0, "with -coll, the number of ranks: 2, or 4 with -net (more than the CPUs oversubscribe them)")
@@ -424,18 +424,14 @@ func spawnWith(o options, extra ...string) ([]Result, int, error) {
 	return res, 0, nil
 }
 
-// netEnv returns the ranks' KEY=VALUE entries for -net: the link's mode,
-// its loss, and 4 KiB frame buffers above an MTU of 3868 (none without
-// -net).
+// netEnv returns the ranks' KEY=VALUE entries for -net: the link's mode
+// and its loss (none without -net). The links size their frames by the
+// hosts' MTU themselves.
 func (o options) netEnv() []string {
 	if o.net == "" {
 		return nil
 	}
-	env := []string{"TACHYON_NIC_MODE=" + o.net, "TACHYON_NIC_DROP_RATE=" + strconv.FormatFloat(o.loss, 'g', -1, 64)}
-	if o.mtu > 2048-256-14 {
-		env = append(env, "TACHYON_NIC_FRAME_SIZE=4096")
-	}
-	return env
+	return []string{"TACHYON_NIC_MODE=" + o.net, "TACHYON_NIC_DROP_RATE=" + strconv.FormatFloat(o.loss, 'g', -1, 64)}
 }
 
 // inproc runs the suite on two goroutine ranks, each on its own CPU.

@@ -260,10 +260,7 @@ func newRPCPlace(o options, cpus [][]int) (*rpcPlace, error) {
 		if err != nil {
 			return nil, fmt.Errorf("making the hosts of -rpc %s: %w", o.rpc, err)
 		}
-		pl.env = append(pl.env, "TACHYON_NIC_MODE="+o.rpc)
-		if o.mtu > 2048-256-14 { // as the job benchmark's -net
-			pl.env = append(pl.env, "TACHYON_NIC_FRAME_SIZE=4096")
-		}
+		pl.env = append(pl.env, "TACHYON_NIC_MODE="+o.rpc) // the links size their frames by the MTU
 	}
 	pl.starter = newPinnedStarter()
 	return pl, nil

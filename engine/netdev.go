@@ -64,7 +64,7 @@ var (
 		"Longest a frame left open for more packets (sent while earlier frames to the peer were in flight) waits when the rank stops polling: the keeper sends it then. A rank that polls sends it at its next poll.",
 		cvar.WithCategory("engine"), cvar.WithRange(int64(time.Microsecond), int64(time.Second)))
 	netEagerLimit = cvar.NewInt("engine_net_eager_limit", 8<<10,
-		"Largest message sent eagerly to a rank on another host, when smaller than engine_eager_limit; larger ones go by rendezvous, their data over the bulk lane. An eager message costs the sending CPU a frame per 3.8 KiB of payload, a rendezvous one a round trip first and then a TCP segment per 64 KiB on the lane, so the limit sits where the two cost alike (docs/network.md has the measurements). Read when a rank joins.",
+		"Largest message sent eagerly to a rank on another host, when smaller than engine_eager_limit; larger ones go by rendezvous, their data over the bulk lane. An eager message costs the sending CPU a frame per link MTU of payload (1.4 KiB on a standard Ethernet, 8.9 KiB on a 9000-byte one), a rendezvous one a round trip first and then a TCP segment per 64 KiB on the lane, so the limit sits where the two cost alike (docs/network.md has the measurements). Read when a rank joins.",
 		cvar.WithCategory("engine"), cvar.WithRange(1, 1<<30), cvar.WithUnit("bytes"))
 	netPollMax = cvar.NewDuration("engine_net_poll_max", time.Millisecond,
 		"Longest a rank with operations in flight over the network parks between looks at its link: a NIC rings no doorbell, so this bounds how late a frame is noticed by an idle rank.",

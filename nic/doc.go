@@ -13,9 +13,12 @@
 //     process and the host's others (xdpshare_linux.go); links of one
 //     host divide the queues (Config.Share), and frames that arrive where
 //     a link has no socket reach it through its UDP socket. Frame buffers
-//     live in the UMEM; the rings are driven with cached indices and
-//     asm's acquire loads and release stores, and the kernel is woken
-//     only when it asks (XDP_USE_NEED_WAKEUP). Zero-copy and the driver's
+//     live in the UMEM, sized to frames of the interface's MTU (up to
+//     nic_max_mtu): past a page, the kernel's largest chunk, a frame
+//     spans several chunks (multi-buffer AF_XDP, XDP_USE_SG). The rings
+//     are driven with cached indices and asm's acquire loads and release
+//     stores, and the kernel is woken only when it asks
+//     (XDP_USE_NEED_WAKEUP). Zero-copy and the driver's
 //     hook are tried first, copy mode and the generic hook after.
 //   - ModeUDP: a non-blocking kernel UDP socket carrying the same payloads,
 //     with recvmmsg and sendmmsg batches, for machines without the

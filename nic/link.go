@@ -145,6 +145,14 @@ type Status struct {
 	GatewayPeers, KernelPeers int
 	// Fallback says why Open in ModeAuto took UDP, "" if it did not.
 	Fallback string
+	// MultiBuffer: the link's frames are larger than an AF_XDP UMEM
+	// chunk (a page), each spanning several, its sockets bound with
+	// XDP_USE_SG (an interface of jumbo frames, kernel 6.6 or later).
+	MultiBuffer bool
+	// FrameLimit says why the link's MTU is below its interface's (less
+	// the IPv4 and UDP headers): the control variable nic_max_mtu, or
+	// multi-buffer AF_XDP refused; "" where it is not.
+	FrameLimit string
 	// RxCapacity is about how many frames the link can take in while its
 	// caller releases none and does not call Receive: its fill rings'
 	// frames (XDP), or its socket's receive buffer in frames (UDP).

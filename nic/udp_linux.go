@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -87,10 +88,11 @@ func openUDP(cfg Config, fallback string) (l *udpLink, err error) {
 			return nil, fmt.Errorf("%w: a UDP link needs an interface or an IPv4 address to bind (IPv6 is not supported yet)", ErrConfig)
 		}
 	}
-	frameSize, nframes, _, err := xskSizes()
+	minSize, nframes, _, err := xskSizes()
 	if err != nil {
 		return nil, err
 	}
+	frameSize := bufferSize(minSize, mtu)
 	batch := int(batchVar.Get())
 	if int(nframes) < 2*batch {
 		return nil, fmt.Errorf("%w: nic_frames %d is less than twice nic_udp_batch %d", ErrConfig, nframes, batch)
@@ -110,8 +112,8 @@ func openUDP(cfg Config, fallback string) (l *udpLink, err error) {
 		rng:    injector(cfg.Cookie | 1),
 		vlen:   1,
 	}
-	// The same MTU as an XDP link of this frame size, so that the two talk.
-	l.mtu = min(mtu-ipv4Len-udpLen, int(frameSize)-unix.XDP_PACKET_HEADROOM-FrameOverhead, 0xffff)
+	// The same MTU as an XDP link on this interface, so that the two talk.
+	l.mtu = linkMTU(mtu, frameSize)
 	if l.mtu < HeaderLen+MessageLen {
 		return nil, fmt.Errorf("%w: MTU %d leaves no room for a Tachyon frame", ErrInterface, mtu)
 	}
@@ -146,6 +148,9 @@ func openUDP(cfg Config, fallback string) (l *udpLink, err error) {
 	l.status = Status{Mode: ModeUDP, Interface: dev, Chosen: cfg.Chosen, Fallback: fallback, RxCapacity: udpRxCapacity(l.fd, int(frameSize), int(nframes))}
 	if dev != "" {
 		l.status.Driver = driverString(dev)
+	}
+	if l.mtu < mtu-ipv4Len-udpLen {
+		l.status.FrameLimit = "nic_max_mtu " + strconv.Itoa(int(maxMTUVar.Get()))
 	}
 	l.c = newCounters()
 	return l, nil

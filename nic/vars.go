@@ -22,8 +22,11 @@ var (
 		"How the AF_XDP socket binds: auto tries zero-copy and falls back to copy mode; zerocopy or copy insist.",
 		cvar.WithCategory("nic"))
 	frameSizeVar = cvar.NewInt("nic_frame_size", 2048,
-		"Bytes of each frame buffer (an AF_XDP UMEM chunk, or a UDP link's buffer): 2048 or 4096. The kernel keeps 256 of them as headroom on receive, so 2048 carries an Ethernet MTU of 1500 and 4096 one of 3500.",
+		"Bytes of each frame buffer at least (an AF_XDP UMEM chunk, or a UDP link's buffer): 2048 or 4096. The kernel keeps 256 of them as headroom on receive, so 2048 carries an Ethernet MTU of 1500 and 4096 one of 3500; on an interface of a larger MTU (up to nic_max_mtu) a link's buffers grow to the power of two that holds its frames, and an AF_XDP link, whose UMEM chunks the kernel keeps to a page, spans each frame over several chunks (XDP_USE_SG, kernel 6.6 or later).",
 		cvar.WithCategory("nic"), cvar.WithRange(2048, 4096), cvar.WithUnit("bytes"))
+	maxMTUVar = cvar.NewInt("nic_max_mtu", 9000,
+		"Largest IP MTU a link uses: the interface's MTU if smaller. A link's largest Tachyon frame is this less 28 bytes of IPv4 and UDP headers, and its frame buffers grow to hold it (nic_frame_size); lower it to keep 4 KiB buffers and one UMEM chunk a frame on a jumbo-frame interface.",
+		cvar.WithCategory("nic"), cvar.WithRange(576, 65535), cvar.WithUnit("bytes"))
 	framesVar = cvar.NewInt("nic_frames", 4096,
 		"Frame buffers a link has in all, for receive and transmit together: at least twice nic_ring_size, since an AF_XDP link keeps its fill ring full.",
 		cvar.WithCategory("nic"), cvar.WithRange(64, 1<<20), cvar.WithUnit("frames"))

@@ -125,6 +125,7 @@ const (
 // called concurrently for one slot.
 type xdpObjects struct {
 	prog      *ebpf.Program
+	frags     bool      // prog is frags-aware (loadProgram)
 	xsks      *ebpf.Map // XSKMAP: receive queue -> socket
 	queues    *ebpf.Map // array: receive queue -> slot of the link whose socket is there
 	portSlots *ebpf.Map // array: UDP port (network order) -> slot (0: none)
@@ -165,23 +166,45 @@ func newXDPObjects(queues int) (*xdpObjects, error) {
 		}
 		*s.m = m
 	}
-	var err error
-	o.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:         "tachyon_xdp",
-		Type:         ebpf.XDP,
-		License:      "Dual MIT/GPL", // GPL-compatible, so GPL-only helpers stay usable
-		Instructions: xdpInstructions(o.xsks.FD(), o.queues.FD(), o.portSlots.FD(), o.slots.FD(), o.countsMap.FD(), o.pending.FD()),
-	})
-	if err != nil {
+	if err := o.loadProgram(false); err != nil {
 		o.Close()
-		// %+w prints the whole verifier log of an *ebpf.VerifierError.
-		return nil, fmt.Errorf("nic: loading the XDP program: %+w", err)
+		return nil, err
 	}
 	if err := o.mapPending(); err != nil {
 		o.Close()
 		return nil, err
 	}
 	return o, nil
+}
+
+// loadProgram loads the program over the maps, in place of the one
+// loaded before (which it closes). With frags it is loaded frags-aware
+// (BPF_F_XDP_HAS_FRAGS): a driver then lets it run on an interface whose
+// MTU takes a frame over one page, which it refuses a program that
+// expects every frame in one buffer. The program reads only the headers,
+// which lie in a frame's first buffer, so the two differ in that flag
+// alone. The generic hook runs either on any MTU, the plain one without
+// the copy a frags-aware one costs each frame there (docs/network.md).
+func (o *xdpObjects) loadProgram(frags bool) error {
+	spec := &ebpf.ProgramSpec{
+		Name:         "tachyon_xdp",
+		Type:         ebpf.XDP,
+		License:      "Dual MIT/GPL", // GPL-compatible, so GPL-only helpers stay usable
+		Instructions: xdpInstructions(o.xsks.FD(), o.queues.FD(), o.portSlots.FD(), o.slots.FD(), o.countsMap.FD(), o.pending.FD()),
+	}
+	if frags {
+		spec.Flags = unix.BPF_F_XDP_HAS_FRAGS
+	}
+	prog, err := ebpf.NewProgram(spec)
+	if err != nil {
+		// %+w prints the whole verifier log of an *ebpf.VerifierError.
+		return fmt.Errorf("nic: loading the XDP program (frags-aware: %t): %+w", frags, err)
+	}
+	if o.prog != nil {
+		o.prog.Close()
+	}
+	o.prog, o.frags = prog, frags
+	return nil
 }
 
 // possibleCPUs is the number of values a per-CPU map entry holds.

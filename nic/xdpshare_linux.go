@@ -263,7 +263,7 @@ func serveXDP(key sharedKey, ifc *net.Interface, queues int) (*xdpShared, error)
 		ln.Close()
 		return nil, classifyBPF(err)
 	}
-	if s.held, s.attach, err = attachXDP(s.obj.prog, ifc); err != nil {
+	if s.held, s.attach, err = attachXDP(s.obj, ifc); err != nil {
 		ln.Close()
 		s.obj.Close()
 		return nil, err
@@ -308,11 +308,14 @@ func sameUser(c *net.UnixConn) bool {
 	return err == nil && cred != nil && (cred.Uid == 0 || int(cred.Uid) == os.Geteuid())
 }
 
-// attachXDP attaches prog to ifc: in the driver first, in the generic
-// hook if the driver refuses (as nic_xdp_attach says), retrying EBUSY for
-// nic_rebind_wait (as after a program's last holder closed) once, not in
-// each hook. It returns the attachment and its hook.
-func attachXDP(prog *ebpf.Program, ifc *net.Interface) (link.Link, string, error) {
+// attachXDP attaches obj's program to ifc: in the driver first, in the
+// generic hook if the driver refuses (as nic_xdp_attach says), retrying
+// EBUSY for nic_rebind_wait (as after a program's last holder closed)
+// once, not in each hook. A driver that refuses the plain program for
+// the interface's MTU (a frame over one buffer: veth's ERANGE, others'
+// EINVAL or EOPNOTSUPP) is offered the frags-aware one. It returns the
+// attachment and its hook.
+func attachXDP(obj *xdpObjects, ifc *net.Interface) (link.Link, string, error) {
 	modes := []struct {
 		name  string
 		flags link.XDPAttachFlags
@@ -333,10 +336,28 @@ func attachXDP(prog *ebpf.Program, ifc *net.Interface) (link.Link, string, error
 	var errs []error
 	for _, m := range modes {
 		var a link.Link
-		err := retryBusy(func() (err error) {
-			a, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: m.flags})
-			return err
-		})
+		attach := func() error {
+			return retryBusy(func() (err error) {
+				a, err = link.AttachXDP(link.XDPOptions{Program: obj.prog, Interface: ifc.Index, Flags: m.flags})
+				return err
+			})
+		}
+		if obj.frags && m.flags != link.XDPDriverMode {
+			// The generic hook after a frags-aware try in the driver's.
+			if err := obj.loadProgram(false); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		err := attach()
+		if err != nil && m.flags == link.XDPDriverMode && !obj.frags && ifc.MTU > 1500 &&
+			(errors.Is(err, unix.ERANGE) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
+			if lerr := obj.loadProgram(true); lerr == nil {
+				if err = attach(); err != nil {
+					err = fmt.Errorf("frags-aware too: %w", err)
+				}
+			}
+		}
 		if err == nil {
 			return a, m.name, nil
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -54,8 +55,11 @@ type xskLink struct {
 	first  xskSock    // the socket that registered the UMEM, and sends
 	socks  []*xskSock // first, then the sockets sharing its UMEM
 	umem   []byte
-	shift  uint // log2 of the frame size
+	shift  uint // log2 of the frame buffer's size
 	mtu    int
+	sg     bool    // the sockets are bound with XDP_USE_SG: a frame over a chunk spans several
+	chunk  uint32  // the UMEM's chunk: the frame buffer, or a page of it where sg
+	txLeft []uint8 // by frame, where sg: the chunks of its send not yet completed, less one
 	cookie uint64
 	frames frames
 	home   []uint8 // by frame: the socket whose fill side a received frame goes back to (noHome: the free list)
@@ -100,6 +104,7 @@ type xskSock struct {
 	napi        bool   // the socket has a NAPI instance: drive busy polling
 	napiRead    bool   // the NAPI id was read after a frame came
 	zeroCopy    bool
+	sg          bool // bound with XDP_USE_SG (the first socket), or sharing a UMEM so bound
 	once        bool // bind without waiting out EBUSY
 }
 
@@ -138,15 +143,20 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	if err != nil {
 		return nil, err
 	}
-	frameSize, nframes, ringSize, err := xskSizes()
+	minSize, nframes, ringSize, err := xskSizes()
 	if err != nil {
 		return nil, err
 	}
-	mtu := min(ifc.MTU-ipv4Len-udpLen, int(frameSize)-unix.XDP_PACKET_HEADROOM-FrameOverhead, 0xffff)
+	// A buffer that holds a frame of the interface's MTU, in chunks of a
+	// page at most (the kernel's limit): one where it fits, several
+	// gathered by XDP_USE_SG where not.
+	frameSize := bufferSize(minSize, ifc.MTU)
+	mtu := linkMTU(ifc.MTU, frameSize)
 	if mtu < HeaderLen+MessageLen {
 		return nil, fmt.Errorf("%w: %s's MTU %d leaves no room for a Tachyon frame", ErrInterface, ifc.Name, ifc.MTU)
 	}
-	l = &xskLink{reserve: -1, ethFD: -1, cookie: cfg.Cookie, subnet: subnet, mtu: mtu}
+	l = &xskLink{reserve: -1, ethFD: -1, cookie: cfg.Cookie, subnet: subnet, mtu: mtu, chunk: min(frameSize, uint32(unix.Getpagesize()))}
+	l.sg = l.chunk < frameSize
 	defer func() {
 		if err != nil {
 			l.release()
@@ -195,6 +205,12 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	if err = l.openSockets(ifc, want, frameSize, nframes, ringSize); err != nil {
 		return l, err
 	}
+	if l.sg && !l.first.sg {
+		// The kernel or the driver refused multi-buffer: a frame is a chunk.
+		l.sg = false
+		l.mtu = min(l.mtu, int(l.chunk)-unix.XDP_PACKET_HEADROOM-FrameOverhead)
+		slog.Info("nic: AF_XDP multi-buffer refused; frames are kept to one UMEM chunk", "interface", ifc.Name, "mtu", l.mtu, "why", l.status.FrameLimit)
+	}
 
 	// 4. The sockets in the program, then the port, so that no frame of
 	// ours goes to the kernel for want of one on a queue we bind.
@@ -210,6 +226,7 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 		l.steer(ifc.Name, netip.AddrPortFrom(ip, port))
 	}
 
+	l.status.MultiBuffer = l.sg
 	l.card = Card{Mode: ModeXDP, IP: ip, Port: port, Queue: uint32(l.queues[0]), MTU: uint16(l.mtu)}
 	copy(l.card.MAC[:], ifc.HardwareAddr)
 	l.status.Mode = ModeXDP
@@ -221,6 +238,14 @@ func openXDP(cfg Config) (l *xskLink, err error) {
 	l.status.InterfaceQueues = nq
 	for _, sk := range l.socks {
 		l.status.RxCapacity += sk.fillTarget
+	}
+	if l.sg {
+		// A frame of the MTU takes this many chunks of the fill side,
+		// each after the kernel's headroom.
+		l.status.RxCapacity /= (FrameOverhead + l.mtu + int(l.chunk) - unix.XDP_PACKET_HEADROOM - 1) / (int(l.chunk) - unix.XDP_PACKET_HEADROOM)
+	}
+	if l.mtu < ifc.MTU-ipv4Len-udpLen && l.status.FrameLimit == "" {
+		l.status.FrameLimit = "nic_max_mtu " + strconv.Itoa(int(maxMTUVar.Get()))
 	}
 	l.fbName.Family = unix.AF_INET
 	l.c = newCounters()
@@ -292,7 +317,34 @@ func rxQueues(ifc string) int {
 	return max(int(ch.rxCount+ch.combinedCount), 1)
 }
 
-// xskSizes reads and checks the control variables that size a link.
+// bufferSize returns the size of a link's frame buffers on an interface
+// of MTU ifcMTU: nic_frame_size (min), or the power of two that holds a
+// frame of the link's MTU (linkMTU) after the kernel's receive headroom,
+// 64 KiB at most.
+func bufferSize(min uint32, ifcMTU int) uint32 {
+	want := unix.XDP_PACKET_HEADROOM + ethLen + capMTU(ifcMTU)
+	b := min
+	for int(b) < want && b < 1<<16 {
+		b <<= 1
+	}
+	return b
+}
+
+// capMTU is the IP MTU a link uses on an interface of MTU ifcMTU: that,
+// at most nic_max_mtu.
+func capMTU(ifcMTU int) int { return min(ifcMTU, int(maxMTUVar.Get())) }
+
+// linkMTU is the MTU (largest Tachyon frame) of a link with frame
+// buffers of frameSize bytes on an interface of MTU ifcMTU: the IP MTU
+// (capMTU) less the IPv4 and UDP headers, at most what a buffer holds
+// after the receive headroom and the headers, and what a frame's u16
+// length field says.
+func linkMTU(ifcMTU int, frameSize uint32) int {
+	return min(capMTU(ifcMTU)-ipv4Len-udpLen, int(frameSize)-unix.XDP_PACKET_HEADROOM-FrameOverhead, 0xffff)
+}
+
+// xskSizes reads and checks the control variables that size a link:
+// its frame buffers' least size, their number, its rings' size.
 func xskSizes() (frameSize, nframes, ringSize uint32, err error) {
 	fs, n, r := frameSizeVar.Get(), framesVar.Get(), ringVar.Get()
 	if fs != 2048 && fs != 4096 {
@@ -311,7 +363,7 @@ func xskSizes() (frameSize, nframes, ringSize uint32, err error) {
 // queues want that no other link holds, skipping those at once: the
 // first registers the UMEM, the others share it. At least one must bind.
 func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes, ringSize uint32) error {
-	size := int(frameSize * nframes)
+	size := int(frameSize) * int(nframes)
 	var err error
 	l.umem, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
@@ -320,6 +372,9 @@ func (l *xskLink) openSockets(ifc *net.Interface, want []int, frameSize, nframes
 	l.shift = uint(log2(frameSize))
 	l.frames = newFrames(int(nframes))
 	l.home = make([]uint8, nframes)
+	if l.sg {
+		l.txLeft = make([]uint8, nframes)
+	}
 	// The fill sides together take half the frames at most, each at most
 	// a ring: the rest is for sending.
 	target := min(int(ringSize), int(nframes)/2/min(len(want), maxSocks))
@@ -404,7 +459,7 @@ func (l *xskLink) openSocket(s *xskSock, ifc *net.Interface, q int, frameSize, r
 	s.fd = fd
 	first := len(l.socks) == 0
 	if first {
-		reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&l.umem[0]))), Len: uint64(len(l.umem)), Size: frameSize}
+		reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&l.umem[0]))), Len: uint64(len(l.umem)), Size: l.chunk}
 		if err := setsockopt(fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
 			return umemError(len(l.umem), err)
 		}
@@ -465,18 +520,29 @@ func umemError(size int, err error) error {
 
 // bind binds s to ifc's queue q, sharing the UMEM of the socket shared
 // if it is not -1: zero-copy first, copy mode if the driver cannot (as
-// nic_xdp_bind says); then reads back which it got. EBUSY right after
-// another socket on the queue closed is retried for nic_rebind_wait.
+// nic_xdp_bind says), each multi-buffer (XDP_USE_SG) first where the
+// link's frames span chunks and single-buffer if the kernel (before 6.6)
+// or the driver refuses that; then reads back which it got. EBUSY right
+// after another socket on the queue closed is retried for
+// nic_rebind_wait.
 func (l *xskLink) bind(s *xskSock, ifc *net.Interface, q, shared int) error {
-	modes := []struct {
+	type mode struct {
 		name  string
 		flags uint16
-	}{{"zero-copy", unix.XDP_ZEROCOPY}, {"copy", unix.XDP_COPY}}
+	}
+	modes := []mode{{"zero-copy", unix.XDP_ZEROCOPY}, {"copy", unix.XDP_COPY}}
 	switch bindVar.Get() {
 	case "zerocopy":
 		modes = modes[:1]
 	case "copy":
 		modes = modes[1:]
+	}
+	if l.sg {
+		var sg []mode
+		for _, m := range modes {
+			sg = append(sg, mode{m.name + " multi-buffer", m.flags | unix.XDP_USE_SG}, m)
+		}
+		modes = sg
 	}
 	if shared >= 0 {
 		modes = modes[len(modes)-1:] // one try: the flags are the first socket's
@@ -485,8 +551,9 @@ func (l *xskLink) bind(s *xskSock, ifc *net.Interface, q, shared int) error {
 	for _, m := range modes {
 		sa := &unix.SockaddrXDP{Flags: m.flags | unix.XDP_USE_NEED_WAKEUP, Ifindex: uint32(ifc.Index), QueueID: uint32(q)}
 		if shared >= 0 {
-			// The kernel takes a sharing socket's mode from the UMEM's
-			// first socket and refuses any flag but this one.
+			// The kernel takes a sharing socket's mode, multi-buffer
+			// included, from the UMEM's first socket and refuses any
+			// flag but this one.
 			sa.Flags = unix.XDP_SHARED_UMEM
 			sa.SharedUmemFD = uint32(shared)
 		}
@@ -506,6 +573,10 @@ func (l *xskLink) bind(s *xskSock, ifc *net.Interface, q, shared int) error {
 			if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_OPTIONS,
 				uintptr(unsafe.Pointer(&opt)), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
 				s.zeroCopy = opt&unix.XDP_OPTIONS_ZEROCOPY != 0
+			}
+			s.sg = m.flags&unix.XDP_USE_SG != 0 || shared >= 0 && l.first.sg
+			if l.sg && !s.sg && shared < 0 && len(errs) > 0 {
+				l.status.FrameLimit = "no multi-buffer AF_XDP (XDP_USE_SG): " + errors.Join(errs...).Error()
 			}
 			return nil
 		}
@@ -700,6 +771,22 @@ func (l *xskLink) receive(s *xskSock, avail uint32, rx []RxDesc) int {
 			l.c.length.Inc()
 			continue
 		}
+		if d.Options&unix.XDP_PKT_CONTD != 0 {
+			// The first chunk of a multi-buffer frame: gather the rest
+			// after it, in its buffer.
+			m, e, ok := l.gather(s, k+1, avail, end, uint64(f+1)<<l.shift)
+			if m == 0 {
+				break // its last chunk is not on the ring yet
+			}
+			k += m
+			if !ok {
+				l.c.length.Inc()
+				s.nFill--
+				l.fillPut(s, f)
+				continue
+			}
+			end = e
+		}
 		s.nFill--
 		// The frame's second cache line, which the Tachyon header reaches
 		// into, comes while the checks wait for the first.
@@ -734,6 +821,43 @@ func (l *xskLink) receive(s *xskSock, avail uint32, rx []RxDesc) int {
 		}
 	}
 	return n
+}
+
+// gather copies the chunks after the first of a multi-buffer frame, the
+// descriptors from j on s's receive ring up to the one without
+// XDP_PKT_CONTD (of the avail ready), to pos on in the first's buffer,
+// which ends at limit, and gives their buffers back to the fill side. It
+// returns how many descriptors it took (0, taking none, where the last
+// is not among the ready: the kernel publishes a frame's chunks
+// together, so it comes), where the frame ends, and false where a chunk
+// was not a frame's of the fill side or the frame overran its buffer
+// (the kernel never does either; the frame is dropped).
+func (l *xskLink) gather(s *xskSock, j, avail uint32, pos, limit uint64) (uint32, uint64, bool) {
+	last := j
+	for ; last < avail && s.rx.descs[(s.rx.cons+last)&s.rx.mask].Options&unix.XDP_PKT_CONTD != 0; last++ {
+	}
+	if last == avail {
+		return 0, 0, false
+	}
+	ok := true
+	for i := j; i <= last; i++ {
+		e := &s.rx.descs[(s.rx.cons+i)&s.rx.mask]
+		g := Frame(e.Addr >> l.shift)
+		end := e.Addr + uint64(e.Len)
+		if !l.frames.valid(g) || l.frames.owner[g] != ownFill || end > uint64(g+1)<<l.shift {
+			ok = false // not ours: leave it alone
+			continue
+		}
+		if ok && pos+uint64(e.Len) <= limit {
+			copy(l.umem[pos:pos+uint64(e.Len)], l.umem[e.Addr:end])
+			pos += uint64(e.Len)
+		} else {
+			ok = false
+		}
+		s.nFill--
+		l.fillPut(s, g)
+	}
+	return last - j + 1, pos, ok
 }
 
 // receiveUDP reads what the kernel delivered to the link's UDP socket
@@ -902,7 +1026,7 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 	s := &l.first
 	room := int(s.tx.prodFree(uint32(len(tx))))
 	var err error
-	i, q, bytes := 0, 0, 0 // frames taken, transmit ring slots filled, bytes
+	i, q, nq, bytes := 0, 0, 0, 0 // frames taken, transmit ring slots filled, frames on them, bytes
 	for ; i < len(tx); i++ {
 		d := &tx[i]
 		if q == room {
@@ -930,10 +1054,34 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 			bytes += int(d.Len)
 			continue
 		}
-		putHeaders(l.umem[base:base+FrameOverhead], &p.tmpl, p.sum, int(d.Len))
-		slot := &s.tx.descs[(s.tx.prod+uint32(q))&s.tx.mask]
-		q++
-		slot.Addr, slot.Len, slot.Options = base, FrameOverhead+uint32(d.Len), 0
+		total := FrameOverhead + uint32(d.Len)
+		if total > l.chunk {
+			// Multi-buffer: a descriptor a chunk, all but the last
+			// marked to continue.
+			nd := int((total + l.chunk - 1) / l.chunk)
+			if q+nd > room {
+				if room = int(s.tx.prodFree(uint32(q + nd))); q+nd > room {
+					l.c.txFull.Inc()
+					break
+				}
+			}
+			putHeaders(l.umem[base:base+FrameOverhead], &p.tmpl, p.sum, int(d.Len))
+			for off := uint32(0); off < total; off += l.chunk {
+				slot := &s.tx.descs[(s.tx.prod+uint32(q))&s.tx.mask]
+				q++
+				slot.Addr, slot.Len, slot.Options = base+uint64(off), min(l.chunk, total-off), unix.XDP_PKT_CONTD
+				if off+l.chunk >= total {
+					slot.Options = 0
+				}
+			}
+			l.txLeft[d.Frame] = uint8(nd)
+		} else {
+			putHeaders(l.umem[base:base+FrameOverhead], &p.tmpl, p.sum, int(d.Len))
+			slot := &s.tx.descs[(s.tx.prod+uint32(q))&s.tx.mask]
+			q++
+			slot.Addr, slot.Len, slot.Options = base, total, 0
+		}
+		nq++
 		if d.Keep {
 			l.frames.owner[d.Frame] = ownTxKeep
 		} else {
@@ -943,7 +1091,7 @@ func (l *xskLink) Send(tx []TxDesc) (int, error) {
 	}
 	if q > 0 {
 		s.tx.prodSubmit(uint32(q))
-		l.inflight += q
+		l.inflight += nq
 		l.kick()
 	}
 	if i > 0 {
@@ -993,17 +1141,26 @@ func (l *xskLink) kick() {
 func (l *xskLink) reap() int {
 	c := &l.first.comp
 	n := c.consReady()
+	done := n // frames completed
 	for i := range n {
 		f := Frame(c.addrs[(c.cons+i)&c.mask] >> l.shift)
+		if l.sg && l.frames.valid(f) {
+			// A frame sent in nd chunks completes with its nd-th.
+			if left := l.txLeft[f]; left > 1 {
+				l.txLeft[f] = left - 1
+				done--
+				continue
+			}
+		}
 		if !l.frames.completed(f) {
 			l.c.length.Inc() // a completion for a frame not in flight: the kernel never does this
 		}
 	}
 	if n > 0 {
 		c.consReleaseLazy(n)
-		l.inflight -= int(n)
+		l.inflight -= int(done)
 	}
-	return int(n)
+	return int(done)
 }
 
 // sweepEvery is how many Poll calls pass between reads of the UDP socket

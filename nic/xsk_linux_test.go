@@ -13,6 +13,7 @@ import (
 
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/internal/testcvar"
+	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"github.com/tachyon-hpc/tachyon/pvar"
@@ -308,4 +309,145 @@ func TestDefaultInterface(t *testing.T) {
 	if name, err := nic.DefaultInterface(); name != "eth7" || err != nil {
 		t.Fatalf("with nic_interface set: %q, %v", name, err)
 	}
+}
+
+// TestXDPJumbo: on a veth pair of MTU 9000, links take frames of the
+// interface's MTU: an XDP link's span three UMEM chunks (multi-buffer
+// AF_XDP, XDP_USE_SG), with the program in either hook (frags-aware in
+// the driver's, which refuses a plain one at this MTU), and a UDP link
+// carries the same frames, so the two talk. Exchange sends every length
+// up to the MTU, those around the chunks' edges and 8 KiB among them.
+// nic_max_mtu keeps frames to one chunk.
+func TestXDPJumbo(t *testing.T) {
+	const mtu = 9000
+	for _, c := range []struct {
+		name   string
+		a, b   nic.Mode
+		attach string
+	}{
+		{"xdp-generic", nic.ModeXDP, nic.ModeXDP, "generic"},
+		{"xdp-driver", nic.ModeXDP, nic.ModeXDP, "driver"},
+		{"xdp-udp", nic.ModeXDP, nic.ModeUDP, "auto"},
+		{"udp-xdp", nic.ModeUDP, nic.ModeXDP, "auto"},
+		{"udp-udp", nic.ModeUDP, nic.ModeUDP, "auto"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nw := nictest.JumboHosts(t, mtu)
+			testcvar.Set(t, "nic_xdp_attach", c.attach)
+			a, b := nictest.OpenOn(t, nw.Hosts[0], c.a, testCookie), nictest.OpenOn(t, nw.Hosts[1], c.b, testCookie)
+			for _, l := range []nic.Link{a, b} {
+				s := l.Status()
+				if l.MTU() != mtu-28 || int(l.Card().MTU) != l.MTU() || s.FrameLimit != "" || s.MultiBuffer != (s.Mode == nic.ModeXDP) {
+					t.Fatalf("MTU %d, card %v, status %+v", l.MTU(), l.Card(), s)
+				}
+				if s.Mode == nic.ModeXDP && s.Attach != c.attach && c.attach != "auto" {
+					t.Fatalf("status %+v", s)
+				}
+			}
+			if c.a == nic.ModeXDP && c.b == nic.ModeXDP {
+				testPair(t, a, b, injectFrom(t, nw.Hosts[0], b.Card()))
+				if st := b.Stats(); st.Program.Redirected < 20000 || st.RxFallback != 0 || st.Kernel.RxDropped != 0 {
+					t.Fatalf("stats %+v", st)
+				}
+				return
+			}
+			if err := nictest.Exchange(a, b, testCookie, 20000, 32, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			checkAudit(t, a, b)
+		})
+	}
+	t.Run("queues", func(t *testing.T) {
+		// The sockets that share the first's UMEM are multi-buffer too:
+		// a's frames leave on its queue 2 and reach b's second socket.
+		if err := nethost.Available(); err != nil {
+			testskip.Skip(t, testskip.NoNamespaces, err)
+		}
+		nw, err := nethost.New(nethost.Config{MTU: mtu, Queues: 4, Prefix: "tq"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nw.Close() })
+		testcvar.Set(t, "nic_xdp_attach", "generic")
+		a := openCfg(t, nw.Hosts[0], nic.Config{Mode: nic.ModeXDP, Queues: []int{2}})
+		b := openCfg(t, nw.Hosts[1], nic.Config{Mode: nic.ModeXDP})
+		if s := b.Status(); len(s.Queues) != 4 || !s.MultiBuffer || b.MTU() != mtu-28 {
+			t.Fatalf("MTU %d, status %+v", b.MTU(), s)
+		}
+		if err := nictest.Exchange(a, b, testCookie, 5000, 32, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		checkAudit(t, a, b)
+		if st := b.Stats(); st.Program.Redirected < 5000 || st.RxFallback != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+	t.Run("small-ring", func(t *testing.T) {
+		// Frames of three chunks each overfill a transmit ring of 16:
+		// Send takes the five that fit whole, and the rest after.
+		nw := nictest.JumboHosts(t, mtu)
+		testcvar.Set(t, "nic_xdp_attach", "generic")
+		testcvar.Set(t, "nic_ring_size", "16")
+		testcvar.Set(t, "nic_frames", "64")
+		a, b := nictest.OpenOn(t, nw.Hosts[0], nic.ModeXDP, testCookie), nictest.OpenOn(t, nw.Hosts[1], nic.ModeXDP, testCookie)
+		p, err := a.AddPeer(b.Card())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fs [8]nic.Frame
+		if a.Alloc(fs[:]) != len(fs) {
+			t.Fatal("no free frames")
+		}
+		tx := make([]nic.TxDesc, len(fs))
+		for i, f := range fs {
+			nictest.Fill(a.Bytes(f), testCookie, uint32(i), a.MTU())
+			tx[i] = nic.TxDesc{Frame: f, Len: uint16(a.MTU()), Peer: p}
+		}
+		var rx [8]nic.RxDesc
+		got := 0
+		receive := func(want int) {
+			deadline := time.Now().Add(5 * time.Second)
+			for got < want && time.Now().Before(deadline) {
+				a.Poll()
+				b.Poll()
+				k := b.Receive(rx[:])
+				for _, d := range rx[:k] {
+					if err := nictest.Verify(d.Data, testCookie, uint32(got), a.MTU()); err != nil {
+						t.Fatalf("frame %d: %v", got, err)
+					}
+					got++
+					if err := b.Release([]nic.Frame{d.Frame}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if got != want {
+				t.Fatalf("received %d frames of %d; a %+v, b %+v", got, want, a.Stats(), b.Stats())
+			}
+		}
+		n, err := a.Send(tx)
+		if n != 5 || err != nil || a.Stats().TxFull != 1 {
+			t.Fatalf("Send of 8 frames of 3 chunks on a ring of 16: %d, %v, %+v", n, err, a.Stats())
+		}
+		receive(5)
+		if m, err := a.Send(tx[n:]); m != 3 || err != nil {
+			t.Fatalf("Send of the other 3: %d, %v", m, err)
+		}
+		receive(8)
+		checkAudit(t, a, b)
+	})
+	t.Run("capped", func(t *testing.T) {
+		nw := nictest.JumboHosts(t, mtu)
+		testcvar.Set(t, "nic_max_mtu", "3000")
+		a, b := nictest.OpenOn(t, nw.Hosts[0], nic.ModeXDP, testCookie), nictest.OpenOn(t, nw.Hosts[1], nic.ModeUDP, testCookie)
+		for _, l := range []nic.Link{a, b} {
+			if s := l.Status(); l.MTU() != 3000-28 || s.MultiBuffer || s.FrameLimit != "nic_max_mtu 3000" {
+				t.Fatalf("MTU %d, status %+v", l.MTU(), s)
+			}
+		}
+		if err := nictest.Exchange(a, b, testCookie, 5000, 32, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		checkAudit(t, a, b)
+	})
 }

@@ -16,6 +16,13 @@ func Hosts(t testing.TB) *nethost.Network {
 	return hosts(t, nethost.Config{})
 }
 
+// JumboHosts makes two test hosts as Hosts does, their veth pair of MTU
+// mtu.
+func JumboHosts(t testing.TB, mtu int) *nethost.Network {
+	t.Helper()
+	return hosts(t, nethost.Config{MTU: mtu, Prefix: "tj"})
+}
+
 // RoutedHosts makes two test hosts on two subnets joined by a router
 // namespace (nethost.Config.Routed), as Hosts does.
 func RoutedHosts(t testing.TB) *nethost.Network {

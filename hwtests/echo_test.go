@@ -21,6 +21,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 )
 
 // TestEchoAcrossHosts runs examples/echo as two programs started on
@@ -46,12 +47,7 @@ func echoHosts(t *testing.T) (*nethost.Network, string) {
 		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
 	bin := buildProgram(t, "github.com/tachyon-hpc/tachyon/examples/echo")
-	nw, err := nethost.New(nethost.Config{MTU: 9000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nw.Close() })
-	return nw, bin
+	return nictest.Network(t, nethost.Config{MTU: 9000}), bin
 }
 
 // buildProgram builds the command pkg into the test's directory and

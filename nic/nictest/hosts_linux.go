@@ -13,17 +13,20 @@ import (
 // process cannot make them (not root).
 func Hosts(t testing.TB) *nethost.Network {
 	t.Helper()
-	return hosts(t, nethost.Config{})
+	return Network(t, nethost.Config{})
 }
 
 // RoutedHosts makes two test hosts on two subnets joined by a router
 // namespace (nethost.Config.Routed), as Hosts does.
 func RoutedHosts(t testing.TB) *nethost.Network {
 	t.Helper()
-	return hosts(t, nethost.Config{Routed: true, Prefix: "rt"})
+	return Network(t, nethost.Config{Routed: true, Prefix: "rt"})
 }
 
-func hosts(t testing.TB, cfg nethost.Config) *nethost.Network {
+// Network makes the test hosts cfg describes, removed when t ends (after
+// the cleanups registered later, such as those that kill the processes
+// in the hosts); it skips t as Hosts does.
+func Network(t testing.TB, cfg nethost.Config) *nethost.Network {
 	t.Helper()
 	if err := nethost.Available(); err != nil {
 		testskip.Skip(t, testskip.NoNamespaces, err)

@@ -511,28 +511,16 @@ func TestCancelSent(t *testing.T) {
 			}
 			return ep.Send(nil, 1, 5, 0, Standard)
 		}
-		for !func() bool { _, ok, _ := ep.Iprobe(0, 1, 0); return ok }() {
-		}
-		if err := ep.Send(nil, 0, 2, 0, Standard); err != nil {
-			return err
-		}
-		if _, err := ep.Recv(nil, 0, 3, 0); err != nil {
-			return err
-		}
-		buf := make([]byte, 8)
-		if _, err := ep.Recv(buf, 0, 1, 0); err != nil || !bytes.Equal(buf, msg(8, 1)) {
-			return fmt.Errorf("received %v %v, want the first message", buf, err)
-		}
-		if err := ep.Send(nil, 0, 4, 0, Standard); err != nil {
-			return err
-		}
-		if _, err := ep.Recv(nil, 0, 5, 0); err != nil {
-			return err
-		}
-		if _, ok, _ := ep.Iprobe(0, 1, 0); ok {
-			return fmt.Errorf("cancelled message still there")
-		}
-		return nil
+		return cancelReceiver(ep, func() error {
+			if _, err := ep.Recv(nil, 0, 3, 0); err != nil {
+				return err
+			}
+			buf := make([]byte, 8)
+			if _, err := ep.Recv(buf, 0, 1, 0); err != nil || !bytes.Equal(buf, msg(8, 1)) {
+				return fmt.Errorf("received %v %v, want the first message", buf, err)
+			}
+			return nil
+		})
 	})
 }
 
@@ -564,25 +552,37 @@ func TestCancelDeliveredEager(t *testing.T) {
 			}
 			return ep.Send(nil, 1, 5, 0, Standard)
 		}
-		for !func() bool { _, ok, _ := ep.Iprobe(0, 1, 0); return ok }() {
-		}
-		if err := ep.Send(nil, 0, 2, 0, Standard); err != nil {
+		return cancelReceiver(ep, func() error {
+			_, err := ep.Recv(make([]byte, 8), 0, 3, 0)
 			return err
-		}
-		if _, err := ep.Recv(make([]byte, 8), 0, 3, 0); err != nil {
-			return err
-		}
-		if err := ep.Send(nil, 0, 4, 0, Standard); err != nil {
-			return err
-		}
-		if _, err := ep.Recv(nil, 0, 5, 0); err != nil {
-			return err
-		}
-		if _, ok, _ := ep.Iprobe(0, 1, 0); ok {
-			return fmt.Errorf("cancelled message still there")
-		}
-		return nil
+		})
 	})
+}
+
+// cancelReceiver is rank 1 of a test of cancelling sent messages: it
+// waits until rank 0's message of tag 1 has arrived and says so (tag 2),
+// lets rank 0 cancel and runs match (its receives while rank 0 does), says
+// it is done (tag 4), waits for rank 0 to be done (tag 5), and checks
+// that no message of tag 1 is left: the cancelled one is gone.
+func cancelReceiver(ep *Endpoint, match func() error) error {
+	for !func() bool { _, ok, _ := ep.Iprobe(0, 1, 0); return ok }() {
+	}
+	if err := ep.Send(nil, 0, 2, 0, Standard); err != nil {
+		return err
+	}
+	if err := match(); err != nil {
+		return err
+	}
+	if err := ep.Send(nil, 0, 4, 0, Standard); err != nil {
+		return err
+	}
+	if _, err := ep.Recv(nil, 0, 5, 0); err != nil {
+		return err
+	}
+	if _, ok, _ := ep.Iprobe(0, 1, 0); ok {
+		return fmt.Errorf("cancelled message still there")
+	}
+	return nil
 }
 
 // TestPostedShortPath: short messages delivered straight to their posted

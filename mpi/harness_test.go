@@ -113,11 +113,11 @@ func runProcesses(t *testing.T, n int, name string, extraEnv ...string) {
 	}
 	defer func() { s.Remove(); s.Close() }()
 	cmds := make([]*exec.Cmd, n)
-	outs := make([]*lockedBuffer, n)
+	outs := make([]*testrole.Output, n)
 	for r := range cmds {
 		cmd := testrole.Command(name, append([]string{EnvSegment + "=" + seg,
 			EnvRank + "=" + strconv.Itoa(r), EnvSize + "=" + strconv.Itoa(n)}, extraEnv...))
-		outs[r] = &lockedBuffer{}
+		outs[r] = &testrole.Output{}
 		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
 
 		if err := cmd.Start(); err != nil {
@@ -143,22 +143,4 @@ func runProcesses(t *testing.T, n int, name string, extraEnv ...string) {
 			}
 		}
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }

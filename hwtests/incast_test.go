@@ -15,7 +15,6 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/mpi"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
-	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // Incast: every other rank of a job sends to rank 0 at once, each a host
@@ -61,19 +60,12 @@ func incastJob(w *mpi.Comm) error {
 	if err := w.Barrier(); err != nil {
 		return err
 	}
-	read := func(name string) int64 {
-		v, ok := pvar.Lookup(name)
-		if !ok {
-			return -1
-		}
-		return v.Read()
-	}
 	if me == 0 {
 		fmt.Printf("incast rank 0: 1 sender %.0f msg/s, %d senders %.0f msg/s, ratio %.3f\n", rates[0], n-1, rates[1], rates[1]/rates[0])
 	}
 	fmt.Printf("incast rank %d ok: window cuts %d, window full %d, credit used up %d, sent again %d on timeouts and %d fast, largest window %d\n",
-		me, read("engine_net_cwnd_reductions"), read("engine_net_cwnd_stalls"), read("engine_net_credit_stalls"),
-		read("engine_net_retransmits"), read("engine_net_fast_retransmits"), read("engine_net_cwnd_hwm"))
+		me, pvarRead("engine_net_cwnd_reductions"), pvarRead("engine_net_cwnd_stalls"), pvarRead("engine_net_credit_stalls"),
+		pvarRead("engine_net_retransmits"), pvarRead("engine_net_fast_retransmits"), pvarRead("engine_net_cwnd_hwm"))
 	return nil
 }
 

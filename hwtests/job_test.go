@@ -17,6 +17,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
+	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // Jobs across test hosts: a rank is this test binary, started by MPICH's
@@ -132,6 +133,16 @@ func (j hostJob) run(t *testing.T, mpiexec string, nw *nethost.Network, limit ti
 // it is done, for the roles that say so ("colls rank 3 of 8 on h1 ok").
 func finished(role string, n int) func(r int, host string) string {
 	return func(r int, host string) string { return fmt.Sprintf("%s rank %d of %d on %s ok", role, r, n, host) }
+}
+
+// pvarRead returns the value of this process's performance variable
+// name, for a rank's report, or -1 where it has none.
+func pvarRead(name string) int64 {
+	v, ok := pvar.Lookup(name)
+	if !ok {
+		return -1
+	}
+	return v.Read()
 }
 
 // jobCommand returns the command of a job (a launcher and the ranks it

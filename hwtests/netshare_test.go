@@ -14,7 +14,6 @@ import (
 	"github.com/tachyon-hpc/tachyon/mpi"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
-	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // netShare is one rank of a job of two ranks on each of two hosts (role
@@ -35,19 +34,12 @@ func netShare(w *mpi.Comm) error {
 	if err := w.Barrier(); err != nil {
 		return err
 	}
-	read := func(name string) int64 {
-		v, ok := pvar.Lookup(name)
-		if !ok {
-			return -1
-		}
-		return v.Read()
-	}
 	host, _ := os.Hostname()
 	fmt.Printf("netshare rank %d on %s: path %s, shm messages %d, net messages %d, fallback frames %d, misqueued %d\n",
-		me, host, engine.PathName(read("engine_net_path")), read("engine_shm_messages"), read("engine_net_messages"),
-		read("nic_rx_fallback_frames"), read("nic_xdp_prog_misqueued"))
-	if read("engine_shm_messages") == 0 || read("engine_net_messages") == 0 {
-		return fmt.Errorf("rank %d: %d messages over shared memory, %d over the network; want both", me, read("engine_shm_messages"), read("engine_net_messages"))
+		me, host, engine.PathName(pvarRead("engine_net_path")), pvarRead("engine_shm_messages"), pvarRead("engine_net_messages"),
+		pvarRead("nic_rx_fallback_frames"), pvarRead("nic_xdp_prog_misqueued"))
+	if pvarRead("engine_shm_messages") == 0 || pvarRead("engine_net_messages") == 0 {
+		return fmt.Errorf("rank %d: %d messages over shared memory, %d over the network; want both", me, pvarRead("engine_shm_messages"), pvarRead("engine_net_messages"))
 	}
 	return nil
 }

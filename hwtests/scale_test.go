@@ -81,10 +81,7 @@ func scaleJob(w *mpi.Comm) error {
 		return fmt.Errorf("Barrier: %v", err)
 	}
 
-	gets := int64(-1) // before pmi_gets existed
-	if v, ok := pvar.Lookup("pmi_gets"); ok {
-		gets = v.Read()
-	}
+	gets := pvarRead("pmi_gets") // -1 before pmi_gets existed
 	other := int64(0)
 	if me != 0 {
 		other = gets

@@ -83,8 +83,10 @@ func scenario(name string, fn func(*Comm) error) string {
 	return name
 }
 
-// both runs scenario name on n ranks in-process and across processes.
-func both(t *testing.T, n int, name string) {
+// both runs scenario name on n ranks in-process and across processes,
+// the processes with the KEY=VALUE entries env added to their
+// environment.
+func both(t *testing.T, n int, name string, env ...string) {
 	t.Helper()
 	fn := scenarios[name]
 	t.Run("inproc", func(t *testing.T) {
@@ -97,7 +99,7 @@ func both(t *testing.T, n int, name string) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("processes", func(t *testing.T) { runProcesses(t, n, name) })
+	t.Run("processes", func(t *testing.T) { runProcesses(t, n, name, env...) })
 }
 
 // runProcesses runs scenario name as a job of n processes.

@@ -44,6 +44,14 @@ func run(t testing.TB, n int, fn func(ep *Endpoint) error) {
 // are closed when the test ends.
 func rankZero(t testing.TB) *Endpoint {
 	t.Helper()
+	ep, _ := twoRanks(t)
+	return ep
+}
+
+// twoRanks returns the two ranks of a new in-process world, closed when
+// the test ends (a test may close either earlier).
+func twoRanks(t testing.TB) (*Endpoint, *Endpoint) {
+	t.Helper()
 	w, err := NewWorld(2)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +60,7 @@ func rankZero(t testing.TB) *Endpoint {
 		w.Endpoint(0).Close()
 		w.Endpoint(1).Close()
 	})
-	return w.Endpoint(0)
+	return w.Endpoint(0), w.Endpoint(1)
 }
 
 func msg(n, seed int) []byte {
@@ -658,12 +666,7 @@ func TestPostedShortPath(t *testing.T) {
 // that closed left packets behind, leaves them for the next poll: none is
 // skipped or handled twice.
 func TestPeerCheckLeavesPackets(t *testing.T) {
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := w.Endpoint(0), w.Endpoint(1)
-	defer a.Close()
+	a, b := twoRanks(t)
 	msgs := []string{"one", "two", "three"}
 	for i, m := range msgs {
 		if err := b.Send([]byte(m), 0, i, 0, Standard); err != nil {
@@ -772,12 +775,7 @@ func testRequestOwner(t *testing.T, serial bool) {
 // peer fails the receive at once, a closed endpoint refuses it.
 func TestIrecvUsualBailsOut(t *testing.T) {
 	skipOnLossyNetwork(t)
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, peer := w.Endpoint(0), w.Endpoint(1)
-	defer ep.Close()
+	ep, peer := twoRanks(t)
 	setSerial(t, ep, true)
 	const tag = 7
 	post := func() *Request {
@@ -847,13 +845,7 @@ func TestIrecvUsualBailsOut(t *testing.T) {
 // way gets there with the message it should.
 func TestRecvDirect(t *testing.T) {
 	skipOnNetwork(t, "a receive reading its source's record ring directly")
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, peer := w.Endpoint(0), w.Endpoint(1)
-	defer ep.Close()
-	defer peer.Close()
+	ep, peer := twoRanks(t)
 	setSerial(t, ep, true)
 	sendCtx := func(b byte, n, tag int, ctx uint32) {
 		t.Helper()

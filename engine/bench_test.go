@@ -102,25 +102,7 @@ func BenchmarkShmPingPong(b *testing.B) {
 			ep, kids := startJobB(b, "pong", "ENGINE_TEST_CPU="+strconv.Itoa(c1), "ENGINE_TEST_SIZE="+strconv.Itoa(c.size),
 				serialEnv+"="+strconv.FormatBool(c.serial))
 			setSerial(b, ep, c.serial)
-			buf := make([]byte, c.size)
-			for i := 0; i < 1000; i++ { // warm up
-				ep.Send(buf, 1, 1, 0, Standard)
-				ep.Recv(buf, 1, 1, 0)
-			}
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				if err := ep.Send(buf, 1, 1, 0, Standard); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := ep.Recv(buf, 1, 1, 0); err != nil {
-					b.Fatal(err)
-				}
-			}
-			el := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(el.Nanoseconds())/float64(2*b.N), "ns/oneway")
-			ep.Send(nil, 1, 999, 0, Standard)
+			pingPong(b, ep, make([]byte, c.size), 1000)
 			kids[0].Wait()
 		})
 	}
@@ -143,9 +125,7 @@ func BenchmarkShmMsgRate(b *testing.B) {
 			msgs := float64(windows * window)
 			b.ReportMetric(msgs/el/1e6, "Mmsg/s")
 			b.ReportMetric(msgs*float64(size)/el/1e6, "MB/s")
-			for i := 0; i < window; i++ {
-				ep.Send(nil, 1, 999, 0, Standard)
-			}
+			stopSink(ep)
 			kids[0].Wait()
 		})
 	}
@@ -158,36 +138,7 @@ func BenchmarkInprocPingPong(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	done := make(chan error)
-	go func() {
-		defer pin(b, c1)()
-		ep := w.Endpoint(1)
-		buf := make([]byte, 8)
-		for {
-			st, err := ep.Recv(buf, 0, AnyTag, 0)
-			if err != nil || st.Tag == 999 {
-				done <- err
-				return
-			}
-			ep.Send(buf, 0, 1, 0, Standard)
-		}
-	}()
-	defer pin(b, c0)()
-	ep := w.Endpoint(0)
-	buf := make([]byte, 8)
-	b.ResetTimer()
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		ep.Send(buf, 1, 1, 0, Standard)
-		ep.Recv(buf, 1, 1, 0)
-	}
-	el := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(el.Nanoseconds())/float64(2*b.N), "ns/oneway")
-	ep.Send(nil, 1, 999, 0, Standard)
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
+	goPingPong(b, w, c0, c1, 0)
 }
 
 // BenchmarkMatchUnexpected: a receive for the last of N unexpected
@@ -370,4 +321,94 @@ func sendWindows(b *testing.B, ep *Endpoint, buf []byte, warm, windows int) floa
 	el := time.Since(start).Seconds()
 	b.StopTimer()
 	return el
+}
+
+// sinkWindows is sendWindows's receiver, rank 1: windows of window
+// receives into buf from rank 0, each window acknowledged by a 4-byte
+// message (tag 2), until a message of tag 999 (stopSink).
+func sinkWindows(ep *Endpoint, buf []byte) error {
+	reqs := make([]*Request, window)
+	for {
+		for i := range reqs {
+			r, err := ep.Irecv(buf, 0, AnyTag, 0)
+			if err != nil {
+				return err
+			}
+			reqs[i] = r
+		}
+		for _, r := range reqs {
+			st, err := r.Wait()
+			if err != nil {
+				return err
+			}
+			if st.Tag == 999 {
+				return nil
+			}
+		}
+		if err := ep.Send(buf[:4], 0, 2, 0, Standard); err != nil {
+			return err
+		}
+	}
+}
+
+// stopSink ends rank 1's sinkWindows: a window of messages of tag 999,
+// so that the first of them ends a window however many it has taken.
+func stopSink(ep *Endpoint) {
+	for range window {
+		ep.Send(nil, 1, 999, 0, Standard)
+	}
+}
+
+// pingPong bounces buf off rank 1 (pong) warm times, then b.N times
+// timed, reported as ns/oneway (half a round trip); then it stops rank 1
+// with a message of tag 999.
+func pingPong(b *testing.B, ep *Endpoint, buf []byte, warm int) {
+	for range warm {
+		ep.Send(buf, 1, 1, 0, Standard)
+		ep.Recv(buf, 1, 1, 0)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		if err := ep.Send(buf, 1, 1, 0, Standard); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ep.Recv(buf, 1, 1, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(el.Nanoseconds())/float64(2*b.N), "ns/oneway")
+	ep.Send(nil, 1, 999, 0, Standard)
+}
+
+// pong is pingPong's other side, rank 1: it sends each message from rank
+// 0 into buf back to it (tag 1), until one of tag 999.
+func pong(ep *Endpoint, buf []byte) error {
+	for {
+		st, err := ep.Recv(buf, 0, AnyTag, 0)
+		if err != nil || st.Tag == 999 {
+			return err
+		}
+		if err := ep.Send(buf[:st.Count], 0, 1, 0, Standard); err != nil {
+			return err
+		}
+	}
+}
+
+// goPingPong runs pingPong of an 8-byte message between the two ranks of
+// w, rank 0 on this goroutine pinned to CPU c0, rank 1 on another pinned
+// to c1.
+func goPingPong(b *testing.B, w *World, c0, c1, warm int) {
+	done := make(chan error)
+	go func() {
+		defer pin(b, c1)()
+		done <- pong(w.Endpoint(1), make([]byte, 8))
+	}()
+	defer pin(b, c0)()
+	pingPong(b, w.Endpoint(0), make([]byte, 8), warm)
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
 }

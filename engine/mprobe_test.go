@@ -232,12 +232,8 @@ func TestMprobeSenderDies(t *testing.T) {
 				skipOnNetwork(t, "ring to fill")
 				testcvar.Set(t, "engine_ring_bytes", strconv.Itoa(c.ring))
 			}
-			w, err := NewWorld(2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, b := w.Endpoint(0), w.Endpoint(1)
-			defer b.Close()
+			a, b := twoRanks(t)
+			var err error
 			if c.n <= 4000 {
 				err = a.Send(msg(c.n, 1), 1, 2, 0, Standard)
 			} else {

@@ -211,12 +211,7 @@ func TestPollReleasesLargePackets(t *testing.T) {
 		t.Run("release="+c.release+"/batch="+c.batch, func(t *testing.T) {
 			testcvar.Set(t, "engine_poll_release_bytes", c.release)
 			testcvar.Set(t, "engine_poll_batch", c.batch)
-			w, err := NewWorld(2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ep0, ep1 := w.Endpoint(0), w.Endpoint(1)
-			t.Cleanup(func() { ep0.Close(); ep1.Close() })
+			ep0, ep1 := twoRanks(t)
 			if _, ok := ep1.peers[0].out.(*recordLink); !ok {
 				if netForce.Get() {
 					testskip.Skipf(t, testskip.NetForce, "links are %T, not record rings", ep1.peers[0].out)
@@ -240,6 +235,7 @@ func TestPollReleasesLargePackets(t *testing.T) {
 			reqs := make([]*Request, n)
 			for tag := range n {
 				bufs[tag] = make([]byte, size)
+				var err error
 				if reqs[tag], err = ep0.Irecv(bufs[tag], 1, tag, 0); err != nil {
 					t.Fatal(err)
 				}

@@ -83,46 +83,14 @@ func runChild(role string) error {
 	case "pong": // echo messages of up to ENGINE_TEST_SIZE bytes (64 if unset) until tag 999
 		pinEnv()
 		size, _ := strconv.Atoi(os.Getenv("ENGINE_TEST_SIZE"))
-		buf := make([]byte, max(size, 64))
-		for {
-			st, err := ep.Recv(buf, 0, AnyTag, 0)
-			if err != nil {
-				return err
-			}
-			if st.Tag == 999 {
-				return nil
-			}
-			if err := ep.Send(buf[:st.Count], 0, 1, 0, Standard); err != nil {
-				return err
-			}
-		}
+		return pong(ep, make([]byte, max(size, 64)))
 	case "sink": // windows of receives, each acknowledged, until tag 999
 		pinEnv()
 		if d, err := time.ParseDuration(os.Getenv("ENGINE_TEST_DELAY")); err == nil {
 			time.Sleep(d) // before the first receive: the sender's ring fills meanwhile
 		}
 		size, _ := strconv.Atoi(os.Getenv("ENGINE_TEST_SIZE"))
-		buf := make([]byte, max(size, 8))
-		reqs := make([]*Request, window)
-		for {
-			for i := range reqs {
-				if reqs[i], err = ep.Irecv(buf, 0, AnyTag, 0); err != nil {
-					return err
-				}
-			}
-			for _, r := range reqs {
-				st, err := r.Wait()
-				if err != nil {
-					return err
-				}
-				if st.Tag == 999 {
-					return nil
-				}
-			}
-			if err := ep.Send(buf[:4], 0, 2, 0, Standard); err != nil {
-				return err
-			}
-		}
+		return sinkWindows(ep, make([]byte, max(size, 8)))
 	default:
 		return fmt.Errorf("unknown role %q", role)
 	}

@@ -10,13 +10,7 @@ import (
 // TestVarsPerRankAndContext: queue lengths read per communicator context
 // by a scan, the posted-queue watermark and the match depth per rank.
 func TestVarsPerRankAndContext(t *testing.T) {
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e0, e1 := w.Endpoint(0), w.Endpoint(1)
-	defer e0.Close()
-	defer e1.Close()
+	e0, e1 := twoRanks(t)
 	o0, o1 := e0.PvarOwner(), e1.PvarOwner()
 	if o0 == nil || o0 == o1 {
 		t.Fatal("endpoints share an owner")
@@ -106,13 +100,7 @@ func TestVarsPerRankAndContext(t *testing.T) {
 // not read counts a full-ring stall; the peer counts none.
 func TestLinkFullCounted(t *testing.T) {
 	skipOnNetwork(t, "a shared-memory ring's room")
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e0, e1 := w.Endpoint(0), w.Endpoint(1)
-	defer e0.Close()
-	defer e1.Close()
+	e0, e1 := twoRanks(t)
 	const n, size = 64, 8 << 10 // 512 KiB through a ring of engine_ring_bytes (256 KiB)
 	var reqs []*Request
 	for i := range n {
@@ -163,13 +151,7 @@ func TestRingOccupancy(t *testing.T) {
 }
 
 func testRingOccupancy(t *testing.T) {
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e0, e1 := w.Endpoint(0), w.Endpoint(1)
-	defer e0.Close()
-	defer e1.Close()
+	e0, e1 := twoRanks(t)
 	k0, k1 := pvar.Key{Owner: e0.PvarOwner()}, pvar.Key{Owner: e1.PvarOwner()}
 	if got := pvOccupancy.ReadAt(k0); got != 0 {
 		t.Fatalf("rank 0's rings hold %d bytes before any send", got)

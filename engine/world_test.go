@@ -44,6 +44,14 @@ func run(t testing.TB, n int, fn func(ep *Endpoint) error) {
 // are closed when the test ends.
 func rankZero(t testing.TB) *Endpoint {
 	t.Helper()
+	ep, _ := twoRanks(t)
+	return ep
+}
+
+// twoRanks returns the two ranks of a new in-process world, closed when
+// the test ends (a test may close either earlier).
+func twoRanks(t testing.TB) (*Endpoint, *Endpoint) {
+	t.Helper()
 	w, err := NewWorld(2)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +60,7 @@ func rankZero(t testing.TB) *Endpoint {
 		w.Endpoint(0).Close()
 		w.Endpoint(1).Close()
 	})
-	return w.Endpoint(0)
+	return w.Endpoint(0), w.Endpoint(1)
 }
 
 func msg(n, seed int) []byte {
@@ -511,28 +519,16 @@ func TestCancelSent(t *testing.T) {
 			}
 			return ep.Send(nil, 1, 5, 0, Standard)
 		}
-		for !func() bool { _, ok, _ := ep.Iprobe(0, 1, 0); return ok }() {
-		}
-		if err := ep.Send(nil, 0, 2, 0, Standard); err != nil {
-			return err
-		}
-		if _, err := ep.Recv(nil, 0, 3, 0); err != nil {
-			return err
-		}
-		buf := make([]byte, 8)
-		if _, err := ep.Recv(buf, 0, 1, 0); err != nil || !bytes.Equal(buf, msg(8, 1)) {
-			return fmt.Errorf("received %v %v, want the first message", buf, err)
-		}
-		if err := ep.Send(nil, 0, 4, 0, Standard); err != nil {
-			return err
-		}
-		if _, err := ep.Recv(nil, 0, 5, 0); err != nil {
-			return err
-		}
-		if _, ok, _ := ep.Iprobe(0, 1, 0); ok {
-			return fmt.Errorf("cancelled message still there")
-		}
-		return nil
+		return cancelReceiver(ep, func() error {
+			if _, err := ep.Recv(nil, 0, 3, 0); err != nil {
+				return err
+			}
+			buf := make([]byte, 8)
+			if _, err := ep.Recv(buf, 0, 1, 0); err != nil || !bytes.Equal(buf, msg(8, 1)) {
+				return fmt.Errorf("received %v %v, want the first message", buf, err)
+			}
+			return nil
+		})
 	})
 }
 
@@ -564,25 +560,37 @@ func TestCancelDeliveredEager(t *testing.T) {
 			}
 			return ep.Send(nil, 1, 5, 0, Standard)
 		}
-		for !func() bool { _, ok, _ := ep.Iprobe(0, 1, 0); return ok }() {
-		}
-		if err := ep.Send(nil, 0, 2, 0, Standard); err != nil {
+		return cancelReceiver(ep, func() error {
+			_, err := ep.Recv(make([]byte, 8), 0, 3, 0)
 			return err
-		}
-		if _, err := ep.Recv(make([]byte, 8), 0, 3, 0); err != nil {
-			return err
-		}
-		if err := ep.Send(nil, 0, 4, 0, Standard); err != nil {
-			return err
-		}
-		if _, err := ep.Recv(nil, 0, 5, 0); err != nil {
-			return err
-		}
-		if _, ok, _ := ep.Iprobe(0, 1, 0); ok {
-			return fmt.Errorf("cancelled message still there")
-		}
-		return nil
+		})
 	})
+}
+
+// cancelReceiver is rank 1 of a test of cancelling sent messages: it
+// waits until rank 0's message of tag 1 has arrived and says so (tag 2),
+// lets rank 0 cancel and runs match (its receives while rank 0 does), says
+// it is done (tag 4), waits for rank 0 to be done (tag 5), and checks
+// that no message of tag 1 is left: the cancelled one is gone.
+func cancelReceiver(ep *Endpoint, match func() error) error {
+	for !func() bool { _, ok, _ := ep.Iprobe(0, 1, 0); return ok }() {
+	}
+	if err := ep.Send(nil, 0, 2, 0, Standard); err != nil {
+		return err
+	}
+	if err := match(); err != nil {
+		return err
+	}
+	if err := ep.Send(nil, 0, 4, 0, Standard); err != nil {
+		return err
+	}
+	if _, err := ep.Recv(nil, 0, 5, 0); err != nil {
+		return err
+	}
+	if _, ok, _ := ep.Iprobe(0, 1, 0); ok {
+		return fmt.Errorf("cancelled message still there")
+	}
+	return nil
 }
 
 // TestPostedShortPath: short messages delivered straight to their posted
@@ -658,12 +666,7 @@ func TestPostedShortPath(t *testing.T) {
 // that closed left packets behind, leaves them for the next poll: none is
 // skipped or handled twice.
 func TestPeerCheckLeavesPackets(t *testing.T) {
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := w.Endpoint(0), w.Endpoint(1)
-	defer a.Close()
+	a, b := twoRanks(t)
 	msgs := []string{"one", "two", "three"}
 	for i, m := range msgs {
 		if err := b.Send([]byte(m), 0, i, 0, Standard); err != nil {
@@ -772,12 +775,7 @@ func testRequestOwner(t *testing.T, serial bool) {
 // peer fails the receive at once, a closed endpoint refuses it.
 func TestIrecvUsualBailsOut(t *testing.T) {
 	skipOnLossyNetwork(t)
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, peer := w.Endpoint(0), w.Endpoint(1)
-	defer ep.Close()
+	ep, peer := twoRanks(t)
 	setSerial(t, ep, true)
 	const tag = 7
 	post := func() *Request {
@@ -847,13 +845,7 @@ func TestIrecvUsualBailsOut(t *testing.T) {
 // way gets there with the message it should.
 func TestRecvDirect(t *testing.T) {
 	skipOnNetwork(t, "a receive reading its source's record ring directly")
-	w, err := NewWorld(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, peer := w.Endpoint(0), w.Endpoint(1)
-	defer ep.Close()
-	defer peer.Close()
+	ep, peer := twoRanks(t)
 	setSerial(t, ep, true)
 	sendCtx := func(b byte, n, tag int, ctx uint32) {
 		t.Helper()

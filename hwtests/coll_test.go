@@ -6,17 +6,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
-	"github.com/tachyon-hpc/tachyon/internal/testrole"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -141,53 +137,16 @@ func hostColls(w *mpi.Comm) error {
 // the same queue of its interface: the second's Init fails, "device or
 // resource busy").
 func TestCollectivesAcrossHosts(t *testing.T) {
-	mpiexec, err := exec.LookPath("mpiexec.mpich")
-	if err != nil {
-		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
-	}
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
+	mpiexec := needHostJobs(t)
 	for _, c := range []struct {
 		mode    string
 		perHost int
 	}{{"udp", 2}, {"xdp", 1}} {
 		t.Run(c.mode, func(t *testing.T) {
-			nw, err := nethost.New(nethost.Config{Hosts: 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nw.Close()
-			exe, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var args []string
-			for i, h := range nw.Hosts {
-				if i > 0 {
-					args = append(args, ":")
-				}
-				k, v, _ := strings.Cut(h.EnterEnv(), "=")
-				args = append(args, "-n", strconv.Itoa(c.perHost), "-env", k, v, "-env", testrole.Env, "colls",
-					"-env", "TACHYON_NIC_MODE", c.mode, exe, exe, testrole.NoTests)
-			}
-			start := time.Now()
-			ctx, cmd := jobCommand(t, 5*time.Minute, mpiexec, args...)
-			out, err := cmd.CombinedOutput()
-			if ctx.Err() != nil {
-				t.Fatalf("killed after %v:\n%s", time.Since(start).Round(time.Millisecond), out)
-			}
-			if err != nil {
-				t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
-			}
-			n := 4 * c.perHost
-			for r := range n {
-				h := nw.Hosts[r/c.perHost].Name
-				if !strings.Contains(string(out), fmt.Sprintf("colls rank %d of %d on %s ok", r, n, h)) {
-					t.Fatalf("rank %d did not finish on host %s:\n%s", r, h, out)
-				}
-			}
-			t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
+			nw := nictest.Network(t, nethost.Config{Hosts: 4})
+			job := hostJob{role: "colls", perHost: c.perHost, env: []string{"TACHYON_NIC_MODE=" + c.mode}}
+			out, took := job.run(t, mpiexec, nw, 5*time.Minute, finished("colls", job.ranks(nw)))
+			t.Logf("%v:\n%s", took, out)
 		})
 	}
 }

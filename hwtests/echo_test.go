@@ -21,6 +21,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 )
 
 // TestEchoAcrossHosts runs examples/echo as two programs started on
@@ -46,12 +47,7 @@ func echoHosts(t *testing.T) (*nethost.Network, string) {
 		testskip.Skip(t, testskip.NoNamespaces, err)
 	}
 	bin := buildProgram(t, "github.com/tachyon-hpc/tachyon/examples/echo")
-	nw, err := nethost.New(nethost.Config{MTU: 9000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nw.Close() })
-	return nw, bin
+	return nictest.Network(t, nethost.Config{MTU: 9000}), bin
 }
 
 // buildProgram builds the command pkg into the test's directory and
@@ -71,37 +67,19 @@ func buildProgram(t *testing.T, pkg string) string {
 
 // startServer starts cmd in host h and returns its output's lines and
 // its standard error; it is killed when the test ends, if it has not.
-func startServer(t *testing.T, h *nethost.Host, cmd *exec.Cmd) (*bufio.Scanner, *lockedText) {
+func startServer(t *testing.T, h *nethost.Host, cmd *exec.Cmd) (*bufio.Scanner, *testrole.Output) {
 	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedText{}
+	stderr := &testrole.Output{}
 	cmd.Stderr = stderr
 	if err := h.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() }) // the test waits for it
 	return bufio.NewScanner(out), stderr
-}
-
-// lockedText collects a process's output for a test's messages.
-type lockedText struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedText) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedText) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // echoClient returns an examples/echo client in host h of the server at
@@ -120,7 +98,7 @@ func echoClient(t *testing.T, h *nethost.Host, bin, addr string, env []string, a
 // its output, or an error unless it ended saying all came back.
 func runEchoClient(t *testing.T, h *nethost.Host, bin, addr string, env []string, n, size int) (string, error) {
 	cmd := echoClient(t, h, bin, addr, env, "-n", fmt.Sprint(n), "-size", fmt.Sprint(size))
-	var b lockedText
+	var b testrole.Output
 	cmd.Stdout, cmd.Stderr = &b, &b
 	if err := h.Start(cmd); err != nil {
 		return "", err

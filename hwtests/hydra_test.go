@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"os"
 	"os/exec"
 	"strings"
@@ -57,9 +56,5 @@ func TestHydraAppNum(t *testing.T) {
 // the minute ended it: jobCommand), or skips the test without MPICH.
 func hydra(t *testing.T, args ...string) (context.Context, *exec.Cmd) {
 	t.Helper()
-	mpiexec, err := exec.LookPath("mpiexec.mpich")
-	if err != nil {
-		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
-	}
-	return jobCommand(t, time.Minute, mpiexec, args...)
+	return jobCommand(t, time.Minute, needMPICH(t), args...)
 }

@@ -6,18 +6,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
-	"github.com/tachyon-hpc/tachyon/pvar"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 )
 
 // Incast: every other rank of a job sends to rank 0 at once, each a host
@@ -63,19 +60,12 @@ func incastJob(w *mpi.Comm) error {
 	if err := w.Barrier(); err != nil {
 		return err
 	}
-	read := func(name string) int64 {
-		v, ok := pvar.Lookup(name)
-		if !ok {
-			return -1
-		}
-		return v.Read()
-	}
 	if me == 0 {
 		fmt.Printf("incast rank 0: 1 sender %.0f msg/s, %d senders %.0f msg/s, ratio %.3f\n", rates[0], n-1, rates[1], rates[1]/rates[0])
 	}
 	fmt.Printf("incast rank %d ok: window cuts %d, window full %d, credit used up %d, sent again %d on timeouts and %d fast, largest window %d\n",
-		me, read("engine_net_cwnd_reductions"), read("engine_net_cwnd_stalls"), read("engine_net_credit_stalls"),
-		read("engine_net_retransmits"), read("engine_net_fast_retransmits"), read("engine_net_cwnd_hwm"))
+		me, pvarRead("engine_net_cwnd_reductions"), pvarRead("engine_net_cwnd_stalls"), pvarRead("engine_net_credit_stalls"),
+		pvarRead("engine_net_retransmits"), pvarRead("engine_net_fast_retransmits"), pvarRead("engine_net_cwnd_hwm"))
 	return nil
 }
 
@@ -161,13 +151,7 @@ func incastReceive(w *mpi.Comm, senders, count int) error {
 // alone's. The counters each rank prints show the windows and credit at
 // work.
 func TestNetnsIncast(t *testing.T) {
-	mpiexec, err := exec.LookPath("mpiexec.mpich")
-	if err != nil {
-		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
-	}
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
+	mpiexec := needHostJobs(t)
 	messages := "1000000"
 	if raceEnabled || testing.Short() {
 		messages = "70000"
@@ -181,29 +165,11 @@ func TestNetnsIncast(t *testing.T) {
 		{"xdp-loss-1%", []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_DROP_RATE=0.01"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			nw, err := nethost.New(nethost.Config{Hosts: 8})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nw.Close()
+			nw := nictest.Network(t, nethost.Config{Hosts: 8})
 			env := append([]string{"TACHYON_HWTEST_MESSAGES=" + messages}, c.env...)
-			args := hostsJob(t, nw, "incast", func(int) []string { return env })
-			start := time.Now()
-			limit := 8 * time.Minute
-			ctx, cmd := jobCommand(t, limit, mpiexec, args...)
-			out, err := cmd.CombinedOutput()
-			if ctx.Err() != nil {
-				t.Fatalf("killed after %v (limit %v):\n%s", time.Since(start).Round(time.Millisecond), limit, out)
-			}
-			if err != nil {
-				t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
-			}
-			for r := range 8 {
-				if !strings.Contains(string(out), fmt.Sprintf("incast rank %d ok", r)) {
-					t.Fatalf("rank %d did not finish:\n%s", r, out)
-				}
-			}
-			m := ratio.FindStringSubmatch(string(out))
+			job := hostJob{role: "incast", env: env}
+			out, took := job.run(t, mpiexec, nw, 8*time.Minute, func(r int, _ string) string { return fmt.Sprintf("incast rank %d ok", r) })
+			m := ratio.FindStringSubmatch(out)
 			if m == nil {
 				t.Fatalf("rank 0 printed no ratio:\n%s", out)
 			}
@@ -215,7 +181,7 @@ func TestNetnsIncast(t *testing.T) {
 			} else if runtime.NumCPU() < 8 {
 				t.Logf("rate ratio %.2f not judged: %d CPUs for 8 ranks", r, runtime.NumCPU())
 			}
-			t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
+			t.Logf("%v:\n%s", took, out)
 		})
 	}
 }

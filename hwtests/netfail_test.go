@@ -21,6 +21,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"github.com/tachyon-hpc/tachyon/pmi"
 )
 
@@ -86,11 +87,7 @@ func TestNetPeerFailure(t *testing.T) {
 }
 
 func netPeerFailure(t *testing.T, mode, how string) {
-	nw, err := nethost.New(nethost.Config{Hosts: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nw.Close()
+	nw := nictest.Network(t, nethost.Config{Hosts: 2})
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
@@ -127,13 +128,7 @@ func netStream(w *mpi.Comm, peer, count int) error {
 // the router's MAC address, and through the kernel's UDP stack where a
 // rank gives ARP no time (nic_neigh_timeout 0).
 func TestNetnsHydra(t *testing.T) {
-	mpiexec, err := exec.LookPath("mpiexec.mpich")
-	if err != nil {
-		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
-	}
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
+	mpiexec := needHostJobs(t)
 	million := "1000000"
 	if raceEnabled || testing.Short() {
 		million = "20000"
@@ -157,27 +152,10 @@ func TestNetnsHydra(t *testing.T) {
 		{"xdp-routed-kernel-2", 2, 2 * time.Minute, []string{"TACHYON_NIC_MODE=xdp", "TACHYON_NIC_NEIGH_TIMEOUT=0s"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			nw, err := nethost.New(nethost.Config{Hosts: c.ranks, Routed: c.routed})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nw.Close()
-			args := hostsJob(t, nw, "netjob", func(int) []string { return c.env })
-			start := time.Now()
-			ctx, cmd := jobCommand(t, c.limit, mpiexec, args...)
-			out, err := cmd.CombinedOutput()
-			if ctx.Err() != nil {
-				t.Fatalf("killed after %v (limit %v):\n%s", time.Since(start).Round(time.Millisecond), c.limit, out)
-			}
-			if err != nil {
-				t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
-			}
-			for r := range c.ranks {
-				if !strings.Contains(string(out), fmt.Sprintf("netjob rank %d of %d on %s ok", r, c.ranks, nw.Hosts[r].Name)) {
-					t.Fatalf("rank %d did not finish on its host:\n%s", r, out)
-				}
-			}
-			t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
+			nw := nictest.Network(t, nethost.Config{Hosts: c.ranks, Routed: c.routed})
+			job := hostJob{role: "netjob", env: c.env}
+			out, took := job.run(t, mpiexec, nw, c.limit, finished("netjob", c.ranks))
+			t.Logf("%v:\n%s", took, out)
 		})
 	}
 }
@@ -186,22 +164,12 @@ func TestNetnsHydra(t *testing.T) {
 // fails at Init, on the rank that differs from rank 0, with an error that
 // says to set it alike.
 func TestNetnsAuthMismatch(t *testing.T) {
-	mpiexec, err := exec.LookPath("mpiexec.mpich")
-	if err != nil {
-		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
-	}
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
-	nw, err := nethost.New(nethost.Config{Hosts: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nw.Close()
-	args := hostsJob(t, nw, "netjob", func(i int) []string {
+	mpiexec := needHostJobs(t)
+	nw := nictest.Network(t, nethost.Config{Hosts: 2})
+	job := hostJob{role: "netjob", hostEnv: func(i int) []string {
 		return []string{"TACHYON_ENGINE_NET_AUTH=" + strconv.FormatBool(i == 0)}
-	})
-	_, cmd := jobCommand(t, 2*time.Minute, mpiexec, args...)
+	}}
+	_, cmd := jobCommand(t, 2*time.Minute, mpiexec, job.args(t, nw)...)
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "engine_net_auth is off here but the job authenticates its frames") {
 		t.Fatalf("a job with engine_net_auth on rank 0 only: %v\n%s", err, out)
@@ -264,29 +232,4 @@ func TestTachyonrunNetns(t *testing.T) {
 	if after, _ := exec.Command("ip", "-o", "link").Output(); string(after) != string(before) {
 		t.Fatalf("links left behind:\nbefore %s\nafter %s", before, after)
 	}
-}
-
-// hostsJob returns mpiexec's MPMD arguments for a job of one rank in each
-// of nw's hosts: each rank enters its host through this test binary (the
-// shim) and runs role, with the KEY=VALUE entries env(i) gives rank i.
-func hostsJob(t *testing.T, nw *nethost.Network, role string, env func(i int) []string) []string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var args []string
-	for i, h := range nw.Hosts {
-		if i > 0 {
-			args = append(args, ":")
-		}
-		k, v, _ := strings.Cut(h.EnterEnv(), "=")
-		args = append(args, "-n", "1", "-env", k, v, "-env", testrole.Env, role)
-		for _, kv := range env(i) {
-			k, v, _ := strings.Cut(kv, "=")
-			args = append(args, "-env", k, v)
-		}
-		args = append(args, exe, exe, testrole.NoTests)
-	}
-	return args
 }

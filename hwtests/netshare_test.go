@@ -3,25 +3,17 @@
 package hwtests
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/engine"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
-	"github.com/tachyon-hpc/tachyon/internal/testrole"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
 	"github.com/tachyon-hpc/tachyon/nic"
 	"github.com/tachyon-hpc/tachyon/nic/nictest"
-	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // netShare is one rank of a job of two ranks on each of two hosts (role
@@ -42,19 +34,12 @@ func netShare(w *mpi.Comm) error {
 	if err := w.Barrier(); err != nil {
 		return err
 	}
-	read := func(name string) int64 {
-		v, ok := pvar.Lookup(name)
-		if !ok {
-			return -1
-		}
-		return v.Read()
-	}
 	host, _ := os.Hostname()
 	fmt.Printf("netshare rank %d on %s: path %s, shm messages %d, net messages %d, fallback frames %d, misqueued %d\n",
-		me, host, engine.PathName(read("engine_net_path")), read("engine_shm_messages"), read("engine_net_messages"),
-		read("nic_rx_fallback_frames"), read("nic_xdp_prog_misqueued"))
-	if read("engine_shm_messages") == 0 || read("engine_net_messages") == 0 {
-		return fmt.Errorf("rank %d: %d messages over shared memory, %d over the network; want both", me, read("engine_shm_messages"), read("engine_net_messages"))
+		me, host, engine.PathName(pvarRead("engine_net_path")), pvarRead("engine_shm_messages"), pvarRead("engine_net_messages"),
+		pvarRead("nic_rx_fallback_frames"), pvarRead("nic_xdp_prog_misqueued"))
+	if pvarRead("engine_shm_messages") == 0 || pvarRead("engine_net_messages") == 0 {
+		return fmt.Errorf("rank %d: %d messages over shared memory, %d over the network; want both", me, pvarRead("engine_shm_messages"), pvarRead("engine_net_messages"))
 	}
 	return nil
 }
@@ -65,58 +50,13 @@ func netShare(w *mpi.Comm) error {
 // pairs across the hosts go over AF_XDP (engine_net_path xdp-copy: a
 // veth has no zero-copy), the pairs within a host over shared memory.
 func TestNetnsSharedHost(t *testing.T) {
-	mpiexec, err := exec.LookPath("mpiexec.mpich")
-	if err != nil {
-		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
-	}
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
-	nw, err := nethost.New(nethost.Config{Hosts: 2, Queues: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nw.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var args []string
-	for i, h := range nw.Hosts {
-		if i > 0 {
-			args = append(args, ":")
-		}
-		// The ranks of a host share a directory for their segment (each
-		// has a /dev/shm of its own: nethost's shim), which makes them
-		// one host to the engine (HostID).
-		dir := filepath.Join(t.TempDir(), h.Name)
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		k, v, _ := strings.Cut(h.EnterEnv(), "=")
-		args = append(args, "-n", "2", "-env", k, v, "-env", testrole.Env, "netshare",
-			"-env", "TACHYON_NIC_MODE", "xdp", "-env", "TACHYON_RINGS_SHM_DIR", dir,
-			exe, exe, testrole.NoTests)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mpiexec, args...)
-	// A job past its time dies whole: mpiexec and what it started share
-	// a process group of their own, which the timeout kills.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
-	}
-	for r := range 4 {
-		if !strings.Contains(string(out), fmt.Sprintf("netshare rank %d on %s: path xdp-copy,", r, nw.Hosts[r/2].Name)) {
-			t.Fatalf("rank %d did not finish on %s over AF_XDP:\n%s", r, nw.Hosts[r/2].Name, out)
-		}
-	}
-	t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), out)
+	mpiexec := needHostJobs(t)
+	nw := nictest.Network(t, nethost.Config{Hosts: 2, Queues: 4})
+	job := hostJob{role: "netshare", perHost: 2, shareHost: true, env: []string{"TACHYON_NIC_MODE=xdp"}}
+	out, took := job.run(t, mpiexec, nw, 3*time.Minute, func(r int, host string) string {
+		return fmt.Sprintf("netshare rank %d on %s: path xdp-copy,", r, host)
+	})
+	t.Logf("%v:\n%s", took, out)
 }
 
 // TestNICSharedProgram: processes on one host share its interface's XDP
@@ -126,14 +66,7 @@ func TestNetnsSharedHost(t *testing.T) {
 // the dead one's queue, and so does a link opened after the third was
 // killed too; the last link's close detaches the program.
 func TestNICSharedProgram(t *testing.T) {
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
-	nw, err := nethost.New(nethost.Config{Queues: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nw.Close()
+	nw := nictest.Network(t, nethost.Config{Queues: 2})
 	h := nw.Hosts[1]
 	child, _ := startRole(t, h, "nichold", "TACHYON_NIC_SHARE=0/2")
 	open := func(share nic.Share) nic.Link {

@@ -25,6 +25,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/nic"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 )
 
 // The engine on a real NIC: TestRealNIC/named opens an endpoint's link
@@ -80,14 +81,7 @@ func TestRealNIC(t *testing.T) {
 		}
 	})
 	t.Run("simulated", func(t *testing.T) {
-		if err := nethost.Available(); err != nil {
-			testskip.Skip(t, testskip.NoNamespaces, err)
-		}
-		nw, err := nethost.New(nethost.Config{Queues: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nw.Close()
+		nw := nictest.Network(t, nethost.Config{Queues: 2})
 		a, b := nw.Hosts[0], nw.Hosts[1]
 		_, cue := startRole(t, b, "nicpeer", realNICEnv+"="+b.Iface, "TACHYON_NIC_MODE=xdp")
 		t.Log(cue)

@@ -6,19 +6,15 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
-	"github.com/tachyon-hpc/tachyon/internal/testrole"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -85,10 +81,7 @@ func scaleJob(w *mpi.Comm) error {
 		return fmt.Errorf("Barrier: %v", err)
 	}
 
-	gets := int64(-1) // before pmi_gets existed
-	if v, ok := pvar.Lookup("pmi_gets"); ok {
-		gets = v.Read()
-	}
+	gets := pvarRead("pmi_gets") // -1 before pmi_gets existed
 	other := int64(0)
 	if me != 0 {
 		other = gets
@@ -124,61 +117,19 @@ var scaleLine = regexp.MustCompile(`scale bootstrap of (\d+) ranks: (\S+) after 
 // otherwise, and its bootstrap must make O(N) PMI gets: rank 0 gathers
 // each allgather's N values, the others read a few chunks.
 func TestNetns32Ranks(t *testing.T) {
-	mpiexec, err := exec.LookPath("mpiexec.mpich")
-	if err != nil {
-		testskip.Skip(t, testskip.NoMPICH, "mpiexec.mpich is not installed (CI installs MPICH)")
-	}
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
+	mpiexec := needHostJobs(t)
 	const perHost = 4
 	for _, hosts := range []int{8, 4} {
 		n := hosts * perHost
 		t.Run(fmt.Sprintf("%dx%d", hosts, perHost), func(t *testing.T) {
-			nw, err := nethost.New(nethost.Config{Hosts: hosts})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nw.Close()
-			exe, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var args []string
-			for i, h := range nw.Hosts {
-				if i > 0 {
-					args = append(args, ":")
-				}
-				dir := filepath.Join(t.TempDir(), h.Name) // the host's ranks' segments: one host to the engine
-				if err := os.Mkdir(dir, 0o700); err != nil {
-					t.Fatal(err)
-				}
-				k, v, _ := strings.Cut(h.EnterEnv(), "=")
-				args = append(args, "-n", strconv.Itoa(perHost), "-env", k, v, "-env", testrole.Env, "scale",
-					"-env", "TACHYON_NIC_MODE", "udp", "-env", "TACHYON_RINGS_SHM_DIR", dir,
-					exe, exe, testrole.NoTests)
-			}
+			nw := nictest.Network(t, nethost.Config{Hosts: hosts})
 			limit := 2 * time.Minute
 			if raceEnabled {
 				limit = 5 * time.Minute
 			}
-			start := time.Now()
-			ctx, cmd := jobCommand(t, limit, mpiexec, args...)
-			out, err := cmd.CombinedOutput()
-			took := time.Since(start).Round(time.Millisecond)
-			if ctx.Err() != nil {
-				t.Fatalf("killed after %v (limit %v):\n%s", took, limit, out)
-			}
-			if err != nil {
-				t.Fatalf("%v after %v:\n%s", err, took, out)
-			}
-			for r := range n {
-				h := nw.Hosts[r/perHost].Name
-				if !strings.Contains(string(out), fmt.Sprintf("scale rank %d of %d on %s ok", r, n, h)) {
-					t.Fatalf("rank %d did not finish on host %s:\n%s", r, h, out)
-				}
-			}
-			m := scaleLine.FindStringSubmatch(string(out))
+			job := hostJob{role: "scale", perHost: perHost, shareHost: true, env: []string{"TACHYON_NIC_MODE=udp"}}
+			out, took := job.run(t, mpiexec, nw, limit, finished("scale", n))
+			m := scaleLine.FindStringSubmatch(out)
 			if m == nil {
 				t.Fatalf("rank 0 did not report the bootstrap:\n%s", out)
 			}

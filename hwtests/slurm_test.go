@@ -24,6 +24,7 @@ import (
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 	"github.com/tachyon-hpc/tachyon/mpi"
+	"github.com/tachyon-hpc/tachyon/nic/nictest"
 )
 
 // runRole is one rank of a job the test started under srun.
@@ -157,14 +158,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("netns-2", func(t *testing.T) {
 		// Each task a test host of its own: the job spans hosts, over
 		// AF_XDP between the tasks' namespaces.
-		if err := nethost.Available(); err != nil {
-			testskip.Skip(t, testskip.NoNamespaces, err)
-		}
-		nw, err := nethost.New(nethost.Config{Hosts: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nw.Close()
+		nw := nictest.Network(t, nethost.Config{Hosts: 2})
 		out, code, _ := c.srunEnv(t, "netjob", []string{nethost.EnterEnvEach(nw.Hosts), "TACHYON_NIC_MODE=xdp"},
 			"--mpi=pmi2", "-n", "2", os.Args[0])
 		if code != 0 {

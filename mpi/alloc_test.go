@@ -32,11 +32,8 @@ func TestRequestAllocs(t *testing.T) {
 func requestAllocs(t *testing.T, serialized bool) {
 	const window = 16
 	err := Run(1, func(c *Comm) error {
-		if serialized {
-			if err := c.p.ep.SetSerial(true); err != nil {
-				return err
-			}
-			c.p.thread = ThreadSerialized
+		if err := serialize(c, serialized); err != nil {
+			return err
 		}
 		buf := make([]byte, 8)
 		reqs := make([]*Request, 2*window)
@@ -68,6 +65,21 @@ func requestAllocs(t *testing.T, serialized bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// serialize makes the rank c of Run run as InitThread(ThreadSerialized)
+// makes a process run, when on: its endpoint serial (the engine's direct
+// paths, the requests' own fast path) and its thread level
+// ThreadSerialized. Off, it leaves c as Run made it (ThreadMultiple).
+func serialize(c *Comm, on bool) error {
+	if !on {
+		return nil
+	}
+	if err := c.p.ep.SetSerial(true); err != nil {
+		return err
+	}
+	c.p.thread = ThreadSerialized
+	return nil
 }
 
 func TestWaitallIntoStatuses(t *testing.T) {
@@ -117,11 +129,9 @@ func TestWaitallIntoErrors(t *testing.T) {
 
 func testWaitallIntoErrors(t *testing.T, serial bool) {
 	err := Run(2, func(c *Comm) error {
-		if serial { // below ThreadMultiple: the requests' own fast path
-			if err := c.p.ep.SetSerial(true); err != nil {
-				return err
-			}
-			c.p.thread = ThreadSerialized
+		// Below ThreadMultiple: the requests' own fast path.
+		if err := serialize(c, serial); err != nil {
+			return err
 		}
 		for round := range 3 {
 			if c.Rank() == 1 {
@@ -220,10 +230,9 @@ func TestWaitallIntoRecycles(t *testing.T) {
 // and the slot's next operation gets another, leaving it as it was.
 func TestSlotRequests(t *testing.T) {
 	err := Run(1, func(c *Comm) error {
-		if err := c.p.ep.SetSerial(true); err != nil {
+		if err := serialize(c, true); err != nil {
 			return err
 		}
-		c.p.thread = ThreadSerialized
 		buf := make([]byte, 8)
 		r1, err := recvFromSelf(c, buf, 1, nil)
 		if err != nil {
@@ -314,11 +323,8 @@ func BenchmarkSelfWindow(b *testing.B) {
 func selfWindow(b *testing.B, serialized bool) {
 	const window = 64
 	err := Run(1, func(c *Comm) error {
-		if serialized {
-			if err := c.p.ep.SetSerial(true); err != nil {
-				return err
-			}
-			c.p.thread = ThreadSerialized
+		if err := serialize(c, serialized); err != nil {
+			return err
 		}
 		buf := make([]byte, 8)
 		reqs := make([]*Request, 2*window)
@@ -435,11 +441,8 @@ func TestWaitallIntoMixed(t *testing.T) {
 	for _, serial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("serial=%v", serial), func(t *testing.T) {
 			err := Run(2, func(c *Comm) error {
-				if serial {
-					if err := c.p.ep.SetSerial(true); err != nil {
-						return err
-					}
-					c.p.thread = ThreadSerialized
+				if err := serialize(c, serial); err != nil {
+					return err
 				}
 				for round := range 3 {
 					if c.Rank() == 1 {
@@ -551,10 +554,9 @@ func TestWaitallIntoAfterOtherUse(t *testing.T) {
 		}},
 	}
 	err := Run(1, func(c *Comm) error {
-		if err := c.p.ep.SetSerial(true); err != nil {
+		if err := serialize(c, true); err != nil {
 			return err
 		}
-		c.p.thread = ThreadSerialized
 		tag := 0
 		for _, k := range kinds {
 			for _, u := range uses {

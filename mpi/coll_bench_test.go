@@ -12,13 +12,11 @@ import (
 func benchColl(b *testing.B, n int, fn func(c *Comm) error) {
 	b.ReportAllocs()
 	err := Run(n, func(c *Comm) error {
-		// Each rank's endpoint serial, as a process's at
-		// ThreadSerialized (tachyonrun's default): the engine's direct
-		// paths.
-		if err := c.p.ep.SetSerial(true); err != nil {
+		// Each rank as a process at ThreadSerialized (tachyonrun's
+		// default): the engine's direct paths.
+		if err := serialize(c, true); err != nil {
 			return err
 		}
-		c.p.thread = ThreadSerialized
 		for range 100 { // warm
 			if err := fn(c); err != nil {
 				return err

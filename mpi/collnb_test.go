@@ -354,9 +354,12 @@ func TestCollectiveContext(t *testing.T) {
 	}
 }
 
-// TestCollectiveAllocs: the blocking collectives allocate nothing per
-// call once warm.
-func TestCollectiveAllocs(t *testing.T) {
+// skipCollAllocs skips a test of a collective's allocations where they
+// are not the collective's own: under the race detector, with an
+// interceptor registered for the whole run, or with the ranks on a
+// network transport that loses, repeats or reorders frames.
+func skipCollAllocs(t *testing.T) {
+	t.Helper()
 	if raceEnabled {
 		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
 	}
@@ -370,6 +373,31 @@ func TestCollectiveAllocs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// leastAllocs returns the least of three measures of fn's allocations a
+// call (testing.AllocsPerRun of runs calls), and the first error fn
+// returned. AllocsPerRun counts every rank's allocations and rounds down,
+// and the engine's pools may still grow once when a busy machine delays a
+// rank: a call allocates if three measures of it do. Every rank must
+// measure as often, so that all make the same calls.
+func leastAllocs(runs int, fn func() error) (float64, error) {
+	var err error
+	allocs := math.Inf(1)
+	for range 3 {
+		allocs = min(allocs, testing.AllocsPerRun(runs, func() {
+			if e := fn(); e != nil && err == nil {
+				err = e
+			}
+		}))
+	}
+	return allocs, err
+}
+
+// TestCollectiveAllocs: the blocking collectives allocate nothing per
+// call once warm.
+func TestCollectiveAllocs(t *testing.T) {
+	skipCollAllocs(t)
 	err := Run(4, func(c *Comm) error {
 		small, out := []float64{1}, make([]float64, 1)
 		big, bigOut := make([]float64, 4096), make([]float64, 4096)
@@ -388,20 +416,7 @@ func TestCollectiveAllocs(t *testing.T) {
 			{"Alltoall", func() error { return Alltoall(c, a2s, a2) }},
 		}
 		for _, k := range cases {
-			// AllocsPerRun counts every rank's allocations, and the
-			// engine's pools may still grow once when a busy machine
-			// delays a rank: a call allocates if three measures of it
-			// do. Every rank measures as often, so that all make the
-			// same calls.
-			var err error
-			allocs := math.Inf(1)
-			for try := 0; try < 3; try++ {
-				allocs = min(allocs, testing.AllocsPerRun(100, func() {
-					if e := k.fn(); e != nil && err == nil {
-						err = e
-					}
-				}))
-			}
+			allocs, err := leastAllocs(100, k.fn)
 			if err != nil {
 				return err
 			}
@@ -424,19 +439,7 @@ func TestCollectiveAllocs(t *testing.T) {
 // message comes first: each measure spans a whole cycle of tags, so that
 // the few lists still made count for less than one allocation a call.
 func TestIcollectiveAllocs(t *testing.T) {
-	if raceEnabled {
-		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
-	}
-	if intercepted() {
-		testskip.Skip(t, testskip.Intercepted, "an interceptor is registered for the whole run")
-	}
-	if v, ok := cvar.Lookup("engine_net_force"); ok && v.String() == "true" {
-		for _, name := range []string{"nic_drop_rate", "nic_dup_rate", "nic_reorder_rate"} {
-			if v, ok := cvar.Lookup(name); ok && v.String() != "0" {
-				testskip.Skip(t, testskip.LossyNetwork, "engine_net_force with "+name+" "+v.String()+": the network transport's retransmissions allocate")
-			}
-		}
-	}
+	skipCollAllocs(t)
 	const n = 2
 	err := Run(n, func(c *Comm) error {
 		small, out := []float64{1}, make([]float64, 1)
@@ -461,18 +464,8 @@ func TestIcollectiveAllocs(t *testing.T) {
 					return err
 				}
 			}
-			// AllocsPerRun counts every rank's allocations (n a call
-			// is one a rank) and rounds down. The smallest of three
-			// measures, as in TestCollectiveAllocs.
-			var err error
-			allocs := math.Inf(1)
-			for try := 0; try < 3; try++ {
-				allocs = min(allocs, testing.AllocsPerRun(collTagSpan, func() {
-					if e := k.fn(); e != nil && err == nil {
-						err = e
-					}
-				}))
-			}
+			// n a call is one a rank.
+			allocs, err := leastAllocs(collTagSpan, k.fn)
 			if err != nil {
 				return err
 			}

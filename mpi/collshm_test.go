@@ -3,7 +3,6 @@ package mpi
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"sync"
@@ -451,17 +450,7 @@ func TestCollShmAllocs(t *testing.T) {
 			if err := fn(); err != nil { // the area's agreement, the first time
 				return err
 			}
-			// AllocsPerRun counts every rank's allocations: the least
-			// of three measures, as collnb_test's TestCollectiveAllocs.
-			var err error
-			allocs := math.Inf(1)
-			for range 3 {
-				allocs = min(allocs, testing.AllocsPerRun(100, func() {
-					if e := fn(); e != nil && err == nil {
-						err = e
-					}
-				}))
-			}
+			allocs, err := leastAllocs(100, fn)
 			if err != nil {
 				return err
 			}

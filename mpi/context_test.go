@@ -562,11 +562,8 @@ func TestContextAllocs(t *testing.T) {
 	for _, serialized := range []bool{false, true} {
 		t.Run(fmt.Sprint("serialized=", serialized), func(t *testing.T) {
 			err := Run(1, func(c *Comm) error {
-				if serialized {
-					if err := c.p.ep.SetSerial(true); err != nil {
-						return err
-					}
-					c.p.thread = ThreadSerialized
+				if err := serialize(c, serialized); err != nil {
+					return err
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -647,11 +644,8 @@ func BenchmarkContext(b *testing.B) {
 		} {
 			b.Run(level+"/"+bc.name, func(b *testing.B) {
 				err := Run(1, func(c *Comm) error {
-					if serialized {
-						if err := c.p.ep.SetSerial(true); err != nil {
-							return err
-						}
-						c.p.thread = ThreadSerialized
+					if err := serialize(c, serialized); err != nil {
+						return err
 					}
 					buf := make([]byte, 8)
 					b.ReportAllocs()

@@ -83,8 +83,10 @@ func scenario(name string, fn func(*Comm) error) string {
 	return name
 }
 
-// both runs scenario name on n ranks in-process and across processes.
-func both(t *testing.T, n int, name string) {
+// both runs scenario name on n ranks in-process and across processes,
+// the processes with the KEY=VALUE entries env added to their
+// environment.
+func both(t *testing.T, n int, name string, env ...string) {
 	t.Helper()
 	fn := scenarios[name]
 	t.Run("inproc", func(t *testing.T) {
@@ -97,7 +99,7 @@ func both(t *testing.T, n int, name string) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("processes", func(t *testing.T) { runProcesses(t, n, name) })
+	t.Run("processes", func(t *testing.T) { runProcesses(t, n, name, env...) })
 }
 
 // runProcesses runs scenario name as a job of n processes.
@@ -113,11 +115,11 @@ func runProcesses(t *testing.T, n int, name string, extraEnv ...string) {
 	}
 	defer func() { s.Remove(); s.Close() }()
 	cmds := make([]*exec.Cmd, n)
-	outs := make([]*lockedBuffer, n)
+	outs := make([]*testrole.Output, n)
 	for r := range cmds {
 		cmd := testrole.Command(name, append([]string{EnvSegment + "=" + seg,
 			EnvRank + "=" + strconv.Itoa(r), EnvSize + "=" + strconv.Itoa(n)}, extraEnv...))
-		outs[r] = &lockedBuffer{}
+		outs[r] = &testrole.Output{}
 		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
 
 		if err := cmd.Start(); err != nil {
@@ -143,22 +145,4 @@ func runProcesses(t *testing.T, n int, name string, extraEnv ...string) {
 			}
 		}
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }

@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/tachyon-hpc/tachyon/cvar"
-	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
 
 // The collectives on intercommunicators against references computed
@@ -661,19 +657,7 @@ func interErrorsCheck(c *Comm) error {
 // collectives on an intercommunicator (2×3) allocate nothing, the v-forms
 // (built again at every call) included.
 func TestIntercommCollectiveAllocs(t *testing.T) {
-	if raceEnabled {
-		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
-	}
-	if intercepted() {
-		testskip.Skip(t, testskip.Intercepted, "an interceptor is registered for the whole run")
-	}
-	if v, ok := cvar.Lookup("engine_net_force"); ok && v.String() == "true" {
-		for _, name := range []string{"nic_drop_rate", "nic_dup_rate", "nic_reorder_rate"} {
-			if v, ok := cvar.Lookup(name); ok && v.String() != "0" {
-				testskip.Skip(t, testskip.LossyNetwork, "engine_net_force with "+name+" "+v.String()+": the network transport's retransmissions allocate")
-			}
-		}
-	}
+	skipCollAllocs(t)
 	run := func(side int) func(*Comm) error {
 		return func(c *Comm) error {
 			nr, err := c.RemoteSize()
@@ -710,17 +694,7 @@ func TestIntercommCollectiveAllocs(t *testing.T) {
 				{"Alltoall", func() error { return Alltoall(c, a2s, a2) }},
 			}
 			for _, k := range cases {
-				// As TestCollectiveAllocs: the least of three measures,
-				// the same calls on every rank.
-				var err error
-				allocs := math.Inf(1)
-				for range 3 {
-					allocs = min(allocs, testing.AllocsPerRun(100, func() {
-						if e := k.fn(); e != nil && err == nil {
-							err = e
-						}
-					}))
-				}
+				allocs, err := leastAllocs(100, k.fn)
 				if err != nil {
 					return fmt.Errorf("%s: %w", k.name, err)
 				}

@@ -47,7 +47,7 @@ func findRecord(recs []map[string]any, level, msg string) map[string]any {
 // TestSessionLogger: a session's records go to the logger WithLogger
 // gave it, named by the session.
 func TestSessionLogger(t *testing.T) {
-	var out lockedBuffer
+	var out testrole.Output
 	srv := newTestSession(t, WithName("logged"), WithLogger(slog.New(slog.NewJSONHandler(&out, nil))), WithStat(false))
 	ln, err := srv.Listen("127.0.0.1:0")
 	if err != nil {

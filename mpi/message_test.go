@@ -34,20 +34,7 @@ var mprobeSizes = []int{0, 8, 4000, 100 << 10, 1 << 20}
 func bothEager(t *testing.T, n int, name string) {
 	t.Helper()
 	setEagerLimit(t, mprobeEager)
-	fn := scenarios[name]
-	t.Run("inproc", func(t *testing.T) {
-		if err := Run(n, func(c *Comm) error {
-			if err := fn(c); err != nil {
-				return err
-			}
-			return c.Finalize()
-		}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Run("processes", func(t *testing.T) {
-		runProcesses(t, n, name, cvar.EnvPrefix+"ENGINE_EAGER_LIMIT="+strconv.Itoa(mprobeEager))
-	})
+	both(t, n, name, cvar.EnvPrefix+"ENGINE_EAGER_LIMIT="+strconv.Itoa(mprobeEager))
 }
 
 // setEagerLimit sets engine_eager_limit for the test.

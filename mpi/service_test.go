@@ -177,7 +177,7 @@ type svcProcess struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	lines chan string
-	out   *lockedBuffer
+	out   *testrole.Output
 }
 
 // startRole starts the test binary as role with env added.
@@ -192,7 +192,7 @@ func startRole(t *testing.T, role string, env ...string) *svcProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &svcProcess{cmd: cmd, in: in, lines: make(chan string, 64), out: &lockedBuffer{}}
+	p := &svcProcess{cmd: cmd, in: in, lines: make(chan string, 64), out: &testrole.Output{}}
 	cmd.Stderr = p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -531,10 +531,7 @@ func BenchmarkGoroutinePingPong(b *testing.B) {
 		_, ap, ac := newCellPair(b, pingPongCells, 64)
 		_, bp, bc := newCellPair(b, pingPongCells, 64)
 		defer ap.Close() // on failure, the echo goroutine's Recv returns
-		done := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
+		onThreads(b, func() error {
 			var buf [64]byte
 			for range b.N {
 				n, err := ac.Recv(buf[:])
@@ -542,30 +539,23 @@ func BenchmarkGoroutinePingPong(b *testing.B) {
 					err = bp.Send(buf[:n])
 				}
 				if err != nil {
-					done <- err
-					return
+					return err
 				}
 			}
-			done <- nil
-		}()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		var buf [64]byte
-		msg := buf[:8]
-		b.ResetTimer()
-		for i := range b.N {
-			binary.LittleEndian.PutUint64(msg, uint64(i))
-			if err := ap.Send(msg); err != nil {
-				b.Fatal(err)
+			return nil
+		}, func() {
+			var buf [64]byte
+			msg := buf[:8]
+			for i := range b.N {
+				binary.LittleEndian.PutUint64(msg, uint64(i))
+				if err := ap.Send(msg); err != nil {
+					b.Fatal(err)
+				}
+				if n, err := bc.Recv(buf[:]); err != nil || n != 8 || binary.LittleEndian.Uint64(buf[:]) != uint64(i) {
+					b.Fatalf("echo %d: %d bytes, %v", i, n, err)
+				}
 			}
-			if n, err := bc.Recv(buf[:]); err != nil || n != 8 || binary.LittleEndian.Uint64(buf[:]) != uint64(i) {
-				b.Fatalf("echo %d: %d bytes, %v", i, n, err)
-			}
-		}
-		b.StopTimer()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		})
 		oneway(b)
 	})
 	b.Run("chan", func(b *testing.B) {
@@ -601,68 +591,47 @@ func BenchmarkGoroutineThroughput(b *testing.B) {
 	b.Run("ring-batch", func(b *testing.B) {
 		_, p, c := newCellPair(b, cells, 64)
 		defer c.Close() // on failure, the producer's Send or Check returns
-		done := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			done <- cellProduce(p, b.N, 8, tputBatch)
-		}()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		b.ResetTimer()
-		for got := 0; got < b.N; {
-			k, err := c.Peek(tputBatch)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for j := range k {
-				if binary.LittleEndian.Uint64(c.Message(j)) != uint64(got+j) {
-					b.Fatalf("message %d out of order", got+j)
+		onThreads(b, func() error { return cellProduce(p, b.N, 8, tputBatch) }, func() {
+			for got := 0; got < b.N; {
+				k, err := c.Peek(tputBatch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j := range k {
+					if binary.LittleEndian.Uint64(c.Message(j)) != uint64(got+j) {
+						b.Fatalf("message %d out of order", got+j)
+					}
+				}
+				c.Release(k)
+				got += k
+				if k == 0 {
+					asm.Pause()
 				}
 			}
-			c.Release(k)
-			got += k
-			if k == 0 {
-				asm.Pause()
-			}
-		}
-		b.StopTimer()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		})
 		rate(b)
 	})
 	b.Run("ring", func(b *testing.B) {
 		_, p, c := newCellPair(b, cells, 64)
 		defer c.Close() // on failure, the producer's Send or Check returns
-		done := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
+		onThreads(b, func() error {
 			var msg [8]byte
 			for i := range b.N {
 				binary.LittleEndian.PutUint64(msg[:], uint64(i))
 				if err := p.Send(msg[:]); err != nil {
-					done <- err
-					return
+					return err
 				}
 			}
-			done <- nil
-		}()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		var buf [64]byte
-		b.ResetTimer()
-		for i := range b.N {
-			n, err := c.Recv(buf[:])
-			if err != nil || n != 8 || binary.LittleEndian.Uint64(buf[:]) != uint64(i) {
-				b.Fatalf("message %d: %d bytes, %v", i, n, err)
+			return nil
+		}, func() {
+			var buf [64]byte
+			for i := range b.N {
+				n, err := c.Recv(buf[:])
+				if err != nil || n != 8 || binary.LittleEndian.Uint64(buf[:]) != uint64(i) {
+					b.Fatalf("message %d: %d bytes, %v", i, n, err)
+				}
 			}
-		}
-		b.StopTimer()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		})
 		rate(b)
 	})
 	b.Run("chan", func(b *testing.B) {
@@ -683,4 +652,26 @@ func BenchmarkGoroutineThroughput(b *testing.B) {
 		b.StopTimer()
 		rate(b)
 	})
+}
+
+// onThreads runs peer on a goroutine and timed on this one, each locked
+// to its thread (the rings spin: a goroutine moved between threads
+// would measure the scheduler), and times timed alone; b fails if peer
+// returns an error. When timed fails b, peer is not waited for: the
+// caller's deferred Close of a ring peer uses makes it return.
+func onThreads(b *testing.B, peer func() error, timed func()) {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		done <- peer()
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	timed()
+	b.StopTimer()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
 }

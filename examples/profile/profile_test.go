@@ -1,34 +1,15 @@
 package profile_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tachyon-hpc/tachyon/examples/profile"
+	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/mpi"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // tables splits the profiler's output into the tables of each rank, in
 // the order printed.
@@ -73,7 +54,7 @@ func wantRow(t *testing.T, rank int, rows map[string][]string, key string, want 
 // Finalize.
 func TestCountsSends(t *testing.T) {
 	const n, b, tag = 25, 100, 7
-	var out lockedBuffer
+	var out testrole.Output
 	remove := install(t, &out)
 	defer remove()
 	err := mpi.Main(2, func(c *mpi.Comm) error {
@@ -112,7 +93,7 @@ func TestCountsSends(t *testing.T) {
 // complete, with the size and source their statuses give.
 func TestCountsNonblocking(t *testing.T) {
 	const n, b = 8, 64
-	var out lockedBuffer
+	var out testrole.Output
 	remove := install(t, &out)
 	defer remove()
 	err := mpi.Main(3, func(c *mpi.Comm) error {
@@ -178,7 +159,7 @@ func TestCountsNonblocking(t *testing.T) {
 // and Pcontrol(2) prints every rank's table at once.
 func TestPcontrol(t *testing.T) {
 	const off, on, b = 5, 3, 10
-	var out lockedBuffer
+	var out testrole.Output
 	remove := install(t, &out)
 	defer remove()
 	exchange := func(c *mpi.Comm, k int) error {
@@ -243,7 +224,7 @@ func TestPcontrol(t *testing.T) {
 // TestRemove: after remove nothing is counted or printed, and a nil
 // writer prints nothing.
 func TestRemove(t *testing.T) {
-	var out lockedBuffer
+	var out testrole.Output
 	remove := install(t, &out)
 	if err := remove(); err != nil {
 		t.Fatal(err)

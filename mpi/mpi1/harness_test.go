@@ -1,7 +1,6 @@
 package mpi1
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -100,7 +99,7 @@ func runProcesses(t *testing.T, n int, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out lockedBuffer
+	var out testrole.Output
 	argv := testrole.Argv()
 	code, err := launch.Run(ctx, launch.Config{
 		N: n, Program: argv[0], Args: argv[1:],
@@ -110,23 +109,6 @@ func runProcesses(t *testing.T, n int, name string) {
 	if err != nil || code != 0 {
 		t.Fatalf("job of %d: exit %d, %v\n%s", n, code, err, out.String())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // expect checks that a call returned want with error status code.

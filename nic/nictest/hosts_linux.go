@@ -13,7 +13,7 @@ import (
 // process cannot make them (not root).
 func Hosts(t testing.TB) *nethost.Network {
 	t.Helper()
-	return hosts(t, nethost.Config{})
+	return Network(t, nethost.Config{})
 }
 
 // JumboHosts makes two test hosts as Hosts does, their veth pair of MTU
@@ -27,10 +27,13 @@ func JumboHosts(t testing.TB, mtu int) *nethost.Network {
 // namespace (nethost.Config.Routed), as Hosts does.
 func RoutedHosts(t testing.TB) *nethost.Network {
 	t.Helper()
-	return hosts(t, nethost.Config{Routed: true, Prefix: "rt"})
+	return Network(t, nethost.Config{Routed: true, Prefix: "rt"})
 }
 
-func hosts(t testing.TB, cfg nethost.Config) *nethost.Network {
+// Network makes the test hosts cfg describes, removed when t ends (after
+// the cleanups registered later, such as those that kill the processes
+// in the hosts); it skips t as Hosts does.
+func Network(t testing.TB, cfg nethost.Config) *nethost.Network {
 	t.Helper()
 	if err := nethost.Available(); err != nil {
 		testskip.Skip(t, testskip.NoNamespaces, err)

@@ -31,7 +31,7 @@ type Endpoint struct {
 	reader   remoteReader // nil: rendezvous always streams
 	net      *netDev      // the network device, nil if no peer is on the network
 	polls    uint64       // calls of pollLocked: a record link prefetches within a stream of sends only; the network keeper reads it unlocked
-	warmAt   int          // the peer whose link warmNext looks at first
+	warmAt   int          // the index in routs of the link warmNext looks at first
 	closed   bool
 	impaired bool          // closed, or a peer gone: what the usual cases of Irecv and IsendNow check
 	inflight int           // requests started and not yet complete
@@ -50,6 +50,8 @@ type Endpoint struct {
 	serial   bool             // no lock: one goroutine at a time (SetSerial)
 	notify   bool             // requests completed: ring this engine's doorbell at unlock
 	woken    []int32          // peers whose links got packets: wake them at unlock
+	scan     []int            // the peers whose inboxes a poll reads in turn: all but the network's (pollNet's)
+	routs    []int            // the peers whose links are record rings, which warmNext warms
 
 	// Performance variable shards, owned by owner: this rank's values.
 	owner     *pvar.Owner
@@ -164,6 +166,10 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 		if l, ok := links[i].(*recordLink); ok {
 			l.polls = &ep.polls
 			ep.peers[i].rout = l
+			ep.routs = append(ep.routs, i)
+		}
+		if _, ok := inboxes[i].(*netConn); !ok {
+			ep.scan = append(ep.scan, i)
 		}
 	}
 	ep.onClose = append(ep.onClose, prog.Register(ep))

@@ -206,10 +206,19 @@ func TestNetCreditShare(t *testing.T) {
 			defer ep.unlock()
 			d := ep.net
 			d.now = d.clock()
+			// Connections begin at their first frame: here the active
+			// ones and others before the share, the last after it,
+			// which takes it then.
+			for r := 1; r < 7 || r == c.active; r++ {
+				d.conns[r].begin()
+			}
 			for r := 1; r <= c.active; r++ {
 				d.conns[r].dataAt = d.now
 			}
 			d.shareCredit()
+			if c.active < 7 {
+				d.conns[7].begin()
+			}
 			want := c.want
 			if want == 0 {
 				// The link's: a UDP socket's buffer in frames.

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/tachyon-hpc/tachyon/internal/testcvar"
+	"github.com/tachyon-hpc/tachyon/nic"
+)
+
+// scaleJob joins ranks 0 and 1 of a job of n ranks, one a host, over UDP
+// links on loopback: ranks 2 to n-1 have cards (links opened and never
+// read) and are never sent to, as in a large job whose rank talks to one
+// peer. Everything closes when tb ends.
+func scaleJob(tb testing.TB, n int) (*Endpoint, *Endpoint) {
+	tb.Helper()
+	testcvar.Set(tb, "engine_net_bulk", "false")
+	cookie, err := randomUint64()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	links := make([]nic.Link, n)
+	peers := make([]NetPeer, n)
+	for i := range links {
+		l, err := nic.Open(nic.Config{Mode: nic.ModeUDP, Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0), Cookie: cookie})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		links[i] = l
+		peers[i] = NetPeer{Card: l.Card(), Epoch: uint32(2*i + 1)}
+	}
+	for _, l := range links[2:] {
+		tb.Cleanup(func() { l.Close() })
+	}
+	var eps [2]*Endpoint
+	for r := range eps {
+		ep, err := Join(JobSpec{Rank: r, Size: n, Local: []int{r}, Link: links[r], Cookie: cookie, Epoch: peers[r].Epoch, Peers: peers})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		eps[r] = ep
+		tb.Cleanup(func() { ep.Close() })
+	}
+	return eps[0], eps[1]
+}
+
+// scaleSizes are the job sizes the scale benchmarks run at.
+var scaleSizes = []int{2, 16, 64, 256}
+
+// BenchmarkNetScalePoll: one empty poll (nothing in flight, nothing
+// come) of rank 0 of a job of N ranks over the network: the cost should
+// not grow with N (docs/network.md, "What a poll walks").
+func BenchmarkNetScalePoll(b *testing.B) {
+	for _, n := range scaleSizes {
+		b.Run(fmt.Sprintf("peers=%d", n), func(b *testing.B) {
+			ep, _ := scaleJob(b, n)
+			poll := func() { // as Poll, but never put off by the progress engine's goroutine holding the endpoint
+				ep.lock()
+				ep.pollLocked()
+				ep.unlock()
+			}
+			for range 1000 {
+				poll()
+			}
+			b.ResetTimer()
+			for range b.N {
+				poll()
+			}
+		})
+	}
+}
+
+// BenchmarkNetScalePingPong: ranks 0 and 1 of a job of N ranks bounce an
+// 8-byte message over the network (UDP on loopback); ns/oneway is half
+// the round trip. The other N-2 peers are idle.
+func BenchmarkNetScalePingPong(b *testing.B) {
+	for _, n := range scaleSizes {
+		b.Run(fmt.Sprintf("peers=%d", n), func(b *testing.B) {
+			a, z := scaleJob(b, n)
+			done := make(chan error)
+			go func() {
+				buf := make([]byte, 8)
+				for {
+					st, err := z.Recv(buf, 0, AnyTag, 0)
+					if err != nil || st.Tag == 999 {
+						done <- err
+						return
+					}
+					if err := z.Send(buf, 0, 1, 0, Standard); err != nil {
+						done <- err
+						return
+					}
+				}
+			}()
+			buf := make([]byte, 8)
+			for range 200 {
+				a.Send(buf, 1, 1, 0, Standard)
+				a.Recv(buf, 1, 1, 0)
+			}
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				if err := a.Send(buf, 1, 1, 0, Standard); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := a.Recv(buf, 1, 1, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			el := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(el.Nanoseconds())/float64(2*b.N), "ns/oneway")
+			a.Send(nil, 1, 999, 0, Standard)
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

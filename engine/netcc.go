@@ -87,7 +87,7 @@ var (
 // Performance variables of congestion control and credit.
 var (
 	pvNetCwnd = pvar.NewLevel("engine_net_cwnd",
-		"Congestion windows of this rank toward its network peers, summed (engine_net_cwnd_initial each at the start).",
+		"Congestion windows of this rank toward its network peers, summed: engine_net_cwnd_initial each from the connection's first frame either way (a peer never talked to has none).",
 		pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
 	pvNetCwndHWM = pvar.NewHighWatermark("engine_net_cwnd_hwm",
 		"Largest congestion window toward one network peer that this rank has reached.",

@@ -52,6 +52,7 @@ type Endpoint struct {
 	woken    []int32          // peers whose links got packets: wake them at unlock
 	scan     []int            // the peers whose inboxes a poll reads in turn: all but the network's (pollNet's)
 	routs    []int            // the peers whose links are record rings, which warmNext warms
+	qpeers   []int32          // the peers queued (outq counts them), and some no longer: flushAll's to walk
 
 	// Performance variable shards, owned by owner: this rank's values.
 	owner     *pvar.Owner
@@ -99,6 +100,7 @@ type peer struct {
 	rndv   uint64              // the last rendezvous receive started from this peer
 	queued bool                // counted in outq
 	wake   bool                // in ep.woken
+	inQ    bool                // in ep.qpeers
 }
 
 // rxState tracks an eager message whose fragments are still arriving.
@@ -144,6 +146,7 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 	// ones in use share no line with another rank's memory.
 	ep.peers = make([]peer, size+2)[1 : size+1 : size+1]
 	ep.woken = make([]int32, 0, size)
+	ep.qpeers = make([]int32, 0, size)
 	shards := map[transportCounters]transportShards{}
 	for i := range ep.peers {
 		s, ok := shards[counts[i]]

@@ -349,7 +349,7 @@ func (ep *Endpoint) NextDue() (uint64, bool) {
 func (ep *Endpoint) BeforePark() {
 	ep.lock()
 	if ep.outq > 0 && !ep.closed {
-		for i := range ep.peers {
+		for _, i := range ep.qpeers {
 			if p := &ep.peers[i]; p.queued && p.dead == nil {
 				p.out.WantRoom()
 				ep.roomWaits.Inc()

@@ -12,8 +12,9 @@ import (
 
 // The poll loop: how packets come in. Poll takes each peer's packets from
 // its inbox in order (pollLocked: a ring's short packets a batch at a time
-// in pollShort, large ones in pollLarge) and hands each to handle
-// (handle.go); then it pushes what waits for room on the links. NextDue and
+// in pollShort, large ones in pollLarge; the network peers with packets
+// ready in pollNet) and hands each to handle (handle.go); then it pushes
+// what waits for room on the links. NextDue and
 // BeforePark tell the progress engine when a parked rank must look again.
 
 // Poll is the endpoint's Poller: it drains every inbox, then pushes what

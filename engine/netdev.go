@@ -113,7 +113,8 @@ type netDev struct {
 	ready  []*netConn
 	lanes  []*netConn
 	timers netTimers
-	share  uint32 // a begun connection's credit (shareCredit)
+	later  []*netConn // timers still due after a service handled them, pushed back after its pass
+	share  uint32     // a begun connection's credit (shareCredit)
 
 	now      uint64 // the clock at the last pump (or send)
 	pumped   uint64 // the clock at the last pump
@@ -186,6 +187,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 		work:     make([]*netConn, 0, n),
 		ready:    make([]*netConn, 0, n),
 		lanes:    make([]*netConn, 0, n),
+		later:    make([]*netConn, 0, n),
 		timers:   netTimers{h: make([]*netConn, 0, n)},
 		paths:    slices.Repeat([]int8{pathNone}, n),
 		rx:       make([]nic.RxDesc, 64),
@@ -385,9 +387,22 @@ func (d *netDev) service() {
 			c.sendAck(0)
 		}
 		if t := earliest(c.rtoAt, c.ackAt); t != 0 && c.dead == nil {
+			if t <= d.now {
+				// Still due: the link had no frame for the
+				// acknowledgement. The next service tries again.
+				d.later = append(d.later, c)
+			} else {
+				d.timers.arm(c, t)
+			}
+		}
+	}
+	for _, c := range d.later {
+		if t := earliest(c.rtoAt, c.ackAt); t != 0 && c.dead == nil {
 			d.timers.arm(c, t)
 		}
 	}
+	clear(d.later)
+	d.later = d.later[:0]
 	for i := 0; i < len(d.work); i++ {
 		c := d.work[i]
 		if c.dead != nil {

@@ -31,7 +31,7 @@ type Endpoint struct {
 	reader   remoteReader // nil: rendezvous always streams
 	net      *netDev      // the network device, nil if no peer is on the network
 	polls    uint64       // calls of pollLocked: a record link prefetches within a stream of sends only; the network keeper reads it unlocked
-	warmAt   int          // the peer whose link warmNext looks at first
+	warmAt   int          // the index in routs of the link warmNext looks at first
 	closed   bool
 	impaired bool          // closed, or a peer gone: what the usual cases of Irecv and IsendNow check
 	inflight int           // requests started and not yet complete
@@ -50,6 +50,9 @@ type Endpoint struct {
 	serial   bool             // no lock: one goroutine at a time (SetSerial)
 	notify   bool             // requests completed: ring this engine's doorbell at unlock
 	woken    []int32          // peers whose links got packets: wake them at unlock
+	scan     []int            // the peers whose inboxes a poll reads in turn: all but the network's (pollNet's)
+	routs    []int            // the peers whose links are record rings, which warmNext warms
+	qpeers   []int32          // the peers queued (outq counts them), and some no longer: flushAll's to walk
 
 	// Performance variable shards, owned by owner: this rank's values.
 	owner     *pvar.Owner
@@ -97,6 +100,7 @@ type peer struct {
 	rndv   uint64              // the last rendezvous receive started from this peer
 	queued bool                // counted in outq
 	wake   bool                // in ep.woken
+	inQ    bool                // in ep.qpeers
 }
 
 // rxState tracks an eager message whose fragments are still arriving.
@@ -142,6 +146,7 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 	// ones in use share no line with another rank's memory.
 	ep.peers = make([]peer, size+2)[1 : size+1 : size+1]
 	ep.woken = make([]int32, 0, size)
+	ep.qpeers = make([]int32, 0, size)
 	shards := map[transportCounters]transportShards{}
 	for i := range ep.peers {
 		s, ok := shards[counts[i]]
@@ -164,6 +169,10 @@ func newEndpoint(rank int, links []Link, inboxes []Inbox, counts []transportCoun
 		if l, ok := links[i].(*recordLink); ok {
 			l.polls = &ep.polls
 			ep.peers[i].rout = l
+			ep.routs = append(ep.routs, i)
+		}
+		if _, ok := inboxes[i].(*netConn); !ok {
+			ep.scan = append(ep.scan, i)
 		}
 	}
 	ep.onClose = append(ep.onClose, prog.Register(ep))

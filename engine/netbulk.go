@@ -151,6 +151,7 @@ func (d *netDev) bulkRecv(src int, r *Request, length int) bool {
 	r.bulk = true
 	c.in.want++
 	b.active++
+	d.markLane(c)
 	return true
 }
 
@@ -187,6 +188,7 @@ func (d *netDev) bulkSend(dest int, s *Request) bool {
 	}
 	o.q.push(s)
 	b.active++
+	d.markLane(c)
 	return true
 }
 
@@ -197,26 +199,36 @@ func putHeader(h *[bulkHeaderLen]byte, s *Request) {
 	put64(h[:], bulkLen, uint64(len(s.buf)))
 }
 
-// pollBulk moves what it can on every connection's lane and returns how
-// many system calls moved bytes.
+// pollBulk moves what it can on the lanes with transfers due (the
+// device's lanes list, network.go) and returns how many system calls
+// moved bytes. A lane with none due leaves the list.
 func (ep *Endpoint) pollBulk() int {
 	d := ep.net
 	n := 0
 	accept := false
-	for _, c := range d.list {
-		if c.dead != nil {
-			continue
-		}
-		if c.out.q.head != nil {
-			n += ep.writeBulk(c)
-		}
-		if c.in.want > 0 {
-			if c.in.s == nil {
-				accept = true
-			} else {
-				n += ep.readBulk(c)
+	for j := 0; j < len(d.lanes); {
+		c := d.lanes[j]
+		if c.dead == nil {
+			if c.out.q.head != nil {
+				n += ep.writeBulk(c)
+			}
+			if c.in.want > 0 {
+				if c.in.s == nil {
+					accept = true
+				} else {
+					n += ep.readBulk(c)
+				}
 			}
 		}
+		if c.dead != nil || c.out.q.head == nil && c.in.want == 0 {
+			c.inLanes = false
+			last := len(d.lanes) - 1
+			d.lanes[j] = d.lanes[last]
+			d.lanes[last] = nil
+			d.lanes = d.lanes[:last]
+			continue
+		}
+		j++
 	}
 	if accept || len(d.bulk.hellos) > 0 {
 		d.acceptBulk()

@@ -87,7 +87,7 @@ var (
 // Performance variables of congestion control and credit.
 var (
 	pvNetCwnd = pvar.NewLevel("engine_net_cwnd",
-		"Congestion windows of this rank toward its network peers, summed (engine_net_cwnd_initial each at the start).",
+		"Congestion windows of this rank toward its network peers, summed: engine_net_cwnd_initial each from the connection's first frame either way (a peer never talked to has none).",
 		pvar.WithUnit("frames"), pvar.WithBind(pvar.BindComm))
 	pvNetCwndHWM = pvar.NewHighWatermark("engine_net_cwnd_hwm",
 		"Largest congestion window toward one network peer that this rank has reached.",
@@ -177,24 +177,26 @@ func (c *netConn) startCC() {
 	cc.cwndHWM.Observe(int64(c.cwnd))
 }
 
-// shareCredit gives every connection an equal share of the device's
-// credit budget among the peers that sent data within
+// shareCredit gives every connection begun an equal share of the
+// device's credit budget among the peers that sent data within
 // engine_net_credit_active (one at least), and sets when to work it out
-// again. The device's service calls it every quarter of that.
+// again. The device's service calls it every quarter of that; a
+// connection begun meanwhile takes the last share (netConn.begin).
 func (d *netDev) shareCredit() {
 	cc := &d.cc
 	cc.creditAt = d.now + cc.creditActive/4
 	cr := d.window
 	if cc.creditBudget > 0 {
 		n := uint32(0)
-		for _, c := range d.list {
+		for _, c := range d.live {
 			if c.dataAt != 0 && d.now-c.dataAt < cc.creditActive {
 				n++
 			}
 		}
 		cr = min(max(cc.creditBudget/max(n, 1), cc.creditMin), d.window)
 	}
-	for _, c := range d.list {
+	d.share = cr
+	for _, c := range d.live {
 		c.credit = cr
 	}
 }
@@ -280,7 +282,7 @@ func (c *netConn) pace() bool {
 			c.paceHeld = true
 			cc.paceWaits.Inc()
 		}
-		d.armed(c.paceAt)
+		d.armed(c, c.paceAt) // the service that pops it flushes c, which holds frames: on the work list
 		return false
 	}
 	c.paceTAT = tat + iv

@@ -198,7 +198,7 @@ func (d *netDev) answerClock(c *netConn, probe []byte) {
 	}
 	c.clockErr, c.clockAt = claim, d.now
 	var first, second float64
-	for _, o := range d.list {
+	for _, o := range d.live {
 		if o.clockAt == 0 || d.now-o.clockAt > clockHeard*d.clockIntervalCounts() {
 			continue
 		}

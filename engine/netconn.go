@@ -106,7 +106,11 @@ type netConn struct {
 	bye               bool   // the peer said bye while lane transfers were due from it (closed)
 	probed            uint64 // when a probe last went out
 	dead              error
-	opener            *frameOpener // checks the peer's frames (engine_net_auth; nil: off)
+	// Where the connection is in the device's lists of work (network.go).
+	inWork, inReady, inLanes bool
+	hidx                     int32        // in dev.timers: index+1 (0: not there)
+	timerAt                  uint64       // its key there
+	opener                   *frameOpener // checks the peer's frames (engine_net_auth; nil: off)
 
 	// Congestion control (netcc.go): the frames that may be in flight
 	// (cwnd, at most window), the slow-start threshold, the frames
@@ -173,17 +177,50 @@ const pktLen = 2
 // seqLT reports whether seq a comes before b, modulo 2^32.
 func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
 
+// newNetConn makes a connection to the peer of rank and incarnation
+// epoch, added to the link as peer, begun (its windows made).
 func newNetConn(d *netDev, peer nic.Peer, rank, epoch uint32, now uint64) *netConn {
+	c := newPeerConn(d, peer, rank, epoch, now)
+	if !c.begin() {
+		panic(c.dead) // only with a job key newNetDev refused
+	}
+	return c
+}
+
+// newPeerConn makes the connection to a peer as the bootstrap does for
+// every network peer: what it needs to answer a probe or say bye, not
+// yet begun. A rank of a large job talks to few of its peers: the
+// windows (two arrays of engine_net_window slots), the frame key and the
+// congestion window come with the first frame either way (begin).
+func newPeerConn(d *netDev, peer nic.Peer, rank, epoch uint32, now uint64) *netConn {
 	w := d.window
-	c := &netConn{
+	return &netConn{
 		dev: d, peer: peer, rank: rank, epoch: epoch,
 		mask: w - 1, window: w,
-		sndLimit: w, advLimit: w, credit: w,
-		tx: make([]txSlot, w), rx: make([]rxSlot, w),
+		sndLimit: w, advLimit: w, credit: d.share,
 		rto: d.rtoInit, heard: now, progressAt: now,
 	}
+}
+
+// begin makes what the connection needs to carry data: its windows, its
+// peer's frame key (engine_net_auth), its congestion window and its
+// share of credit. It runs at the first frame to or from the peer; a key
+// that cannot be made fails the peer, and begin reports false.
+func (c *netConn) begin() bool {
+	d := c.dev
+	if d.job != nil {
+		aead, err := frameAEAD(d.job, c.rank, c.epoch)
+		if err != nil {
+			c.fail(d.clock(), "its frame key: %v", err)
+			return false
+		}
+		c.opener = &frameOpener{aead: aead}
+	}
+	c.tx, c.rx = make([]txSlot, c.window), make([]rxSlot, c.window)
+	c.credit = d.share
 	c.startCC()
-	return c
+	d.live = append(d.live, c)
+	return true
 }
 
 // Reserve returns room for a packet of n bytes: in the frame being
@@ -199,6 +236,9 @@ func (c *netConn) Reserve(n int) []byte {
 	}
 	d := c.dev
 	if !c.open {
+		if c.tx == nil && !c.begin() {
+			return nil
+		}
 		if c.sndNxt-c.sndUna >= c.cwnd {
 			c.wait(stallCwnd)
 			return nil
@@ -211,7 +251,7 @@ func (c *netConn) Reserve(n int) []byte {
 				now := d.clock()
 				c.askedFrom = max(c.askedFrom, now)
 				c.rtoAt = now + c.rto
-				d.armed(c.rtoAt)
+				d.armed(c, c.rtoAt)
 			}
 			return nil
 		}
@@ -297,8 +337,14 @@ func (c *netConn) Check() error {
 		return c.dead
 	}
 	d := c.dev
-	d.pump() // what has come counts before silence is judged
-	d.closeTx()
+	if d.clock()-d.pumped >= d.ackDelay {
+		// What has come counts before silence is judged: read unless a
+		// pump just did (the poll that runs the checks, a Check of
+		// another peer), so that checking every peer costs one read of
+		// the link, not one a peer.
+		d.pump()
+		d.closeTx()
+	}
 	if c.dead != nil {
 		return c.dead
 	}
@@ -585,6 +631,9 @@ func (c *netConn) onAck(ack, sack uint32, credit uint16) {
 		c.rtoAt = 0
 		if c.sndUna != c.sndSent {
 			c.rtoAt = d.now + c.rto
+			if c.hidx == 0 || c.rtoAt < c.timerAt {
+				d.timers.arm(c, c.rtoAt) // sooner than the key: a shorter timeout
+			}
 		}
 	}
 	if sack == 0 {
@@ -793,6 +842,7 @@ func (c *netConn) onData(seq uint32, flags nic.Flags, f nic.Frame, data []byte) 
 		}
 	}
 	c.moved()
+	d.markReady(c)
 	return true
 }
 
@@ -875,6 +925,7 @@ func (c *netConn) Release(k int) {
 	c.dev.flushReleased()
 	if limit := c.dlvNxt + c.credit; limit-c.advLimit >= c.credit/2 || c.advLimit-c.rcvNxt <= c.credit/4 {
 		c.ackNow = true
+		c.dev.touch(c)
 	}
 }
 

@@ -105,9 +105,19 @@ type netDev struct {
 	window uint32
 	conns  []*netConn // by rank; nil where the peer is not on the network
 	paths  []int8     // by rank: the path to the peer (netpath.go), pathNone for none
-	list   []*netConn // the connections, to walk
+	list   []*netConn // every connection, begun or not, for close
+	live   []*netConn // the connections begun (netConn.begin), to share credit among
 
-	now      uint64 // the clock at the last pump
+	// What the polls walk (network.go): the connections with work.
+	work   []*netConn
+	ready  []*netConn
+	lanes  []*netConn
+	timers netTimers
+	later  []*netConn // timers still due after a service handled them, pushed back after its pass
+	share  uint32     // a begun connection's credit (shareCredit)
+
+	now      uint64 // the clock at the last pump (or send)
+	pumped   uint64 // the clock at the last pump
 	rx       []nic.RxDesc
 	rel      []nic.Frame // frames to give back to the link, batched
 	ackFrame [1]nic.Frame
@@ -174,6 +184,11 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 	d := &netDev{
 		link: link, cookie: cookie, self: self, epoch: epoch, window: w,
 		conns:    make([]*netConn, n),
+		work:     make([]*netConn, 0, n),
+		ready:    make([]*netConn, 0, n),
+		lanes:    make([]*netConn, 0, n),
+		later:    make([]*netConn, 0, n),
+		timers:   netTimers{h: make([]*netConn, 0, n)},
 		paths:    slices.Repeat([]int8{pathNone}, n),
 		rx:       make([]nic.RxDesc, 64),
 		rel:      make([]nic.Frame, 0, 2*int(w)+64),
@@ -206,6 +221,7 @@ func newNetDev(link nic.Link, cookie uint64, self, epoch uint32, n int, key []by
 	d.mode.Set(linkMode(link.Status()))
 	d.cc = newCCConfig(w, link.Status().RxCapacity, c)
 	d.now = d.clock()
+	d.shareCredit()
 	return d, nil
 }
 
@@ -296,20 +312,16 @@ func (d *netDev) own(o *pvar.Owner) {
 func (d *netDev) clock() uint64 { return progress.NowCoarse() }
 
 // connect makes the connection to rank, which listens at card with
-// incarnation epoch, and for its bulk lane at bulkPort (0: none).
+// incarnation epoch, and for its bulk lane at bulkPort (0: none): the
+// card checked and the peer added to the link now, at bootstrap, the
+// connection's windows, frame key and congestion state at its first
+// frame either way (netConn.begin).
 func (d *netDev) connect(rank int, card nic.Card, epoch uint32, bulkPort uint16) (*netConn, error) {
 	p, err := d.link.AddPeer(card)
 	if err != nil {
 		return nil, fmt.Errorf("%w: rank %d at %v: %v", ErrConfig, rank, card, err)
 	}
-	c := newNetConn(d, p, uint32(rank), epoch, d.clock())
-	if d.job != nil {
-		aead, err := frameAEAD(d.job, uint32(rank), epoch)
-		if err != nil {
-			return nil, fmt.Errorf("%w: rank %d's frame key: %v", ErrConfig, rank, err)
-		}
-		c.opener = &frameOpener{aead: aead}
-	}
+	c := newPeerConn(d, p, uint32(rank), epoch, d.clock())
 	// Packets fit the smaller MTU of the two links, and a frame's u16
 	// length, with the trailer.
 	c.max = min(d.link.MTU(), int(card.MTU), 0xffff) - nic.HeaderLen - pktLen - d.trailer
@@ -320,7 +332,6 @@ func (d *netDev) connect(rank int, card nic.Card, epoch uint32, bulkPort uint16)
 	d.conns[rank] = c
 	d.paths[rank] = int8(d.notePath(card))
 	d.list = append(d.list, c)
-	d.shareCredit()
 	return c, nil
 }
 
@@ -332,6 +343,7 @@ func (d *netDev) pump() int {
 	d.sendTx() // what an acknowledgement read now frees has gone
 	d.openTx()
 	d.now = d.clock()
+	d.pumped = d.now
 	n := 0
 	for {
 		k := d.link.Receive(d.rx)
@@ -347,16 +359,17 @@ func (d *netDev) pump() int {
 	return n
 }
 
-// service runs the connections' timers once the endpoint has handled
-// what came: retransmissions, frames the link had no room for, a peer
-// waiting for credit, acknowledgements owed (those the handling just
-// made owed, with the window it just opened, included). Then it hands
-// the link the poll's frames (closeTx).
+// service runs the timers due and the connections with work once the
+// endpoint has handled what came: retransmissions, frames the link had
+// no room for or pacing held, frames left open, acknowledgements owed
+// (those the handling just made owed, with the window it just opened,
+// included). It walks only those (network.go), however many peers the
+// rank has. Then it hands the link the poll's frames (closeTx).
 func (d *netDev) service() {
 	d.link.Poll()
-	var due, rtoDue uint64
 	pumped := false
-	for _, c := range d.list {
+	for t := d.timers.top(); t != 0 && d.now >= t; t = d.timers.top() {
+		c := d.timers.pop()
 		if c.dead != nil {
 			continue
 		}
@@ -367,10 +380,35 @@ func (d *netDev) service() {
 			d.pump()
 			pumped = true
 		}
-		if c.rtoAt != 0 && d.now >= c.rtoAt {
+		if c.rtoAt != 0 && d.now >= c.rtoAt && c.dead == nil {
 			c.timeout()
 		}
-		if c.sndSent != c.sndNxt {
+		if c.ackOwed > 0 && c.ackAt != 0 && d.now >= c.ackAt && c.dead == nil {
+			c.sendAck(0)
+		}
+		if t := earliest(c.rtoAt, c.ackAt); t != 0 && c.dead == nil {
+			if t <= d.now {
+				// Still due: the link had no frame for the
+				// acknowledgement. The next service tries again.
+				d.later = append(d.later, c)
+			} else {
+				d.timers.arm(c, t)
+			}
+		}
+	}
+	for _, c := range d.later {
+		if t := earliest(c.rtoAt, c.ackAt); t != 0 && c.dead == nil {
+			d.timers.arm(c, t)
+		}
+	}
+	clear(d.later)
+	d.later = d.later[:0]
+	for i := 0; i < len(d.work); i++ {
+		c := d.work[i]
+		if c.dead != nil {
+			continue
+		}
+		if c.sndSent != c.sndNxt || c.open {
 			c.flush()
 		}
 		switch {
@@ -378,15 +416,24 @@ func (d *netDev) service() {
 			c.sendAck(0)
 		case c.ackOwed > 0 && c.ackAt == 0:
 			c.ackAt = d.now + d.ackDelay
+			d.timers.arm(c, c.ackAt)
 		case c.ackOwed > 0 && d.now >= c.ackAt:
 			c.sendAck(0)
 		}
-		due = earliest(earliest(due, c.rtoAt), c.ackAt)
-		rtoDue = earliest(rtoDue, c.rtoAt)
-		if c.paceHeld && c.sndSent != c.sndNxt {
-			due, rtoDue = earliest(due, c.paceAt), earliest(rtoDue, c.paceAt) // a frame waits for its pacing slot
+	}
+	// What is left for the next service: frames the link did not take,
+	// an acknowledgement that did not go.
+	k := 0
+	for _, c := range d.work {
+		if c.dead == nil && (c.sndSent != c.sndNxt || c.open || c.ackNow) {
+			d.work[k] = c
+			k++
+		} else {
+			c.inWork = false
 		}
 	}
+	clear(d.work[k:])
+	d.work = d.work[:k]
 	if d.now >= d.cc.creditAt {
 		d.shareCredit()
 	}
@@ -394,8 +441,9 @@ func (d *netDev) service() {
 		d.tickClock()
 	}
 	d.flushReleased()
+	due := d.timers.top()
 	asm.StoreRelaxed64(&d.due, due)
-	asm.StoreRelaxed64(&d.rtoDue, rtoDue)
+	asm.StoreRelaxed64(&d.rtoDue, due)
 	asm.StoreRelaxed64(&d.flushDue, 0) // every open frame went
 	d.closeTx()                        // its timers (armed) and refusals (coalesced) set what the stores above cleared
 }
@@ -404,6 +452,7 @@ func (d *netDev) service() {
 // last: the next poll sends it, or the keeper by engine_net_coalesce_max
 // if the rank stops polling.
 func (d *netDev) coalesced(c *netConn) {
+	d.touch(c)
 	if asm.LoadAcquire64(&d.flushDue) == 0 {
 		asm.StoreRelaxed64(&d.flushDue, d.clock()+d.coalesceMax)
 	}
@@ -417,10 +466,11 @@ func earliest(a, b uint64) uint64 {
 	return a
 }
 
-// armed tells the device's timers that a connection's retransmission
-// timer now runs out at t, so that NextDue and the keeper know it before
-// the next service.
-func (d *netDev) armed(t uint64) {
+// armed tells the device's timers that c's retransmission timer now
+// runs out at t, so that the service, NextDue and the keeper know it
+// before the next service.
+func (d *netDev) armed(c *netConn, t uint64) {
+	d.timers.arm(c, t)
 	if cur := asm.LoadAcquire64(&d.rtoDue); cur == 0 || t < cur {
 		asm.StoreRelaxed64(&d.rtoDue, t)
 	}
@@ -506,7 +556,7 @@ func (d *netDev) frame(r *nic.RxDesc) {
 		d.release(r.Frame)
 		return
 	}
-	if c.dead != nil {
+	if c.dead != nil || c.tx == nil && !c.begin() {
 		d.release(r.Frame)
 		return
 	}
@@ -528,12 +578,15 @@ func (d *netDev) frame(r *nic.RxDesc) {
 	c.onAck(h.Ack, h.SACK, h.Credit)
 	switch h.Type {
 	case nic.TypeData:
-		if c.onData(h.Seq, h.Flags, r.Frame, data) {
+		kept := c.onData(h.Seq, h.Flags, r.Frame, data)
+		d.touch(c) // an acknowledgement owed, now or later
+		if kept {
 			return
 		}
 	case nic.TypeAck:
 		if h.Flags&nic.FlagAckNow != 0 {
 			c.ackNow = true // a probe
+			d.touch(c)
 		}
 		if len(data) > 0 {
 			c.onSack(h.Ack, data)
@@ -589,7 +642,7 @@ func (d *netDev) close() error {
 	deadline := d.clock() + linger
 	for {
 		waiting := false
-		for _, c := range d.list {
+		for _, c := range d.live {
 			if c.dead == nil && c.sndUna != c.sndNxt {
 				waiting = true
 			}

@@ -197,7 +197,7 @@ func (c *netConn) sent(w *txWork, f nic.Frame, now uint64) {
 	}
 	if c.rtoAt == 0 {
 		c.rtoAt = now + c.rto
-		d.armed(c.rtoAt)
+		d.armed(c, c.rtoAt)
 	}
 }
 
@@ -207,6 +207,7 @@ func (c *netConn) refused(w *txWork, f nic.Frame, err error) {
 	d := c.dev
 	c.sendFailed(err)
 	c.ackNow = true // what the stamp said did not go
+	d.touch(c)
 	switch w.kind {
 	case txAck, txControl:
 		d.ackFrame[0] = f

@@ -12,8 +12,9 @@ import (
 
 // The poll loop: how packets come in. Poll takes each peer's packets from
 // its inbox in order (pollLocked: a ring's short packets a batch at a time
-// in pollShort, large ones in pollLarge) and hands each to handle
-// (handle.go); then it pushes what waits for room on the links. NextDue and
+// in pollShort, large ones in pollLarge; the network peers with packets
+// ready in pollNet) and hands each to handle (handle.go); then it pushes
+// what waits for room on the links. NextDue and
 // BeforePark tell the progress engine when a parked rank must look again.
 
 // Poll is the endpoint's Poller: it drains every inbox, then pushes what
@@ -55,7 +56,7 @@ func (ep *Endpoint) pollLocked() int {
 		n = ep.net.pump()
 	}
 	batch, large := int(pollBatch.Get()), largePacket()
-	for i := range ep.peers {
+	for _, i := range ep.scan {
 		p := &ep.peers[i]
 		ep.releaseHeld(p)
 		var k, base int
@@ -101,6 +102,9 @@ func (ep *Endpoint) pollLocked() int {
 		if err != nil {
 			ep.malformed.Inc()
 		}
+	}
+	if ep.net != nil && len(ep.net.ready) > 0 {
+		n += ep.pollNet(batch)
 	}
 	if n == 0 {
 		ep.warmNext()
@@ -228,6 +232,38 @@ func (ep *Endpoint) pollLarge(i int, rd *rings.RecordReader, pkt []byte, k, batc
 	}
 }
 
+// pollNet is pollLocked's loop over the network peers: only those with
+// packets ready in order, or handled by the last poll and not yet
+// released (the device's ready list, network.go), however many network
+// peers the rank has. A peer leaves the list once it has neither.
+func (ep *Endpoint) pollNet(batch int) int {
+	d := ep.net
+	n := 0
+	for j := 0; j < len(d.ready); {
+		c := d.ready[j]
+		i := int(c.rank)
+		p := &ep.peers[i]
+		ep.releaseHeld(p)
+		k, err := c.Peek(batch)
+		for m := 0; m < k; m++ {
+			ep.handle(i, c.Packet(m))
+		}
+		if k > 0 {
+			p.held = k
+			n += k
+		}
+		if err != nil {
+			ep.malformed.Inc()
+		}
+		if p.held == 0 && c.dlvNxt == c.rcvNxt {
+			d.unready(j)
+			continue
+		}
+		j++
+	}
+	return n
+}
+
 // largePacket returns engine_poll_release_bytes, with 0 (never) as the
 // largest int.
 func largePacket() int {
@@ -240,18 +276,19 @@ func largePacket() int {
 // warmNext warms one record link that streamed recently, the next after
 // the one it warmed last (recordLink.warm): one a poll, so that a rank
 // that streamed to many peers does not make every poll of its wait that
-// many times longer.
+// many times longer. It looks at the record links only (routs), not at
+// every peer.
 func (ep *Endpoint) warmNext() {
-	for k := range ep.peers {
-		i := ep.warmAt + k
-		if i >= len(ep.peers) {
-			i -= len(ep.peers)
+	for k := range ep.routs {
+		j := ep.warmAt + k
+		if j >= len(ep.routs) {
+			j -= len(ep.routs)
 		}
-		if l := ep.peers[i].rout; l != nil && l.streamed {
+		if l := ep.peers[ep.routs[j]].rout; l.streamed {
 			if c := l.warm(ep.polls); c > 0 {
 				ep.warmed.Add(uint64(c))
-				ep.warmAt = i + 1
-				if ep.warmAt == len(ep.peers) {
+				ep.warmAt = j + 1
+				if ep.warmAt == len(ep.routs) {
 					ep.warmAt = 0
 				}
 				return
@@ -313,7 +350,7 @@ func (ep *Endpoint) NextDue() (uint64, bool) {
 func (ep *Endpoint) BeforePark() {
 	ep.lock()
 	if ep.outq > 0 && !ep.closed {
-		for i := range ep.peers {
+		for _, i := range ep.qpeers {
 			if p := &ep.peers[i]; p.queued && p.dead == nil {
 				p.out.WantRoom()
 				ep.roomWaits.Inc()

@@ -336,20 +336,42 @@ func (ep *Endpoint) stalled(p *peer) {
 	ep.markQueued(p)
 }
 
+// markQueued counts p in outq, and puts it on the list flushAll walks.
 func (ep *Endpoint) markQueued(p *peer) {
 	if !p.queued {
 		p.queued = true
 		ep.outq++
+		if !p.inQ {
+			p.inQ = true
+			ep.qpeers = append(ep.qpeers, int32(ep.peerIndex(p)))
+		}
 	}
 }
 
-// flushAll pushes what waits on every link and returns the packets sent.
+// peerIndex returns the rank of p, one of ep.peers.
+func (ep *Endpoint) peerIndex(p *peer) int {
+	return int((uintptr(unsafe.Pointer(p)) - uintptr(unsafe.Pointer(unsafe.SliceData(ep.peers)))) / unsafe.Sizeof(peer{}))
+}
+
+// flushAll pushes what waits on the links of the peers queued and
+// returns the packets sent: it walks those (qpeers), not every peer, and
+// drops from the list the ones no longer queued.
 func (ep *Endpoint) flushAll() int {
 	n := 0
-	for i := range ep.peers {
-		if ep.peers[i].queued {
+	for j := 0; j < len(ep.qpeers); {
+		i := int(ep.qpeers[j])
+		p := &ep.peers[i]
+		if p.queued {
 			n += ep.flush(i)
 		}
+		if !p.queued {
+			p.inQ = false
+			last := len(ep.qpeers) - 1
+			ep.qpeers[j] = ep.qpeers[last]
+			ep.qpeers = ep.qpeers[:last]
+			continue
+		}
+		j++
 	}
 	return n
 }

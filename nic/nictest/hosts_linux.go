@@ -20,7 +20,7 @@ func Hosts(t testing.TB) *nethost.Network {
 // mtu.
 func JumboHosts(t testing.TB, mtu int) *nethost.Network {
 	t.Helper()
-	return hosts(t, nethost.Config{MTU: mtu, Prefix: "tj"})
+	return Network(t, nethost.Config{MTU: mtu, Prefix: "tj"})
 }
 
 // RoutedHosts makes two test hosts on two subnets joined by a router

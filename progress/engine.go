@@ -71,6 +71,12 @@ var (
 	pvTimers = pvar.NewLevel("progress_timers_pending",
 		"Depth of the timer wheel: timers armed on it and not yet fired or cancelled.",
 		pvar.WithUnit("timers"), pvar.WithBind(pvar.BindComm))
+	pvPollTime = pvar.NewTimer("progress_poll_time",
+		"Time spent in the progress loop's polls (progress_polls), estimated by sampling: every 16th poll is timed on the coarse clock, from the reading it takes anyway to one more at its end, and counted 16 times, so the estimate costs one clock read per 16 polls.",
+		pvar.WithUnit("clock counts"), pvar.WithBind(pvar.BindComm))
+	pvWaitTime = pvar.NewTimer("progress_wait_time",
+		"Time goroutines spent in waits on the engine (Wait, WaitAny, WaitAll, WaitUntil, their Context forms, a timer's Wait) that did not return at once: from the first poll that found nothing to the wait's last reading of the coarse clock, which its idle back-off takes every few empty polls and after each park (so a few polls short of the return). Waits that overlap each count their own time.",
+		pvar.WithUnit("clock counts"), pvar.WithBind(pvar.BindComm))
 	pvLate = pvar.NewTimer("progress_timer_lateness",
 		"Time by which fired timers were late, summed: the time of the poll that fired each, less its due time (progress_timers_fired counts them). A timer never fires early.",
 		pvar.WithUnit("clock counts"), pvar.WithBind(pvar.BindComm))
@@ -148,11 +154,12 @@ type Engine struct {
 	spinC, parkC, marginC        uint64 // clock counts from idle to the yield phase and to parking; the margin
 	lot                          lot    // the goroutines parked on the doorbell
 
-	owner                           *pvar.Owner
-	polls, empty, work, fired, late *pvar.CounterShard // written under the polling flag
-	pending                         *pvar.LevelShard
-	lateHWM                         *pvar.WatermarkShard
-	lateLWM                         *pvar.LowWatermarkShard
+	owner                                     *pvar.Owner
+	polls, empty, work, fired, late, pollTime *pvar.CounterShard // written under the polling flag
+	waitTime                                  *pvar.CounterShard // added to atomically by the waiters (AddAtomic)
+	pending                                   *pvar.LevelShard
+	lateHWM                                   *pvar.WatermarkShard
+	lateLWM                                   *pvar.LowWatermarkShard
 
 	napping  atomic.Int32 // goroutines using the doorbell (a nap, a context's wake-up) from enterNap on: Close waits for none
 	mu       sync.Mutex   // registration, Start/Stop, Close: never the message path
@@ -210,6 +217,7 @@ func New(opts ...Option) (*Engine, error) {
 	e.polls, e.empty, e.work, e.fired = pvPolls.ShardOf(o), pvEmpty.ShardOf(o), pvWork.ShardOf(o), pvFired.ShardOf(o)
 	e.late, e.lateHWM, e.lateLWM = pvLate.ShardOf(o), pvLateHWM.ShardOf(o), pvLateLWM.ShardOf(o)
 	e.pending = pvTimers.ShardOf(o)
+	e.pollTime, e.waitTime = pvPollTime.ShardOf(o), pvWaitTime.ShardOf(o)
 	return e, nil
 }
 
@@ -314,7 +322,8 @@ func (e *Engine) Coarse() uint64 {
 }
 
 // coarseEvery is how many polls may pass between two of the engine's own
-// readings of the clock for Coarse.
+// readings of the clock for Coarse. The poll that takes the reading is
+// the one progress_poll_time times, and counts coarseEvery times.
 const coarseEvery = 16
 
 // refreshCoarse reads the coarse clock into Coarse's reading and returns
@@ -328,8 +337,9 @@ func (e *Engine) refreshCoarse() uint64 {
 // poll is Progress's body; the caller holds the polling flag, or the
 // engine is serial.
 func (e *Engine) poll() int {
+	var start uint64 // a timed poll's first reading, 0 if this poll is not timed
 	if e.pollN++; e.pollN%coarseEvery == 0 {
-		e.refreshCoarse()
+		start = e.refreshCoarse()
 	}
 	n := 0
 	for _, p := range *e.pollers.Load() {
@@ -346,7 +356,21 @@ func (e *Engine) poll() int {
 	} else {
 		e.empty.Inc()
 	}
+	if start != 0 {
+		e.timed(start)
+	}
 	return n
+}
+
+// timed counts the poll that began at the coarse reading start as
+// coarseEvery polls of its length in progress_poll_time, a sample of
+// every coarseEvery polls; the caller holds the polling flag. A reading
+// earlier than start (the goroutine moved to a CPU whose counter lags)
+// counts nothing.
+func (e *Engine) timed(start uint64) {
+	if d := theClock.Load().readCoarse() - start; int64(d) > 0 {
+		e.pollTime.Add(d * coarseEvery)
+	}
 }
 
 // fire advances the wheel to now; the caller holds the polling flag.
@@ -506,7 +530,7 @@ func (e *Engine) Close() error {
 	asm.StoreRelease64(&e.nextDue, ^uint64(0))
 	e.pending.Set(0)
 	e.unlock()
-	for _, s := range []*pvar.CounterShard{e.polls, e.empty, e.work, e.fired, e.late} {
+	for _, s := range []*pvar.CounterShard{e.polls, e.empty, e.work, e.fired, e.late, e.pollTime, e.waitTime} {
 		s.Close()
 	}
 	e.pending.Close()

@@ -156,6 +156,8 @@ type idler struct {
 	role  role   // among the engine's waiters (IdlePark)
 	mark  uint64 // its last mark in Engine.activeAt, 0 if none
 	until uint64 // the waiter's own deadline (a context's) in clock counts, 0 if none: bounds its naps as a timer does
+	began uint64 // the coarse reading of the wait's first idle call, 0 if none yet: progress_wait_time
+	last  uint64 // the wait's latest coarse reading (idle call or park), 0 if none
 
 	dedicated bool     // the engine's dedicated progress goroutine (Start)
 	watch     *sleeper // the dedicated goroutine's place as the engine's watcher, once it has one
@@ -224,8 +226,12 @@ func (w *idler) idle() bool {
 	// is enough, and it shortens every empty poll of a waiter.
 	now := theClock.Load().readCoarse()
 	asm.StoreRelaxed64(&e.coarse, now) // the engine's Coarse, for its pollers
+	w.last = now
 	if w.since == 0 {
 		w.since = now
+		if w.began == 0 {
+			w.began = now
+		}
 		return w.alone(now)
 	}
 	waited := now - w.since
@@ -238,6 +244,18 @@ func (w *idler) idle() bool {
 	}
 	w.yield()
 	return false
+}
+
+// done ends a wait: it adds the time from its first idle call to its
+// last clock reading to progress_wait_time, with one atomic add, if the
+// wait did not return at once. The readings are the ones the back-off
+// takes anyway, so the time is short of the wait's by the polls after
+// the last (fewer than spinClockEvery in the spin phase, one in the
+// yield phase; none after a park, which reads the clock last).
+func (w *idler) done() {
+	if d := w.last - w.began; w.began != 0 && int64(d) > 0 {
+		w.e.waitTime.AddAtomic(d)
+	}
 }
 
 // alone plays w's role as of now: it reports true when w should park at
@@ -308,7 +326,7 @@ func (w *idler) park(c condition) {
 	}
 	e.bell.leave()
 	e.napping.Add(-1)
-	e.refreshCoarse() // the next poll may come a nap later than the last reading
+	w.last = e.refreshCoarse() // the next poll may come a nap later than the last reading
 }
 
 // napAlone is park for a goroutine whose wakers may not have seen it

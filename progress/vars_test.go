@@ -1,9 +1,11 @@
 package progress
 
 import (
-	"github.com/tachyon-hpc/tachyon/pvar"
+	"context"
 	"testing"
 	"time"
+
+	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
 // TestVarsPerEngine: each engine's polls, empty polls and timer lateness
@@ -75,4 +77,148 @@ func TestVarsPerEngine(t *testing.T) {
 	if late := pvLate.ValueOf(c.PvarOwner()); late != 0 {
 		t.Errorf("a timer fired by Close counted %d ns late", late)
 	}
+}
+
+// slowPoller spins for d at each poll, finding nothing, and records how
+// long each poll of its took.
+type slowPoller struct {
+	d    time.Duration
+	took []time.Duration
+}
+
+func (p *slowPoller) Poll() int {
+	t0 := time.Now()
+	for time.Since(t0) < p.d {
+	}
+	p.took = append(p.took, time.Since(t0))
+	return 0
+}
+
+// seconds returns what timer v counted for e's owner, in seconds.
+func seconds(v *pvar.Counter, e *Engine) float64 {
+	return CountsToSeconds(v.ValueOf(e.PvarOwner()))
+}
+
+// TestPollTime: progress_poll_time stays at zero until the first timed
+// poll (the 16th), then estimates the time polls took: 16 times what the
+// timed ones took, which the poller measured itself.
+func TestPollTime(t *testing.T) {
+	e, other := newEngine(t), newEngine(t)
+	if pvPollTime.Class() != pvar.ClassTimer || pvPollTime.Bind() != pvar.BindComm {
+		t.Fatalf("progress_poll_time is a %v bound to %v, want a timer bound to a communicator", pvPollTime.Class(), pvPollTime.Bind())
+	}
+	p := &slowPoller{d: 100 * time.Microsecond}
+	e.Register(p)
+	for range coarseEvery - 1 {
+		e.Progress()
+	}
+	if got := pvPollTime.ValueOf(e.PvarOwner()); got != 0 {
+		t.Fatalf("%d polls, none timed yet: progress_poll_time %d counts, want 0", coarseEvery-1, got)
+	}
+	const timed = 10
+	for range timed*coarseEvery - (coarseEvery - 1) {
+		e.Progress()
+	}
+	var sampled time.Duration // what the timed polls took, as the poller saw it
+	for i, d := range p.took {
+		if (i+1)%coarseEvery == 0 {
+			sampled += d
+		}
+	}
+	got := seconds(pvPollTime, e)
+	least := coarseEvery * timed * p.d.Seconds() // every poll spins at least d
+	seen := coarseEvery * sampled.Seconds()
+	// A timed poll holds the poller's and a few nanoseconds more; 5 ms
+	// over all of them leaves room for a preemption between the two.
+	if got < 0.9*least || got < 0.95*seen || got > 1.05*seen+0.005 {
+		t.Errorf("progress_poll_time %.6f s; want about %.6f s (16 times the timed polls), at least %.6f s", got, seen, least)
+	}
+	if n := pvPollTime.ValueOf(other.PvarOwner()); n != 0 {
+		t.Errorf("an engine that never polled: progress_poll_time %d counts", n)
+	}
+}
+
+// TestWaitTime: a wait that blocks for a known time adds about that time
+// to progress_wait_time, whichever wait it is and whether it parks or
+// spins; a wait that returns at once, or an engine's dedicated goroutine
+// idling, adds nothing.
+func TestWaitTime(t *testing.T) {
+	if pvWaitTime.Class() != pvar.ClassTimer || pvWaitTime.Bind() != pvar.BindComm {
+		t.Fatalf("progress_wait_time is a %v bound to %v, want a timer bound to a communicator", pvWaitTime.Class(), pvWaitTime.Bind())
+	}
+	const block = 20 * time.Millisecond
+	// A context that could end (its Done is not nil) but does not.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waits := []struct {
+		name string
+		wait func(e *Engine, c *Completion) // returns once c is complete
+	}{
+		{"Wait", func(e *Engine, c *Completion) { e.Wait(c) }},
+		{"WaitAny", func(e *Engine, c *Completion) { e.WaitAny([]*Completion{nil, c}) }},
+		{"WaitAll", func(e *Engine, c *Completion) { e.WaitAll([]*Completion{c, c}) }},
+		{"WaitUntil", func(e *Engine, c *Completion) { e.WaitUntil(c.Done) }},
+		{"WaitContext", func(e *Engine, c *Completion) { e.WaitContext(ctx, c) }},
+		{"WaitAnyContext", func(e *Engine, c *Completion) { e.WaitAnyContext(ctx, []*Completion{c}) }},
+		{"WaitUntilContext", func(e *Engine, c *Completion) { e.WaitUntilContext(ctx, c.Done) }},
+	}
+	for _, s := range []IdleStrategy{IdlePark, IdleSpin} {
+		for _, bw := range waits {
+			t.Run(s.String()+"/"+bw.name, func(t *testing.T) {
+				e := newEngine(t, WithIdleStrategy(s))
+				var c Completion
+				start := time.Now()
+				go func() {
+					time.Sleep(block)
+					e.Complete(&c)
+				}()
+				bw.wait(e, &c)
+				took := time.Since(start)
+				if !c.Done() {
+					t.Fatal("the wait returned before its completion")
+				}
+				// Counted from the first empty poll, a microsecond or so
+				// after start, to a reading at most a few polls before
+				// the return.
+				got := seconds(pvWaitTime, e)
+				if got < 0.8*block.Seconds() || got > 1.05*took.Seconds()+1e-3 {
+					t.Errorf("progress_wait_time %.6f s for a wait of %.6f s, blocked for at least %v", got, took.Seconds(), block)
+				}
+			})
+		}
+	}
+
+	t.Run("ContextEnds", func(t *testing.T) {
+		e := newEngine(t)
+		var c Completion
+		ctx, cancel := context.WithTimeout(context.Background(), block)
+		defer cancel()
+		start := time.Now()
+		if err := e.WaitContext(ctx, &c); err == nil {
+			t.Fatal("a wait on a request nothing completes returned nil")
+		}
+		took := time.Since(start)
+		if got := seconds(pvWaitTime, e); got < 0.8*block.Seconds() || got > 1.05*took.Seconds()+1e-3 {
+			t.Errorf("progress_wait_time %.6f s for a wait of %.6f s that its context ended", got, took.Seconds())
+		}
+	})
+
+	t.Run("Nothing", func(t *testing.T) {
+		e := newEngine(t)
+		var c, d Completion
+		unregister := e.Register(&completer{e: e, c: &d})
+		e.Complete(&c)
+		e.Wait(&c) // complete already
+		e.Wait(&d) // the first poll completes it
+		e.WaitUntil(d.Done)
+		unregister()
+		if err := e.Start(-1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(block) // the dedicated goroutine idles, parks: no wait
+		e.Stop()
+		if n := pvWaitTime.ValueOf(e.PvarOwner()); n != 0 {
+			t.Errorf("waits that returned at once, and a dedicated goroutine's idling: progress_wait_time %d counts, want 0", n)
+		}
+	})
 }

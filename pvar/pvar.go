@@ -360,6 +360,12 @@ func (s *CounterShard) Add(n uint64) { asm.StoreRelaxed64(&s.v, s.v+n) }
 // Inc adds one.
 func (s *CounterShard) Inc() { asm.StoreRelaxed64(&s.v, s.v+1) }
 
+// AddAtomic adds n with an atomic add, for a shard that several
+// goroutines update (an engine's waiters): a locked instruction each, on
+// the shard's own cache line. A shard updated this way must not be
+// updated with Add or Inc too.
+func (s *CounterShard) AddAtomic(n uint64) { atomic.AddUint64(&s.v, n) }
+
 // Load returns the shard's own count.
 func (s *CounterShard) Load() uint64 { return asm.LoadAcquire64(&s.v) }
 

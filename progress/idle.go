@@ -251,7 +251,8 @@ func (w *idler) idle() bool {
 // wait did not return at once. The readings are the ones the back-off
 // takes anyway, so the time is short of the wait's by the polls after
 // the last (fewer than spinClockEvery in the spin phase, one in the
-// yield phase; none after a park, which reads the clock last).
+// yield phase; none after a park or a yield of the CPU, which read the
+// clock last).
 func (w *idler) done() {
 	if d := w.last - w.began; w.began != 0 && int64(d) > 0 {
 		w.e.waitTime.AddAtomic(d)
@@ -288,7 +289,9 @@ func (w *idler) alone(now uint64) bool {
 // an in-process world, the rest of a service); sched_yield lets a rank in
 // another process run where ranks outnumber free CPUs (oversubscribed, or
 // a busy host), since the peer that would answer may be waiting for this
-// very CPU.
+// very CPU. The clock is read after giving them away, which may have
+// lasted a time slice of another thread's, so that a wait that ends next
+// counts it (progress_wait_time): a coarse read beside a system call.
 func (w *idler) yield() {
 	for i := 0; i < 4; i++ {
 		asm.Pause()
@@ -296,6 +299,7 @@ func (w *idler) yield() {
 	if w.pauses++; w.pauses%yieldEvery == 0 {
 		runtime.Gosched()
 		osYield()
+		w.last = theClock.Load().readCoarse()
 	}
 }
 

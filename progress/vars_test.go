@@ -139,9 +139,9 @@ func TestPollTime(t *testing.T) {
 }
 
 // TestWaitTime: a wait that blocks for a known time adds about that time
-// to progress_wait_time, whichever wait it is and whether it parks or
-// spins; a wait that returns at once, or an engine's dedicated goroutine
-// idling, adds nothing.
+// to progress_wait_time, whichever wait it is and whether it parks,
+// yields or spins; a wait that returns at once, or an engine's dedicated
+// goroutine idling, adds nothing.
 func TestWaitTime(t *testing.T) {
 	if pvWaitTime.Class() != pvar.ClassTimer || pvWaitTime.Bind() != pvar.BindComm {
 		t.Fatalf("progress_wait_time is a %v bound to %v, want a timer bound to a communicator", pvWaitTime.Class(), pvWaitTime.Bind())
@@ -162,7 +162,7 @@ func TestWaitTime(t *testing.T) {
 		{"WaitAnyContext", func(e *Engine, c *Completion) { e.WaitAnyContext(ctx, []*Completion{c}) }},
 		{"WaitUntilContext", func(e *Engine, c *Completion) { e.WaitUntilContext(ctx, c.Done) }},
 	}
-	for _, s := range []IdleStrategy{IdlePark, IdleSpin} {
+	for _, s := range []IdleStrategy{IdlePark, IdleYield, IdleSpin} {
 		for _, bw := range waits {
 			t.Run(s.String()+"/"+bw.name, func(t *testing.T) {
 				e := newEngine(t, WithIdleStrategy(s))

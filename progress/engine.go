@@ -72,7 +72,7 @@ var (
 		"Depth of the timer wheel: timers armed on it and not yet fired or cancelled.",
 		pvar.WithUnit("timers"), pvar.WithBind(pvar.BindComm))
 	pvPollTime = pvar.NewTimer("progress_poll_time",
-		"Time spent in the progress loop's polls (progress_polls), estimated by sampling: every 16th poll is timed on the coarse clock, from the reading it takes anyway to one more at its end, and counted 16 times, so the estimate costs one clock read per 16 polls.",
+		"Time spent in the progress loop's polls (progress_polls), estimated by sampling: every 256th poll is timed on the coarse clock, from the reading it takes anyway (for Coarse) to one more at its end, and counted 256 times, so the estimate costs one clock read per 256 polls.",
 		pvar.WithUnit("clock counts"), pvar.WithBind(pvar.BindComm))
 	pvWaitTime = pvar.NewTimer("progress_wait_time",
 		"Time goroutines spent in waits on the engine (Wait, WaitAny, WaitAll, WaitUntil, their Context forms, a timer's Wait) that did not return at once: from the first poll that found nothing to the wait's last reading of the coarse clock, which its idle back-off takes every few empty polls and after each park (so a few polls short of the return). Waits that overlap each count their own time.",
@@ -136,13 +136,14 @@ type Engine struct {
 	polling uint32   // 1 while a goroutine is inside Progress (the polling flag)
 	_       [60]byte
 
-	pollers  atomic.Pointer[[]Poller]
-	serial   bool   // SetSerial: one goroutine at a time polls, so Progress takes no flag
-	pollN    uint32 // polls so far (under the polling flag), to refresh coarse now and then
-	coarse   uint64 // a recent coarse clock reading (asm loads and relaxed stores): Coarse
-	activeAt uint64 // the active waiter's last mark (IdlePark; relaxed loads and stores): idler.alone
-	wheel    *wheel.Wheel
-	nextDue  uint64 // lower bound of the next timer's due count, ^0 when none (asm loads and stores)
+	pollers   atomic.Pointer[[]Poller]
+	serial    bool   // SetSerial: one goroutine at a time polls, so Progress takes no flag
+	pollN     uint32 // polls so far (under the polling flag), to refresh coarse now and then
+	pollStart uint64 // the coarse reading the last poll to take one began with (under the polling flag): progress_poll_time
+	coarse    uint64 // a recent coarse clock reading (asm loads and relaxed stores): Coarse
+	activeAt  uint64 // the active waiter's last mark (IdlePark; relaxed loads and stores): idler.alone
+	wheel     *wheel.Wheel
+	nextDue   uint64 // lower bound of the next timer's due count, ^0 when none (asm loads and stores)
 
 	bell *Doorbell
 	_    [64]byte // own shares no line with the fields above, which polls write
@@ -322,9 +323,16 @@ func (e *Engine) Coarse() uint64 {
 }
 
 // coarseEvery is how many polls may pass between two of the engine's own
-// readings of the clock for Coarse. The poll that takes the reading is
-// the one progress_poll_time times, and counts coarseEvery times.
+// readings of the clock for Coarse.
 const coarseEvery = 16
+
+// pollTimeEvery is how many polls one timed poll stands for in
+// progress_poll_time: a multiple of coarseEvery, so that a timed poll
+// starts from the reading it takes for Coarse. Timing every poll that
+// takes one, one in 16, made an empty Progress a fifth slower (one
+// more clock read per 16 polls, docs/progress.md); one in 256 costs
+// nothing measurable.
+const pollTimeEvery = 16 * coarseEvery
 
 // refreshCoarse reads the coarse clock into Coarse's reading and returns
 // it.
@@ -337,9 +345,8 @@ func (e *Engine) refreshCoarse() uint64 {
 // poll is Progress's body; the caller holds the polling flag, or the
 // engine is serial.
 func (e *Engine) poll() int {
-	var start uint64 // a timed poll's first reading, 0 if this poll is not timed
 	if e.pollN++; e.pollN%coarseEvery == 0 {
-		start = e.refreshCoarse()
+		e.pollStart = e.refreshCoarse()
 	}
 	n := 0
 	for _, p := range *e.pollers.Load() {
@@ -356,20 +363,20 @@ func (e *Engine) poll() int {
 	} else {
 		e.empty.Inc()
 	}
-	if start != 0 {
-		e.timed(start)
+	if e.pollN%pollTimeEvery == 0 {
+		e.timed(e.pollStart)
 	}
 	return n
 }
 
 // timed counts the poll that began at the coarse reading start as
-// coarseEvery polls of its length in progress_poll_time, a sample of
-// every coarseEvery polls; the caller holds the polling flag. A reading
+// pollTimeEvery polls of its length in progress_poll_time, a sample of
+// every pollTimeEvery polls; the caller holds the polling flag. A reading
 // earlier than start (the goroutine moved to a CPU whose counter lags)
 // counts nothing.
 func (e *Engine) timed(start uint64) {
 	if d := theClock.Load().readCoarse() - start; int64(d) > 0 {
-		e.pollTime.Add(d * coarseEvery)
+		e.pollTime.Add(d * pollTimeEvery)
 	}
 }
 

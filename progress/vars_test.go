@@ -100,38 +100,38 @@ func seconds(v *pvar.Counter, e *Engine) float64 {
 }
 
 // TestPollTime: progress_poll_time stays at zero until the first timed
-// poll (the 16th), then estimates the time polls took: 16 times what the
-// timed ones took, which the poller measured itself.
+// poll (the 256th), then estimates the time polls took: 256 times what
+// the timed ones took, which the poller measured itself.
 func TestPollTime(t *testing.T) {
 	e, other := newEngine(t), newEngine(t)
 	if pvPollTime.Class() != pvar.ClassTimer || pvPollTime.Bind() != pvar.BindComm {
 		t.Fatalf("progress_poll_time is a %v bound to %v, want a timer bound to a communicator", pvPollTime.Class(), pvPollTime.Bind())
 	}
-	p := &slowPoller{d: 100 * time.Microsecond}
+	p := &slowPoller{d: 20 * time.Microsecond}
 	e.Register(p)
-	for range coarseEvery - 1 {
+	for range pollTimeEvery - 1 {
 		e.Progress()
 	}
 	if got := pvPollTime.ValueOf(e.PvarOwner()); got != 0 {
-		t.Fatalf("%d polls, none timed yet: progress_poll_time %d counts, want 0", coarseEvery-1, got)
+		t.Fatalf("%d polls, none timed yet: progress_poll_time %d counts, want 0", pollTimeEvery-1, got)
 	}
-	const timed = 10
-	for range timed*coarseEvery - (coarseEvery - 1) {
+	const timed = 5
+	for range timed*pollTimeEvery - (pollTimeEvery - 1) {
 		e.Progress()
 	}
 	var sampled time.Duration // what the timed polls took, as the poller saw it
 	for i, d := range p.took {
-		if (i+1)%coarseEvery == 0 {
+		if (i+1)%pollTimeEvery == 0 {
 			sampled += d
 		}
 	}
 	got := seconds(pvPollTime, e)
-	least := coarseEvery * timed * p.d.Seconds() // every poll spins at least d
-	seen := coarseEvery * sampled.Seconds()
+	least := pollTimeEvery * timed * p.d.Seconds() // every poll spins at least d
+	seen := pollTimeEvery * sampled.Seconds()
 	// A timed poll holds the poller's and a few nanoseconds more; 5 ms
 	// over all of them leaves room for a preemption between the two.
 	if got < 0.9*least || got < 0.95*seen || got > 1.05*seen+0.005 {
-		t.Errorf("progress_poll_time %.6f s; want about %.6f s (16 times the timed polls), at least %.6f s", got, seen, least)
+		t.Errorf("progress_poll_time %.6f s; want about %.6f s (256 times the timed polls), at least %.6f s", got, seen, least)
 	}
 	if n := pvPollTime.ValueOf(other.PvarOwner()); n != 0 {
 		t.Errorf("an engine that never polled: progress_poll_time %d counts", n)

@@ -311,7 +311,8 @@ func (e *Engine) SetSerial(on bool) error {
 
 // Coarse returns a recent reading of the coarse clock (NowCoarse): one
 // taken by this engine at least every coarseEvery polls, and by a
-// goroutine waiting on it at each of its idle polls and after each nap.
+// goroutine waiting on it at each of its idle polls and after each nap
+// or yield of the CPU.
 // A poller that needs the time only now and then, to the millisecond (a
 // periodic health check), reads it here instead of paying for a clock
 // read at every empty poll (its cost: docs/progress.md).

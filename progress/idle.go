@@ -157,7 +157,6 @@ type idler struct {
 	mark  uint64 // its last mark in Engine.activeAt, 0 if none
 	until uint64 // the waiter's own deadline (a context's) in clock counts, 0 if none: bounds its naps as a timer does
 	began uint64 // the coarse reading of the wait's first idle call, 0 if none yet: progress_wait_time
-	last  uint64 // the wait's latest coarse reading (idle call or park), 0 if none
 
 	dedicated bool     // the engine's dedicated progress goroutine (Start)
 	watch     *sleeper // the dedicated goroutine's place as the engine's watcher, once it has one
@@ -225,8 +224,7 @@ func (w *idler) idle() bool {
 	// An idle stretch is timed on this goroutine alone: the coarse read
 	// is enough, and it shortens every empty poll of a waiter.
 	now := theClock.Load().readCoarse()
-	asm.StoreRelaxed64(&e.coarse, now) // the engine's Coarse, for its pollers
-	w.last = now
+	asm.StoreRelaxed64(&e.coarse, now) // the engine's Coarse, for its pollers and done
 	if w.since == 0 {
 		w.since = now
 		if w.began == 0 {
@@ -246,16 +244,20 @@ func (w *idler) idle() bool {
 	return false
 }
 
-// done ends a wait: it adds the time from its first idle call to its
-// last clock reading to progress_wait_time, with one atomic add, if the
-// wait did not return at once. The readings are the ones the back-off
-// takes anyway, so the time is short of the wait's by the polls after
-// the last (fewer than spinClockEvery in the spin phase, one in the
-// yield phase; none after a park or a yield of the CPU, which read the
-// clock last).
+// done ends a wait: if it did not return at once, it adds the time from
+// its first idle call to the engine's latest coarse reading (Coarse's:
+// this waiter's last, or a poll's since) to progress_wait_time, with one
+// atomic add. The readings are the ones the engine and its waiters take
+// anyway, so the time is short of the wait's by the polls after the
+// last (fewer than spinClockEvery in the spin phase, one in the yield
+// phase; none after a park or a yield of the CPU, which read the clock
+// last). A reading earlier than the first (another goroutine's, or a
+// CPU's whose counter lags) counts nothing.
 func (w *idler) done() {
-	if d := w.last - w.began; w.began != 0 && int64(d) > 0 {
-		w.e.waitTime.AddAtomic(d)
+	if w.began != 0 {
+		if d := asm.LoadRelaxed64(&w.e.coarse) - w.began; int64(d) > 0 {
+			w.e.waitTime.AddAtomic(d)
+		}
 	}
 }
 
@@ -299,7 +301,7 @@ func (w *idler) yield() {
 	if w.pauses++; w.pauses%yieldEvery == 0 {
 		runtime.Gosched()
 		osYield()
-		w.last = theClock.Load().readCoarse()
+		w.e.refreshCoarse()
 	}
 }
 
@@ -330,7 +332,7 @@ func (w *idler) park(c condition) {
 	}
 	e.bell.leave()
 	e.napping.Add(-1)
-	w.last = e.refreshCoarse() // the next poll may come a nap later than the last reading
+	e.refreshCoarse() // the next poll may come a nap later than the last reading, and done counts the nap
 }
 
 // napAlone is park for a goroutine whose wakers may not have seen it

@@ -251,7 +251,8 @@ func (w *idler) idle() bool {
 // anyway, so the time is short of the wait's by the polls after the
 // last (fewer than spinClockEvery in the spin phase, one in the yield
 // phase; none after a park or a yield of the CPU, which read the clock
-// last). A reading earlier than the first (another goroutine's, or a
+// last), and by any time the kernel took the thread off its CPU after
+// the last. A reading earlier than the first (another goroutine's, or a
 // CPU's whose counter lags) counts nothing.
 func (w *idler) done() {
 	if w.began != 0 {

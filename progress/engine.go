@@ -157,7 +157,7 @@ type Engine struct {
 
 	owner                                     *pvar.Owner
 	polls, empty, work, fired, late, pollTime *pvar.CounterShard // written under the polling flag
-	waitTime                                  *pvar.CounterShard // added to atomically by the waiters (AddAtomic)
+	waitTime                                  *pvar.CounterShard // added to by the waiters: atomically (AddAtomic) unless serial
 	pending                                   *pvar.LevelShard
 	lateHWM                                   *pvar.WatermarkShard
 	lateLWM                                   *pvar.LowWatermarkShard

@@ -247,7 +247,8 @@ func (w *idler) idle() bool {
 // done ends a wait: if it did not return at once, it adds the time from
 // its first idle call to the engine's latest coarse reading (Coarse's:
 // this waiter's last, or a poll's since) to progress_wait_time, with one
-// atomic add. The readings are the ones the engine and its waiters take
+// atomic add (a plain one on a serial engine, whose waits never
+// overlap). The readings are the ones the engine and its waiters take
 // anyway, so the time is short of the wait's by the polls after the
 // last (fewer than spinClockEvery in the spin phase, one in the yield
 // phase; none after a park or a yield of the CPU, which read the clock
@@ -256,9 +257,18 @@ func (w *idler) idle() bool {
 // CPU's whose counter lags) counts nothing.
 func (w *idler) done() {
 	if w.began != 0 {
-		if d := asm.LoadRelaxed64(&w.e.coarse) - w.began; int64(d) > 0 {
-			w.e.waitTime.AddAtomic(d)
-		}
+		w.count()
+	}
+}
+
+// count is done for a wait that did not return at once.
+func (w *idler) count() {
+	switch d := asm.LoadRelaxed64(&w.e.coarse) - w.began; {
+	case int64(d) <= 0:
+	case w.e.serial:
+		w.e.waitTime.Add(d)
+	default:
+		w.e.waitTime.AddAtomic(d)
 	}
 }
 

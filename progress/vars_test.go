@@ -247,6 +247,24 @@ func TestWaitTime(t *testing.T) {
 		}
 	}
 
+	t.Run("serial/Wait", func(t *testing.T) { // a plain add, not an atomic one
+		for try := 1; ; try++ {
+			e := newEngine(t)
+			if err := e.SetSerial(true); err != nil {
+				t.Fatal(err)
+			}
+			b := &blocker{e: e, block: block}
+			got, took := waitBlocked(t, b, func(e *Engine, c *Completion) { e.Wait(c) })
+			if b.check(t, got, took) {
+				return
+			}
+			if try == tries {
+				t.Fatalf("progress_wait_time %.6f s for a wait of %.6f s, blocked for %v", got, took, block)
+			}
+			t.Logf("try %d: progress_wait_time %.6f s for a wait of %.6f s: again", try, got, took)
+		}
+	})
+
 	t.Run("ContextEnds", func(t *testing.T) {
 		for try := 1; ; try++ {
 			b := &blocker{e: newEngine(t), block: block}

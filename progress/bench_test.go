@@ -161,6 +161,19 @@ func BenchmarkProgressIdle(b *testing.B) {
 	}
 }
 
+// BenchmarkWaitEmptyPolls is a Wait that the 16th poll completes: 15
+// empty polls through the idle back-off's spin phase (its clock reads
+// every spinClockEvery polls), then the return.
+func BenchmarkWaitEmptyPolls(b *testing.B) {
+	e := newEngine(b, WithIdle(time.Hour, time.Hour, time.Minute))
+	var c Completion
+	e.Register(&lazyPoller{e: e, c: &c, n: coarseEvery})
+	for b.Loop() {
+		c.Rearm()
+		e.Wait(&c)
+	}
+}
+
 func BenchmarkTimerCreateCancel(b *testing.B) {
 	e := newEngine(b)
 	for b.Loop() {

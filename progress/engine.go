@@ -71,6 +71,12 @@ var (
 	pvTimers = pvar.NewLevel("progress_timers_pending",
 		"Depth of the timer wheel: timers armed on it and not yet fired or cancelled.",
 		pvar.WithUnit("timers"), pvar.WithBind(pvar.BindComm))
+	pvPollTime = pvar.NewTimer("progress_poll_time",
+		"Time spent in the progress loop's polls (progress_polls), estimated by sampling: every 256th poll is timed on the coarse clock, from the reading it takes anyway (for Coarse) to one more at its end, and counted 256 times, so the estimate costs one clock read per 256 polls.",
+		pvar.WithUnit("clock counts"), pvar.WithBind(pvar.BindComm))
+	pvWaitTime = pvar.NewTimer("progress_wait_time",
+		"Time goroutines spent in waits on the engine (Wait, WaitAny, WaitAll, WaitUntil, their Context forms, a timer's Wait) that did not return at once: from the first poll that found nothing to the wait's last reading of the coarse clock, which its idle back-off takes every few empty polls and after each park (so a few polls short of the return). Waits that overlap each count their own time.",
+		pvar.WithUnit("clock counts"), pvar.WithBind(pvar.BindComm))
 	pvLate = pvar.NewTimer("progress_timer_lateness",
 		"Time by which fired timers were late, summed: the time of the poll that fired each, less its due time (progress_timers_fired counts them). A timer never fires early.",
 		pvar.WithUnit("clock counts"), pvar.WithBind(pvar.BindComm))
@@ -130,13 +136,14 @@ type Engine struct {
 	polling uint32   // 1 while a goroutine is inside Progress (the polling flag)
 	_       [60]byte
 
-	pollers  atomic.Pointer[[]Poller]
-	serial   bool   // SetSerial: one goroutine at a time polls, so Progress takes no flag
-	pollN    uint32 // polls so far (under the polling flag), to refresh coarse now and then
-	coarse   uint64 // a recent coarse clock reading (asm loads and relaxed stores): Coarse
-	activeAt uint64 // the active waiter's last mark (IdlePark; relaxed loads and stores): idler.alone
-	wheel    *wheel.Wheel
-	nextDue  uint64 // lower bound of the next timer's due count, ^0 when none (asm loads and stores)
+	pollers   atomic.Pointer[[]Poller]
+	serial    bool   // SetSerial: one goroutine at a time polls, so Progress takes no flag
+	pollN     uint32 // polls so far (under the polling flag), to refresh coarse now and then
+	pollStart uint64 // the coarse reading the last poll to take one began with (under the polling flag): progress_poll_time
+	coarse    uint64 // a recent coarse clock reading (asm loads and relaxed stores): Coarse
+	activeAt  uint64 // the active waiter's last mark (IdlePark; relaxed loads and stores): idler.alone
+	wheel     *wheel.Wheel
+	nextDue   uint64 // lower bound of the next timer's due count, ^0 when none (asm loads and stores)
 
 	bell *Doorbell
 	_    [64]byte // own shares no line with the fields above, which polls write
@@ -148,11 +155,12 @@ type Engine struct {
 	spinC, parkC, marginC        uint64 // clock counts from idle to the yield phase and to parking; the margin
 	lot                          lot    // the goroutines parked on the doorbell
 
-	owner                           *pvar.Owner
-	polls, empty, work, fired, late *pvar.CounterShard // written under the polling flag
-	pending                         *pvar.LevelShard
-	lateHWM                         *pvar.WatermarkShard
-	lateLWM                         *pvar.LowWatermarkShard
+	owner                                     *pvar.Owner
+	polls, empty, work, fired, late, pollTime *pvar.CounterShard // written under the polling flag
+	waitTime                                  *pvar.CounterShard // added to by the waiters: atomically (AddAtomic) unless serial
+	pending                                   *pvar.LevelShard
+	lateHWM                                   *pvar.WatermarkShard
+	lateLWM                                   *pvar.LowWatermarkShard
 
 	napping  atomic.Int32 // goroutines using the doorbell (a nap, a context's wake-up) from enterNap on: Close waits for none
 	mu       sync.Mutex   // registration, Start/Stop, Close: never the message path
@@ -210,6 +218,7 @@ func New(opts ...Option) (*Engine, error) {
 	e.polls, e.empty, e.work, e.fired = pvPolls.ShardOf(o), pvEmpty.ShardOf(o), pvWork.ShardOf(o), pvFired.ShardOf(o)
 	e.late, e.lateHWM, e.lateLWM = pvLate.ShardOf(o), pvLateHWM.ShardOf(o), pvLateLWM.ShardOf(o)
 	e.pending = pvTimers.ShardOf(o)
+	e.pollTime, e.waitTime = pvPollTime.ShardOf(o), pvWaitTime.ShardOf(o)
 	return e, nil
 }
 
@@ -302,7 +311,8 @@ func (e *Engine) SetSerial(on bool) error {
 
 // Coarse returns a recent reading of the coarse clock (NowCoarse): one
 // taken by this engine at least every coarseEvery polls, and by a
-// goroutine waiting on it at each of its idle polls and after each nap.
+// goroutine waiting on it at each of its idle polls and after each nap
+// or yield of the CPU.
 // A poller that needs the time only now and then, to the millisecond (a
 // periodic health check), reads it here instead of paying for a clock
 // read at every empty poll (its cost: docs/progress.md).
@@ -317,6 +327,14 @@ func (e *Engine) Coarse() uint64 {
 // readings of the clock for Coarse.
 const coarseEvery = 16
 
+// pollTimeEvery is how many polls one timed poll stands for in
+// progress_poll_time: a multiple of coarseEvery, so that a timed poll
+// starts from the reading it takes for Coarse. Timing every poll that
+// takes one, one in 16, made an empty Progress a fifth slower (one
+// more clock read per 16 polls, docs/progress.md); one in 256 costs
+// nothing measurable.
+const pollTimeEvery = 16 * coarseEvery
+
 // refreshCoarse reads the coarse clock into Coarse's reading and returns
 // it.
 func (e *Engine) refreshCoarse() uint64 {
@@ -329,7 +347,7 @@ func (e *Engine) refreshCoarse() uint64 {
 // engine is serial.
 func (e *Engine) poll() int {
 	if e.pollN++; e.pollN%coarseEvery == 0 {
-		e.refreshCoarse()
+		e.pollStart = e.refreshCoarse()
 	}
 	n := 0
 	for _, p := range *e.pollers.Load() {
@@ -346,7 +364,21 @@ func (e *Engine) poll() int {
 	} else {
 		e.empty.Inc()
 	}
+	if e.pollN%pollTimeEvery == 0 {
+		e.timed(e.pollStart)
+	}
 	return n
+}
+
+// timed counts the poll that began at the coarse reading start as
+// pollTimeEvery polls of its length in progress_poll_time, a sample of
+// every pollTimeEvery polls; the caller holds the polling flag. A reading
+// earlier than start (the goroutine moved to a CPU whose counter lags)
+// counts nothing.
+func (e *Engine) timed(start uint64) {
+	if d := theClock.Load().readCoarse() - start; int64(d) > 0 {
+		e.pollTime.Add(d * pollTimeEvery)
+	}
 }
 
 // fire advances the wheel to now; the caller holds the polling flag.
@@ -506,7 +538,7 @@ func (e *Engine) Close() error {
 	asm.StoreRelease64(&e.nextDue, ^uint64(0))
 	e.pending.Set(0)
 	e.unlock()
-	for _, s := range []*pvar.CounterShard{e.polls, e.empty, e.work, e.fired, e.late} {
+	for _, s := range []*pvar.CounterShard{e.polls, e.empty, e.work, e.fired, e.late, e.pollTime, e.waitTime} {
 		s.Close()
 	}
 	e.pending.Close()

@@ -156,6 +156,7 @@ type idler struct {
 	role  role   // among the engine's waiters (IdlePark)
 	mark  uint64 // its last mark in Engine.activeAt, 0 if none
 	until uint64 // the waiter's own deadline (a context's) in clock counts, 0 if none: bounds its naps as a timer does
+	began uint64 // the coarse reading of the wait's first idle call, 0 if none yet: progress_wait_time
 
 	dedicated bool     // the engine's dedicated progress goroutine (Start)
 	watch     *sleeper // the dedicated goroutine's place as the engine's watcher, once it has one
@@ -223,9 +224,12 @@ func (w *idler) idle() bool {
 	// An idle stretch is timed on this goroutine alone: the coarse read
 	// is enough, and it shortens every empty poll of a waiter.
 	now := theClock.Load().readCoarse()
-	asm.StoreRelaxed64(&e.coarse, now) // the engine's Coarse, for its pollers
+	asm.StoreRelaxed64(&e.coarse, now) // the engine's Coarse, for its pollers and done
 	if w.since == 0 {
 		w.since = now
+		if w.began == 0 {
+			w.began = now
+		}
 		return w.alone(now)
 	}
 	waited := now - w.since
@@ -238,6 +242,34 @@ func (w *idler) idle() bool {
 	}
 	w.yield()
 	return false
+}
+
+// done ends a wait: if it did not return at once, it adds the time from
+// its first idle call to the engine's latest coarse reading (Coarse's:
+// this waiter's last, or a poll's since) to progress_wait_time, with one
+// atomic add (a plain one on a serial engine, whose waits never
+// overlap). The readings are the ones the engine and its waiters take
+// anyway, so the time is short of the wait's by the polls after the
+// last (fewer than spinClockEvery in the spin phase, one in the yield
+// phase; none after a park or a yield of the CPU, which read the clock
+// last), and by any time the kernel took the thread off its CPU after
+// the last. A reading earlier than the first (another goroutine's, or a
+// CPU's whose counter lags) counts nothing.
+func (w *idler) done() {
+	if w.began != 0 {
+		w.count()
+	}
+}
+
+// count is done for a wait that did not return at once.
+func (w *idler) count() {
+	switch d := asm.LoadRelaxed64(&w.e.coarse) - w.began; {
+	case int64(d) <= 0:
+	case w.e.serial:
+		w.e.waitTime.Add(d)
+	default:
+		w.e.waitTime.AddAtomic(d)
+	}
 }
 
 // alone plays w's role as of now: it reports true when w should park at
@@ -270,7 +302,9 @@ func (w *idler) alone(now uint64) bool {
 // an in-process world, the rest of a service); sched_yield lets a rank in
 // another process run where ranks outnumber free CPUs (oversubscribed, or
 // a busy host), since the peer that would answer may be waiting for this
-// very CPU.
+// very CPU. The clock is read after giving them away, which may have
+// lasted a time slice of another thread's, so that a wait that ends next
+// counts it (progress_wait_time): a coarse read beside a system call.
 func (w *idler) yield() {
 	for i := 0; i < 4; i++ {
 		asm.Pause()
@@ -278,6 +312,7 @@ func (w *idler) yield() {
 	if w.pauses++; w.pauses%yieldEvery == 0 {
 		runtime.Gosched()
 		osYield()
+		w.e.refreshCoarse()
 	}
 }
 
@@ -308,7 +343,7 @@ func (w *idler) park(c condition) {
 	}
 	e.bell.leave()
 	e.napping.Add(-1)
-	e.refreshCoarse() // the next poll may come a nap later than the last reading
+	e.refreshCoarse() // the next poll may come a nap later than the last reading, and done counts the nap
 }
 
 // napAlone is park for a goroutine whose wakers may not have seen it

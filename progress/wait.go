@@ -67,6 +67,7 @@ func (e *Engine) Wait(c *Completion) {
 			w.park(waitOne{e, c})
 		}
 	}
+	w.done()
 }
 
 // WaitUntil returns once ready reports true, driving progress meanwhile
@@ -93,6 +94,7 @@ func (e *Engine) WaitUntil(ready func() bool) {
 			w.park(waitFunc{e, ready})
 		}
 	}
+	w.done()
 }
 
 // waitFunc is the condition of WaitUntil: ready holds, or a poll found
@@ -151,6 +153,7 @@ func (e *Engine) WaitAny(cs []*Completion) int {
 	w := e.newIdler()
 	for {
 		if i := firstDone(cs); i >= 0 {
+			w.done()
 			return i
 		}
 		if e.pollIfOwner() > 0 {

@@ -71,6 +71,7 @@ func (e *Engine) WaitContext(ctx context.Context, c *Completion) error {
 		}
 	}
 	k.disarm()
+	w.done()
 	if c.Done() {
 		return nil
 	}
@@ -96,6 +97,7 @@ func (e *Engine) WaitAnyContext(ctx context.Context, cs []*Completion) (int, err
 	for {
 		if i := firstDone(cs); i >= 0 {
 			k.disarm()
+			w.done()
 			return i, nil
 		}
 		if e.pollIfOwner() > 0 {
@@ -104,6 +106,7 @@ func (e *Engine) WaitAnyContext(ctx context.Context, cs []*Completion) (int, err
 		}
 		if k.ended() {
 			k.disarm()
+			w.done()
 			if i := firstDone(cs); i >= 0 {
 				return i, nil
 			}
@@ -150,6 +153,7 @@ func (e *Engine) WaitUntilContext(ctx context.Context, ready func() bool) error 
 		}
 		if k.ended() {
 			k.disarm()
+			w.done()
 			if ready() {
 				return nil
 			}
@@ -160,6 +164,7 @@ func (e *Engine) WaitUntilContext(ctx context.Context, ready func() bool) error 
 		}
 	}
 	k.disarm()
+	w.done()
 	return nil
 }
 

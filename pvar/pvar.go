@@ -360,6 +360,14 @@ func (s *CounterShard) Add(n uint64) { asm.StoreRelaxed64(&s.v, s.v+n) }
 // Inc adds one.
 func (s *CounterShard) Inc() { asm.StoreRelaxed64(&s.v, s.v+1) }
 
+// AddAtomic adds n with an atomic add, for a shard that several
+// goroutines update (an engine's waiters): a locked instruction each, on
+// the shard's own cache line. Add and Inc on the same shard may not run
+// while another goroutine may call AddAtomic (they would lose its adds);
+// a writer that knows itself alone at times (an engine whose callers
+// promised serial use) may use them then.
+func (s *CounterShard) AddAtomic(n uint64) { atomic.AddUint64(&s.v, n) }
+
 // Load returns the shard's own count.
 func (s *CounterShard) Load() uint64 { return asm.LoadAcquire64(&s.v) }
 

@@ -61,6 +61,38 @@ func TestCounterShards(t *testing.T) {
 	}
 }
 
+// TestCounterShardAddAtomic: a shard that several goroutines update with
+// AddAtomic loses no add, counts for its owner, and keeps its count in
+// the counter and the owner once closed.
+func TestCounterShardAddAtomic(t *testing.T) {
+	c := NewTimer(testname.Uniq("test_timer"), "time spent")
+	o := NewOwner()
+	s := c.ShardOf(o)
+	const writers, each = 4, 10000
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				s.AddAtomic(3)
+			}
+		}()
+	}
+	wg.Wait()
+	const want = writers * each * 3
+	if got := s.Load(); got != want {
+		t.Fatalf("shard Load = %d, want %d", got, want)
+	}
+	s.Close()
+	if got, of := c.Value(), c.ValueOf(o); got != want || of != want {
+		t.Fatalf("after Close: Value %d, ValueOf %d; want %d", got, of, want)
+	}
+	if c.Class() != ClassTimer {
+		t.Errorf("NewTimer made a %v", c.Class())
+	}
+}
+
 func TestLevelAndWatermark(t *testing.T) {
 	l := NewLevel(testname.Uniq("test_level"), "a level")
 	h := NewHighWatermark(testname.Uniq("test_high"), "a high-watermark")

@@ -361,7 +361,9 @@ func showList(stats []*statshm.Stat, w io.Writer) {
 
 // showVars writes each process's header line and its variables, with the
 // rate per second of counters, aggregates and timers since prev: names
-// and classes aligned left, numbers right. A timer shows seconds, a state
+// and classes aligned left, numbers right. A timer shows seconds (its
+// unit, and its rate: seconds per second, the mean number of goroutines
+// at it), a state
 // the name of its value ("-" for -1, nothing in any state; the number
 // where the file names none).
 func showVars(stats []*statshm.Stat, prev map[string]*statshm.Stat, w io.Writer) {
@@ -388,10 +390,11 @@ func showVars(stats []*statshm.Stat, prev map[string]*statshm.Stat, w io.Writer)
 			}
 		}
 		for _, v := range st.Vars {
-			value, rate := strconv.FormatInt(v.Value, 10), ""
+			value, rate, unit := strconv.FormatInt(v.Value, 10), "", v.Unit
 			switch {
 			case v.Class == "timer":
 				value = strconv.FormatFloat(float64(v.Value)*st.SecondsPerCount, 'f', 6, 64) + "s"
+				unit = "seconds" // the file's counts, converted
 			case v.Class == "state" && v.State != "":
 				value = v.State
 			case v.Class == "state" && v.Value == -1:
@@ -407,7 +410,7 @@ func showVars(stats []*statshm.Stat, prev map[string]*statshm.Stat, w io.Writer)
 					rate = rateString(d / dt)
 				}
 			}
-			rows = append(rows, [5]string{v.Name, v.Class, value, rate, v.Unit})
+			rows = append(rows, [5]string{v.Name, v.Class, value, rate, unit})
 		}
 		var width [5]int
 		for _, r := range rows {

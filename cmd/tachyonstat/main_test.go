@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -228,8 +229,33 @@ func TestRunningJob(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
+	// The engine's timers: rank 1 waits in each Recv while rank 0
+	// sleeps, and the text view shows them in seconds.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, out, _ := tachyonstat("-json", "-dir", dir, "-rank", "1", "progress_wait_time", "progress_poll_time")
+		d := decode(t, out)
+		if len(d.Processes) != 1 || len(d.Processes[0].Vars) != 2 {
+			t.Fatalf("-rank 1 progress_wait_time progress_poll_time: %s", out)
+		}
+		vs := d.Processes[0].Vars
+		if vs[0].Class != "timer" || vs[1].Class != "timer" {
+			t.Fatalf("the engine's times are not timers: %+v", vs)
+		}
+		if vs[0].Value > 0 && vs[1].Value > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 1's poll and wait times stayed at %+v for 30s", vs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	code, out, errs := tachyonstat("-dir", dir, "-rank", "1", "progress_wait_time")
+	if code != 0 || !regexp.MustCompile(`progress_wait_time\s+timer\s+[0-9]+\.[0-9]{6}s\s+seconds\n`).MatchString(out) {
+		t.Errorf("rank 1's wait time in the text view: exit %d\n%s\n%s", code, out, errs)
+	}
+
 	// The listing and the table of variables.
-	code, out, errs := tachyonstat("-dir", dir)
+	code, out, errs = tachyonstat("-dir", dir)
 	if code != 0 || !strings.Contains(out, fmt.Sprint(p0.PID)) || !strings.Contains(out, fmt.Sprint(p1.PID)) || !strings.HasPrefix(out, "PID") {
 		t.Errorf("listing: exit %d\n%s\n%s", code, out, errs)
 	}

@@ -54,7 +54,7 @@ func DupAttr(old *Comm, k *Keyval, extra, value any) (any, bool, error) { return
 func NewKeyval(copy AttrCopier, del AttrDeleter, extra any) *Keyval {
 	if intercepted() {
 		c := processCall(OpNewKeyval)
-		c.copier, c.del, c.extra = copy, del, extra
+		c.args = keyvalArgs{copy, del, extra}
 		r, _ := c.runResult()
 		return r.Keyval
 	}

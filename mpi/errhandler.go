@@ -39,7 +39,7 @@ var (
 func NewErrhandler(fn func(c *Comm, err error)) (*Errhandler, error) {
 	if intercepted() {
 		c := processCall(OpNewErrhandler)
-		c.errFn = fn
+		c.args = fn
 		r, err := c.runResult()
 		return r.Errhandler, err
 	}

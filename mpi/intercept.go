@@ -10,11 +10,13 @@ import (
 )
 
 // Interception is the profiling interface (MPI's PMPI) in Go's idiom: a
-// tool registers an Interceptor, and every operation of the facade a
+// tool registers an Interceptor, and every routine of the Op list a
 // program calls goes through it as a Call; the interceptor does what it
 // wants before and after and calls next to go on, as gRPC's interceptors
 // and net/http middleware do. Interceptors stack in the order they were
-// added, the first outermost.
+// added, the first outermost. The routines left out are the local
+// queries, the group algebra and the constructors of values that reach
+// MPI only through an intercepted routine (docs/tools.md lists them).
 //
 // The facade's own calls are not seen: a Sendrecv is one Call, not the
 // Irecv, Send and Wait it is built on, and Finalize's barrier is not a
@@ -253,12 +255,15 @@ type Call struct {
 	group  *Group
 	color  int
 	key    int
-	coll   collArgs        // a collective's arguments
-	opts   []SessionOption // NewSession's options
-	copier AttrCopier      // NewKeyval's copier, deleter and extra state
-	del    AttrDeleter
-	extra  any
-	errFn  func(*Comm, error) // NewErrhandler's function
+	coll   collArgs // a collective's arguments
+	args   any      // NewSession's []SessionOption, NewKeyval's keyvalArgs, NewErrhandler's function: rare, so boxed, keeping the Call small
+}
+
+// keyvalArgs are NewKeyval's arguments.
+type keyvalArgs struct {
+	copy  AttrCopier
+	del   AttrDeleter
+	extra any
 }
 
 // Result is what an operation returned besides its error, as
@@ -851,7 +856,8 @@ func invokeProcess(c *Call) (err error) {
 	}
 	switch c.op {
 	case OpNewSession:
-		r.Session, err = pNewSession(c.opts)
+		opts, _ := c.args.([]SessionOption)
+		r.Session, err = pNewSession(opts)
 	case OpSessionClose:
 		err = c.Session.pClose(ctx)
 	case OpCommFromGroup:
@@ -887,7 +893,8 @@ func invokeProcess(c *Call) (err error) {
 	case OpUnpublishName:
 		err = pUnpublishName(c.Name, c.Port)
 	case OpNewKeyval:
-		r.Keyval = pNewKeyval(c.copier, c.del, c.extra)
+		a, _ := c.args.(keyvalArgs)
+		r.Keyval = pNewKeyval(a.copy, a.del, a.extra)
 	case OpKeyvalFree:
 		err = c.Keyval.pFree()
 	case OpSetAttr:
@@ -895,7 +902,8 @@ func invokeProcess(c *Call) (err error) {
 	case OpDeleteAttr:
 		err = m.pDeleteAttr(c.Keyval)
 	case OpNewErrhandler:
-		r.Errhandler, err = pNewErrhandler(c.errFn)
+		fn, _ := c.args.(func(*Comm, error))
+		r.Errhandler, err = pNewErrhandler(fn)
 	case OpSetErrhandler:
 		err = m.pSetErrhandler(c.Errhandler)
 	case OpCallErrhandler:

@@ -532,7 +532,7 @@ func TestInterceptSessionsAndState(t *testing.T) {
 		var err error
 		switch {
 		case c.Op == OpSetAttr && c.Value == "refuse", c.Op == OpLookupName && c.Name == "refuse",
-			c.Op == OpNewKeyval && c.extra == "refuse":
+			c.Op == OpNewKeyval && c.args.(keyvalArgs).extra == "refuse":
 			err = errR
 		default:
 			err = next(c)

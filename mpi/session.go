@@ -246,7 +246,7 @@ func WithStat(on bool) SessionOption {
 func NewSession(opts ...SessionOption) (*Session, error) {
 	if intercepted() {
 		c := processCall(OpNewSession)
-		c.opts = opts
+		c.args = opts
 		r, err := c.runResult()
 		return r.Session, err
 	}

@@ -47,7 +47,22 @@ func DupAttr(old *Comm, k *Keyval, extra, value any) (any, bool, error) { return
 
 // NewKeyval returns a new attribute key with its copier, deleter and the
 // extra state they are handed (MPI_COMM_CREATE_KEYVAL).
+//
+// Interceptors see it as OpNewKeyval; it returns the Result.Keyval they
+// leave, nil if one returned without calling next, which every routine
+// then refuses with ErrKeyval.
 func NewKeyval(copy AttrCopier, del AttrDeleter, extra any) *Keyval {
+	if intercepted() {
+		c := processCall(OpNewKeyval)
+		c.args = keyvalArgs{copy, del, extra}
+		r, _ := c.runResult()
+		return r.Keyval
+	}
+	return pNewKeyval(copy, del, extra)
+}
+
+// pNewKeyval is NewKeyval without interception.
+func pNewKeyval(copy AttrCopier, del AttrDeleter, extra any) *Keyval {
 	return &Keyval{copy: copy, del: del, extra: extra}
 }
 
@@ -55,6 +70,16 @@ func NewKeyval(copy AttrCopier, del AttrDeleter, extra any) *Keyval {
 // while the attributes already stored under it stay until deleted, with
 // their copier and deleter. A predefined keyval cannot be freed.
 func (k *Keyval) Free() error {
+	if intercepted() {
+		c := processCall(OpKeyvalFree)
+		c.Keyval = k
+		return c.run()
+	}
+	return k.pFree()
+}
+
+// pFree is Free without interception.
+func (k *Keyval) pFree() error {
 	switch {
 	case k == nil:
 		return errorf(ErrKeyval, "Keyval.Free", "nil keyval")
@@ -107,6 +132,16 @@ func (a *attrs) take(k *Keyval) (attr, bool) {
 // there is deleted first, with k's deleter; if that fails, the old value
 // stays and SetAttr returns the error.
 func (c *Comm) SetAttr(k *Keyval, value any) error {
+	if intercepted() {
+		call := newCall(OpSetAttr, c)
+		call.Keyval, call.Value = k, value
+		return call.run()
+	}
+	return c.pSetAttr(k, value)
+}
+
+// pSetAttr is SetAttr without interception.
+func (c *Comm) pSetAttr(k *Keyval, value any) error {
 	if err := c.check("SetAttr"); err != nil {
 		return c.fail(err)
 	}
@@ -155,6 +190,16 @@ func (c *Comm) Attr(k *Keyval) (value any, ok bool, err error) {
 // (MPI_COMM_DELETE_ATTR); it is an error if there is none. If the deleter
 // fails, the attribute stays.
 func (c *Comm) DeleteAttr(k *Keyval) error {
+	if intercepted() {
+		call := newCall(OpDeleteAttr, c)
+		call.Keyval = k
+		return call.run()
+	}
+	return c.pDeleteAttr(k)
+}
+
+// pDeleteAttr is DeleteAttr without interception.
+func (c *Comm) pDeleteAttr(k *Keyval) error {
 	if err := c.check("DeleteAttr"); err != nil {
 		return c.fail(err)
 	}

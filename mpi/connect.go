@@ -103,6 +103,17 @@ type Listener struct {
 // mpi_connect_timeout; one that fails is logged (WithLogger) and
 // dropped, and the listener goes on.
 func (s *Session) Listen(addr string) (*Listener, error) {
+	if intercepted() {
+		c := sessionCall(OpListen, s)
+		c.Port = addr
+		r, err := c.runResult()
+		return r.Listener, err
+	}
+	return s.pListen(addr)
+}
+
+// pListen is Listen without interception.
+func (s *Session) pListen(addr string) (*Listener, error) {
 	const op = "Listen"
 	if err := s.check(op); err != nil {
 		return nil, err
@@ -180,6 +191,16 @@ func (l *Listener) handshake(tc net.Conn) {
 // and ctx's error if ctx ends first, and ErrPort (and net.ErrClosed) once
 // the listener is closed.
 func (l *Listener) Accept(ctx context.Context) (*Comm, error) {
+	if intercepted() {
+		c := listenerCall(OpListenerAccept, l)
+		c.Ctx = ctx
+		return c.runComm()
+	}
+	return l.pAccept(ctx)
+}
+
+// pAccept is Accept without interception.
+func (l *Listener) pAccept(ctx context.Context) (*Comm, error) {
 	const op = "Accept"
 	select {
 	case c := <-l.ready:
@@ -194,6 +215,14 @@ func (l *Listener) Accept(ctx context.Context) (*Comm, error) {
 // Close stops taking connections: Accept returns ErrPort, handshakes
 // under way are abandoned. Connections Accept returned stay.
 func (l *Listener) Close() error {
+	if intercepted() {
+		return listenerCall(OpListenerClose, l).run()
+	}
+	return l.pClose()
+}
+
+// pClose is Close without interception.
+func (l *Listener) pClose() error {
 	l.once.Do(func() {
 		close(l.done)
 		l.ln.Close()
@@ -210,6 +239,16 @@ func (l *Listener) Close() error {
 // process (rank 0), whose local group is this process. ctx bounds the
 // whole handshake.
 func (s *Session) Dial(ctx context.Context, addr string) (*Comm, error) {
+	if intercepted() {
+		c := sessionCall(OpDial, s)
+		c.Port, c.Ctx = addr, ctx
+		return c.runComm()
+	}
+	return s.pDial(ctx, addr)
+}
+
+// pDial is Dial without interception.
+func (s *Session) pDial(ctx context.Context, addr string) (*Comm, error) {
 	const op = "Dial"
 	if err := s.check(op); err != nil {
 		return nil, err
@@ -684,9 +723,17 @@ func readFrame(r io.Reader) (string, map[string]string, error) {
 // of the other side that need this one fail with ErrProcFailed, as when a
 // process ends. On a communicator that is no connection's it is Free.
 func (c *Comm) Disconnect() error {
+	if intercepted() {
+		return newCall(OpDisconnect, c).run()
+	}
+	return c.pDisconnect()
+}
+
+// pDisconnect is Disconnect without interception.
+func (c *Comm) pDisconnect() error {
 	ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout.Get())
 	defer cancel()
-	return c.DisconnectContext(ctx)
+	return c.pDisconnectContext(ctx)
 }
 
 // DisconnectContext is Disconnect bounded by ctx instead of
@@ -694,13 +741,23 @@ func (c *Comm) Disconnect() error {
 // too) if ctx ended with sends undelivered; the connection is closed all
 // the same.
 func (c *Comm) DisconnectContext(ctx context.Context) error {
+	if intercepted() {
+		call := newCall(OpDisconnect, c)
+		call.Ctx = ctx
+		return call.run()
+	}
+	return c.pDisconnectContext(ctx)
+}
+
+// pDisconnectContext is DisconnectContext without interception.
+func (c *Comm) pDisconnectContext(ctx context.Context) error {
 	const op = "Disconnect"
 	if err := c.check(op); err != nil {
 		return err
 	}
 	k := c.p.conn
 	if k == nil {
-		return c.Free()
+		return c.pFree()
 	}
 	if err := k.close(ctx); err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -37,6 +37,17 @@ var (
 // (MPI_COMM_CREATE_ERRHANDLER). fn may call MPI; an error of its own
 // routines goes through their handlers, fn included.
 func NewErrhandler(fn func(c *Comm, err error)) (*Errhandler, error) {
+	if intercepted() {
+		c := processCall(OpNewErrhandler)
+		c.args = fn
+		r, err := c.runResult()
+		return r.Errhandler, err
+	}
+	return pNewErrhandler(fn)
+}
+
+// pNewErrhandler is NewErrhandler without interception.
+func pNewErrhandler(fn func(c *Comm, err error)) (*Errhandler, error) {
 	if fn == nil {
 		return nil, noComm(errorf(ErrArg, "NewErrhandler", "nil function"))
 	}
@@ -49,6 +60,16 @@ func (h *Errhandler) String() string { return h.name }
 // (MPI_COMM_SET_ERRHANDLER). Dup, Split and Create give the new
 // communicator c's handler.
 func (c *Comm) SetErrhandler(h *Errhandler) error {
+	if intercepted() {
+		call := newCall(OpSetErrhandler, c)
+		call.Errhandler = h
+		return call.run()
+	}
+	return c.pSetErrhandler(h)
+}
+
+// pSetErrhandler is SetErrhandler without interception.
+func (c *Comm) pSetErrhandler(h *Errhandler) error {
 	if err := c.check("SetErrhandler"); err != nil {
 		return err
 	}
@@ -74,6 +95,16 @@ func (c *Comm) Errhandler() *Errhandler {
 // would, and returns err (MPI_COMM_CALL_ERRHANDLER): how a library built
 // on MPI reports its own errors the MPI way.
 func (c *Comm) CallErrhandler(err error) error {
+	if intercepted() {
+		call := newCall(OpCallErrhandler, c)
+		call.Err = err
+		return call.run()
+	}
+	return c.pCallErrhandler(err)
+}
+
+// pCallErrhandler is CallErrhandler without interception.
+func (c *Comm) pCallErrhandler(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -169,6 +169,15 @@ func (c *ErrorCodeValue) Is(target error) bool { return target == c.class }
 // AddErrorString). A library built on MPI returns its own errors in it,
 // for example as the Class of an *Error.
 func AddErrorClass() (error, error) {
+	if intercepted() {
+		r, err := processCall(OpAddErrorClass).runResult()
+		return r.Err, err
+	}
+	return pAddErrorClass()
+}
+
+// pAddErrorClass is AddErrorClass without interception.
+func pAddErrorClass() (error, error) {
 	added.mu.Lock()
 	defer added.mu.Unlock()
 	c := &addedClass{code: int(added.last.Add(1))}
@@ -183,6 +192,17 @@ func AddErrorClass() (error, error) {
 // one of AddErrorClass's (MPI_ADD_ERROR_CODE): an error that errors.Is
 // matches to itself and to class, whose ErrorCode is its own.
 func AddErrorCode(class error) (error, error) {
+	if intercepted() {
+		c := processCall(OpAddErrorCode)
+		c.Err = class
+		r, err := c.runResult()
+		return r.Err, err
+	}
+	return pAddErrorCode(class)
+}
+
+// pAddErrorCode is AddErrorCode without interception.
+func pAddErrorCode(class error) (error, error) {
 	if !isClass(class) {
 		return nil, noComm(errorf(ErrArg, "AddErrorCode", "%v is not an error class", class))
 	}
@@ -196,6 +216,16 @@ func AddErrorCode(class error) (error, error) {
 // code that AddErrorClass or AddErrorCode returned (MPI_ADD_ERROR_STRING);
 // the predefined ones keep theirs (ErrArg).
 func AddErrorString(code error, text string) error {
+	if intercepted() {
+		c := processCall(OpAddErrorString)
+		c.Err, c.Name = code, text
+		return c.run()
+	}
+	return pAddErrorString(code, text)
+}
+
+// pAddErrorString is AddErrorString without interception.
+func pAddErrorString(code error, text string) error {
 	switch c := code.(type) {
 	case *addedClass:
 		c.text.Store(&text)

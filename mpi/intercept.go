@@ -10,11 +10,13 @@ import (
 )
 
 // Interception is the profiling interface (MPI's PMPI) in Go's idiom: a
-// tool registers an Interceptor, and every operation of the facade a
+// tool registers an Interceptor, and every routine of the Op list a
 // program calls goes through it as a Call; the interceptor does what it
 // wants before and after and calls next to go on, as gRPC's interceptors
 // and net/http middleware do. Interceptors stack in the order they were
-// added, the first outermost.
+// added, the first outermost. The routines left out are the local
+// queries, the group algebra and the constructors of values that reach
+// MPI only through an intercepted routine (docs/tools.md lists them).
 //
 // The facade's own calls are not seen: a Sendrecv is one Call, not the
 // Irecv, Send and Wait it is built on, and Finalize's barrier is not a
@@ -126,6 +128,38 @@ const (
 	OpIexscan
 	OpBcastInit     // persistent
 	OpAllreduceInit // persistent
+	// Sessions and connections (session.go, connect.go, ports.go,
+	// names.go, intercomm.go), which wait on other processes or change
+	// what the process is connected to. Comm is nil but for Accept,
+	// Connect, Disconnect and Merge; Rank is the session's world's.
+	OpNewSession     // Result.Session the session
+	OpSessionClose   // Session.Close: Session, Ctx its context
+	OpCommFromGroup  // Session, Name the tag; Result.NewComm
+	OpListen         // Session, Port the address; Result.Listener
+	OpListenerAccept // Listener.Accept: Session, Listener, Ctx; Result.NewComm
+	OpListenerClose  // Listener.Close: Session, Listener
+	OpDial           // Session, Port the address, Ctx; Result.NewComm
+	OpOpenPort       // Result.Port the port's name
+	OpClosePort      // Port
+	OpAccept         // Comm.Accept, AcceptContext: Port, Peer the root; Result.NewComm
+	OpConnect        // Comm.Connect, ConnectContext: Port, Peer the root; Result.NewComm
+	OpDisconnect     // Disconnect, DisconnectContext
+	OpMerge          // High; Result.NewComm
+	OpPublishName    // Name the service, Port
+	OpLookupName     // Name the service; Result.Port
+	OpUnpublishName  // Name the service, Port
+	// Attributes, error handlers and error classes (attr.go,
+	// errhandler.go, errors.go): local, but state a tool accounts for.
+	OpNewKeyval      // Result.Keyval
+	OpKeyvalFree     // Keyval.Free: Keyval
+	OpSetAttr        // Keyval, Value
+	OpDeleteAttr     // Keyval
+	OpNewErrhandler  // Result.Errhandler
+	OpSetErrhandler  // Errhandler
+	OpCallErrhandler // Err the error
+	OpAddErrorClass  // Result.Err the class
+	OpAddErrorCode   // Err the class; Result.Err the code
+	OpAddErrorString // Err the class or code, Name the text
 	opEnd
 )
 
@@ -143,7 +177,12 @@ var opCallNames = [...]string{"", "Init", "Finalize", "Pcontrol",
 	"Allgather", "Allgatherv", "Alltoall", "Alltoallv", "ReduceScatter", "ReduceScatterBlock", "Scan", "Exscan",
 	"Ibarrier", "Ibcast", "Ireduce", "Iallreduce", "Igather", "Igatherv", "Iscatter", "Iscatterv",
 	"Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "IreduceScatter", "IreduceScatterBlock", "Iscan", "Iexscan",
-	"BcastInit", "AllreduceInit"}
+	"BcastInit", "AllreduceInit",
+	"NewSession", "SessionClose", "CommFromGroup", "Listen", "ListenerAccept", "ListenerClose", "Dial",
+	"OpenPort", "ClosePort", "Accept", "Connect", "Disconnect", "Merge",
+	"PublishName", "LookupName", "UnpublishName",
+	"NewKeyval", "KeyvalFree", "SetAttr", "DeleteAttr", "NewErrhandler", "SetErrhandler", "CallErrhandler",
+	"AddErrorClass", "AddErrorCode", "AddErrorString"}
 
 // String returns the name of the routine ("Send", "Waitall").
 func (o Op) String() string {
@@ -178,6 +217,16 @@ type Call struct {
 	Level int     // Pcontrol's level; InitThread's required thread level
 	Due   float64 // TimerCreate's and ResetTimer's due time, seconds from now
 	Code  int     // Abort's exit status
+	High  bool    // Merge's high
+
+	Session    *Session    // the session of SessionClose, CommFromGroup, Listen, Dial, and of a Listener's
+	Listener   *Listener   // the listener of ListenerAccept, ListenerClose
+	Port       string      // the address or port name of Listen, Dial, ClosePort, Accept, Connect, PublishName, UnpublishName
+	Name       string      // the service of PublishName, LookupName, UnpublishName; CommFromGroup's tag; AddErrorString's text
+	Keyval     *Keyval     // the keyval of SetAttr, DeleteAttr, KeyvalFree
+	Value      any         // SetAttr's value
+	Errhandler *Errhandler // SetErrhandler's handler
+	Err        error       // CallErrhandler's error, AddErrorCode's class, AddErrorString's class or code
 
 	// Ctx is the context of a Context form (RecvContext, WaitContext,
 	// BarrierContext...), which is its plain form's operation with Ctx
@@ -207,6 +256,14 @@ type Call struct {
 	color  int
 	key    int
 	coll   collArgs // a collective's arguments
+	args   any      // NewSession's []SessionOption, NewKeyval's keyvalArgs, NewErrhandler's function: rare, so boxed, keeping the Call small
+}
+
+// keyvalArgs are NewKeyval's arguments.
+type keyvalArgs struct {
+	copy  AttrCopier
+	del   AttrDeleter
+	extra any
 }
 
 // Result is what an operation returned besides its error, as
@@ -219,10 +276,17 @@ type Result struct {
 	Statuses []Status    // Waitall, Testall, Waitsome, Testsome: the statuses
 	Request  *Request    // started by a nonblocking send or receive, or made by a persistent Init
 	Message  *Message    // taken by Mprobe, Improbe
-	NewComm  *Comm       // made by Dup, Split, Create
+	NewComm  *Comm       // made by Dup, Split, Create, CreateGroup, CommFromGroup, ListenerAccept, Dial, Accept, Connect, Merge
 	Provided ThreadLevel // InitThread's
 	Buffer   []byte      // BufferDetach's: the buffer detached
 	Count    int         // Pack's bytes written, Unpack's bytes used
+
+	Session    *Session    // made by NewSession
+	Listener   *Listener   // made by Listen
+	Port       string      // OpenPort's port name, LookupName's port
+	Keyval     *Keyval     // made by NewKeyval
+	Errhandler *Errhandler // made by NewErrhandler
+	Err        error       // made by AddErrorClass, AddErrorCode
 }
 
 // A Handler carries out a Call, filling in its Result: the next
@@ -649,8 +713,11 @@ func invoke(c *Call) (err error) {
 	case OpCommFree:
 		err = m.pFree()
 	default:
-		if c.op >= OpBcast && c.op < opEnd {
+		if c.op >= OpBcast && c.op <= OpAllreduceInit {
 			return invokeColl(c)
+		}
+		if c.op >= OpNewSession && c.op < opEnd {
+			return invokeProcess(c)
 		}
 		err = errorf(ErrArg, c.Op.String(), "a Call that was not made by the facade")
 	}
@@ -740,4 +807,115 @@ func requestOp(op Op) opcode {
 		return opRecvInit
 	}
 	return opIsend
+}
+
+// processCall returns the Call of op, a routine of the process rather
+// than of a communicator, with the rank of the process's MPI if it is
+// initialized.
+func processCall(op Op) *Call {
+	c := newCall(op, nil)
+	if p := current(); p != nil {
+		c.Rank = p.ep.Rank()
+	}
+	return c
+}
+
+// sessionCall returns the Call of op on session s, with the rank of s's
+// world.
+func sessionCall(op Op, s *Session) *Call {
+	c := newCall(op, nil)
+	c.Session = s
+	if s != nil && s.world != nil {
+		c.Rank = s.world.ep.Rank()
+	}
+	return c
+}
+
+// listenerCall returns the Call of op on listener l, of l's session.
+func listenerCall(op Op, l *Listener) *Call {
+	var s *Session
+	if l != nil {
+		s = l.s
+	}
+	c := sessionCall(op, s)
+	c.Listener = l
+	return c
+}
+
+// invokeProcess is invoke for the routines of sessions, connections,
+// attributes and error handlers. A routine whose only form takes a
+// context runs with context.Background() if an interceptor took Ctx
+// away; Disconnect without Ctx is the plain form, bounded by
+// mpi_disconnect_timeout.
+func invokeProcess(c *Call) (err error) {
+	r := &c.Result
+	m := c.Comm
+	ctx := c.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	switch c.op {
+	case OpNewSession:
+		opts, _ := c.args.([]SessionOption)
+		r.Session, err = pNewSession(opts)
+	case OpSessionClose:
+		err = c.Session.pClose(ctx)
+	case OpCommFromGroup:
+		r.NewComm, err = c.Session.pCommFromGroup(c.group, c.Name)
+	case OpListen:
+		r.Listener, err = c.Session.pListen(c.Port)
+	case OpListenerAccept:
+		r.NewComm, err = c.Listener.pAccept(ctx)
+	case OpListenerClose:
+		err = c.Listener.pClose()
+	case OpDial:
+		r.NewComm, err = c.Session.pDial(ctx, c.Port)
+	case OpOpenPort:
+		r.Port, err = pOpenPort()
+	case OpClosePort:
+		err = pClosePort(c.Port)
+	case OpAccept:
+		r.NewComm, err = m.pAcceptContext(ctx, c.Port, c.Peer)
+	case OpConnect:
+		r.NewComm, err = m.pConnectContext(ctx, c.Port, c.Peer)
+	case OpDisconnect:
+		if c.Ctx == nil {
+			err = m.pDisconnect()
+		} else {
+			err = m.pDisconnectContext(c.Ctx)
+		}
+	case OpMerge:
+		r.NewComm, err = m.pMerge(c.High)
+	case OpPublishName:
+		err = pPublishName(c.Name, c.Port)
+	case OpLookupName:
+		r.Port, err = pLookupName(c.Name)
+	case OpUnpublishName:
+		err = pUnpublishName(c.Name, c.Port)
+	case OpNewKeyval:
+		a, _ := c.args.(keyvalArgs)
+		r.Keyval = pNewKeyval(a.copy, a.del, a.extra)
+	case OpKeyvalFree:
+		err = c.Keyval.pFree()
+	case OpSetAttr:
+		err = m.pSetAttr(c.Keyval, c.Value)
+	case OpDeleteAttr:
+		err = m.pDeleteAttr(c.Keyval)
+	case OpNewErrhandler:
+		fn, _ := c.args.(func(*Comm, error))
+		r.Errhandler, err = pNewErrhandler(fn)
+	case OpSetErrhandler:
+		err = m.pSetErrhandler(c.Errhandler)
+	case OpCallErrhandler:
+		err = m.pCallErrhandler(c.Err)
+	case OpAddErrorClass:
+		r.Err, err = pAddErrorClass()
+	case OpAddErrorCode:
+		r.Err, err = pAddErrorCode(c.Err)
+	case OpAddErrorString:
+		err = pAddErrorString(c.Err, c.Name)
+	default:
+		err = errorf(ErrArg, c.Op.String(), "a Call that was not made by the facade")
+	}
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/internal/testrole"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
 )
@@ -471,5 +472,272 @@ func TestInterceptAbort(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "tool saw Abort code 5 rank 0\n") {
 		t.Fatalf("the tool did not see Abort:\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+}
+
+// describeCall is what TestInterceptSessionsAndState checks of a Call
+// once next has returned: the fields its operation fills, the results
+// it made, and whether it failed.
+func describeCall(c *Call, err error) string {
+	s := fmt.Sprintf("%v rank=%d", c.Op, c.Rank)
+	add := func(on bool, f string, args ...any) {
+		if on {
+			s += " " + fmt.Sprintf(f, args...)
+		}
+	}
+	r := &c.Result
+	add(c.Comm != nil, "comm")
+	add(c.Session != nil, "session")
+	add(c.Listener != nil, "listener")
+	add(c.Port != "", "port")
+	add(c.Name != "", "name=%s", c.Name)
+	add(c.Peer != Undefined, "peer=%d", c.Peer)
+	add(c.High, "high")
+	add(c.Keyval != nil, "keyval")
+	add(c.Value != nil, "value=%v", c.Value)
+	add(c.Errhandler != nil, "errhandler")
+	add(c.Err != nil, "err")
+	add(c.Ctx != nil, "ctx")
+	add(r.Session != nil, "->session")
+	add(r.Listener != nil, "->listener")
+	add(r.Port != "", "->port")
+	add(r.NewComm != nil, "->comm")
+	add(r.Keyval != nil, "->keyval")
+	add(r.Errhandler != nil, "->errhandler")
+	add(r.Err != nil, "->err")
+	add(err != nil, "failed")
+	return s
+}
+
+// TestInterceptSessionsAndState: the routines of sessions, connections,
+// the name service, attributes, error handlers and error classes are
+// seen once each with the fields they fill and what they made; a tool
+// that refuses one stops it and its caller gets the tool's error; the
+// facade's own calls (Disconnect's Free, Session.Close's Listener.Close)
+// are not seen.
+func TestInterceptSessionsAndState(t *testing.T) {
+	v, _ := cvar.Lookup("mpi_name_dir")
+	oldDir := v.String()
+	cvar.Set("mpi_name_dir", t.TempDir())
+	defer cvar.Set("mpi_name_dir", oldDir)
+	errR := errors.New("refused by the tool")
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	tool := func(c *Call, next Handler) error {
+		if c.Op < OpNewSession && c.Op != OpCommFree {
+			return next(c)
+		}
+		var err error
+		switch {
+		case c.Op == OpSetAttr && c.Value == "refuse", c.Op == OpLookupName && c.Name == "refuse",
+			c.Op == OpNewKeyval && c.args.(keyvalArgs).extra == "refuse":
+			err = errR
+		default:
+			err = next(c)
+		}
+		mu.Lock()
+		seen = append(seen, describeCall(c, err))
+		mu.Unlock()
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	withInterceptor(t, tool, func() {
+		// Two sessions of this process, connected by Listen and Dial.
+		srv, err := NewSession(WithStandalone())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli, err := NewSession(WithStandalone())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := srv.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := make(chan *Comm, 1)
+		go func() {
+			c, err := ln.Accept(ctx)
+			if err != nil {
+				t.Error("Accept:", err)
+			}
+			accepted <- c
+		}()
+		cc, err := cli.Dial(ctx, ln.Addr().String())
+		if err != nil {
+			t.Fatal("Dial:", err)
+		}
+		sc := <-accepted
+		if sc == nil {
+			t.FailNow()
+		}
+		if err := ln.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cc.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sc.DisconnectContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		g, err := srv.GroupFromPset(PsetWorld)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.CommFromGroup(g, "tag"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Listen("127.0.0.1:0"); err != nil { // closed by Session.Close, unseen
+			t.Fatal(err)
+		}
+		if err := srv.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := cli.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// Ports and names.
+		port, err := OpenPort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := PublishName("svc", port); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := LookupName("svc"); err != nil || got != port {
+			t.Fatalf("LookupName: %q, %v", got, err)
+		}
+		if got, err := LookupName("refuse"); err != errR || got != "" {
+			t.Fatalf("a refused LookupName: %q, %v", got, err)
+		}
+		if err := UnpublishName("svc", port); err != nil {
+			t.Fatal(err)
+		}
+		if err := ClosePort(port); err != nil {
+			t.Fatal(err)
+		}
+		if err := ClosePort(port); !errors.Is(err, ErrPort) {
+			t.Fatalf("ClosePort twice: %v, want ErrPort", err)
+		}
+
+		// Accept, Connect and Merge between two worlds of Run: a has
+		// one rank (Accept), b one (Connect).
+		twoWorlds(t, 1, 1, func(inter *Comm) error {
+			_, err := inter.Merge(false)
+			return err
+		}, func(inter *Comm) error {
+			_, err := inter.Merge(true)
+			return err
+		})
+
+		// Attributes, error handlers and error classes, on a rank of Run.
+		err = Run(1, func(c *Comm) error {
+			if k := NewKeyval(nil, nil, "refuse"); k != nil {
+				return fmt.Errorf("a refused NewKeyval returned %v", k)
+			}
+			k := NewKeyval(nil, nil, nil)
+			if err := c.SetAttr(k, 7); err != nil {
+				return err
+			}
+			if err := c.SetAttr(k, "refuse"); err != errR {
+				return fmt.Errorf("a refused SetAttr: %v", err)
+			}
+			if v, ok, err := c.Attr(k); err != nil || !ok || v != 7 {
+				return fmt.Errorf("Attr after a refused SetAttr: %v, %v, %v", v, ok, err)
+			}
+			if err := c.DeleteAttr(k); err != nil {
+				return err
+			}
+			if err := k.Free(); err != nil {
+				return err
+			}
+			called := 0
+			h, err := NewErrhandler(func(*Comm, error) { called++ })
+			if err != nil {
+				return err
+			}
+			if err := c.SetErrhandler(h); err != nil {
+				return err
+			}
+			if err := c.CallErrhandler(errR); err != errR || called != 1 {
+				return fmt.Errorf("CallErrhandler: %v, handler called %d times", err, called)
+			}
+			if err := c.SetErrhandler(ErrorsReturn); err != nil {
+				return err
+			}
+			cls, err := AddErrorClass()
+			if err != nil {
+				return err
+			}
+			code, err := AddErrorCode(cls)
+			if err != nil {
+				return err
+			}
+			if err := AddErrorString(code, "text"); err != nil {
+				return err
+			}
+			d, err := c.Dup()
+			if err != nil {
+				return err
+			}
+			return d.Disconnect() // no connection's: its Free is unseen
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	u := Undefined
+	want := []string{
+		fmt.Sprintf("NewSession rank=%d ->session", u),
+		fmt.Sprintf("NewSession rank=%d ->session", u),
+		"Listen rank=0 session port ->listener",
+		"ListenerAccept rank=0 session listener ctx ->comm",
+		"Dial rank=0 session port ctx ->comm",
+		"ListenerClose rank=0 session listener",
+		"Disconnect rank=1 comm", // the dialing side, rank 1 of the connection's world
+		"Disconnect rank=0 comm ctx",
+		"CommFromGroup rank=0 session name=tag ->comm",
+		"Listen rank=0 session port ->listener",
+		"SessionClose rank=0 session ctx",
+		"SessionClose rank=0 session ctx",
+		fmt.Sprintf("OpenPort rank=%d ->port", u),
+		fmt.Sprintf("PublishName rank=%d port name=svc", u),
+		fmt.Sprintf("LookupName rank=%d name=svc ->port", u),
+		fmt.Sprintf("LookupName rank=%d name=refuse failed", u),
+		fmt.Sprintf("UnpublishName rank=%d port name=svc", u),
+		fmt.Sprintf("ClosePort rank=%d port", u),
+		fmt.Sprintf("ClosePort rank=%d port failed", u),
+		fmt.Sprintf("OpenPort rank=%d ->port", u), // twoWorlds's port
+		"Accept rank=0 comm port peer=0 ->comm",
+		"Connect rank=0 comm port peer=0 ->comm",
+		"Merge rank=0 comm ->comm",
+		"Merge rank=1 comm high ->comm", // the connecting side, rank 1 of the connection's world
+		"Disconnect rank=0 comm",
+		"Disconnect rank=1 comm",
+		fmt.Sprintf("ClosePort rank=%d port", u),
+		fmt.Sprintf("NewKeyval rank=%d failed", u),
+		fmt.Sprintf("NewKeyval rank=%d ->keyval", u),
+		"SetAttr rank=0 comm keyval value=7",
+		"SetAttr rank=0 comm keyval value=refuse failed",
+		"DeleteAttr rank=0 comm keyval",
+		fmt.Sprintf("KeyvalFree rank=%d keyval", u),
+		fmt.Sprintf("NewErrhandler rank=%d ->errhandler", u),
+		"SetErrhandler rank=0 comm errhandler",
+		"CallErrhandler rank=0 comm err failed",
+		"SetErrhandler rank=0 comm errhandler",
+		fmt.Sprintf("AddErrorClass rank=%d ->err", u),
+		fmt.Sprintf("AddErrorCode rank=%d err ->err", u),
+		fmt.Sprintf("AddErrorString rank=%d name=text err", u),
+		"Disconnect rank=0 comm",
+	}
+	// The two worlds of twoWorlds run at once: compare as multisets.
+	slices.Sort(seen)
+	slices.Sort(want)
+	if !slices.Equal(seen, want) {
+		t.Fatalf("saw\n\t%s\nwant\n\t%s", strings.Join(seen, "\n\t"), strings.Join(want, "\n\t"))
 	}
 }

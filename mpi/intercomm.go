@@ -75,6 +75,16 @@ func (c *Comm) RemoteGroup() (*Group, error) {
 // high; if both groups pass the same, the group that accepted the
 // connection comes first. It is collective over both groups.
 func (c *Comm) Merge(high bool) (*Comm, error) {
+	if intercepted() {
+		call := newCall(OpMerge, c)
+		call.High = high
+		return call.runComm()
+	}
+	return c.pMerge(high)
+}
+
+// pMerge is Merge without interception.
+func (c *Comm) pMerge(high bool) (*Comm, error) {
 	const op = "Merge"
 	if err := c.check(op); err != nil {
 		return nil, err

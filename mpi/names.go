@@ -51,6 +51,16 @@ func nameFile(op, service string) (string, error) {
 // LookupName. Publishing a name another live process publishes is an
 // ErrService error.
 func PublishName(service, port string) error {
+	if intercepted() {
+		c := processCall(OpPublishName)
+		c.Name, c.Port = service, port
+		return c.run()
+	}
+	return pPublishName(service, port)
+}
+
+// pPublishName is PublishName without interception.
+func pPublishName(service, port string) error {
 	const op = "PublishName"
 	if _, err := portAddr(op, port); err != nil {
 		return noComm(err)
@@ -113,6 +123,17 @@ func readName(f string) (port string, live bool) {
 // LookupName returns the port published under service (MPI_LOOKUP_NAME),
 // ErrName if none is (or its publisher has ended).
 func LookupName(service string) (string, error) {
+	if intercepted() {
+		c := processCall(OpLookupName)
+		c.Name = service
+		r, err := c.runResult()
+		return r.Port, err
+	}
+	return pLookupName(service)
+}
+
+// pLookupName is LookupName without interception.
+func pLookupName(service string) (string, error) {
 	const op = "LookupName"
 	f, err := nameFile(op, service)
 	if err != nil {
@@ -129,6 +150,16 @@ func LookupName(service string) (string, error) {
 // (MPI_UNPUBLISH_NAME); ErrService if this process did not publish port
 // under it.
 func UnpublishName(service, port string) error {
+	if intercepted() {
+		c := processCall(OpUnpublishName)
+		c.Name, c.Port = service, port
+		return c.run()
+	}
+	return pUnpublishName(service, port)
+}
+
+// pUnpublishName is UnpublishName without interception.
+func pUnpublishName(service, port string) error {
 	const op = "UnpublishName"
 	published.mu.Lock()
 	defer published.mu.Unlock()

@@ -32,6 +32,15 @@ var ports struct {
 // returns its name (MPI_OPEN_PORT), for Comm.Connect or Dial elsewhere:
 // "tachyon://host:port" (mpi_port_address says where).
 func OpenPort() (string, error) {
+	if intercepted() {
+		r, err := processCall(OpOpenPort).runResult()
+		return r.Port, err
+	}
+	return pOpenPort()
+}
+
+// pOpenPort is OpenPort without interception.
+func pOpenPort() (string, error) {
 	const op = "OpenPort"
 	addr := portAddress.Get()
 	if addr == "" {
@@ -75,6 +84,16 @@ func advertisedHost() string {
 // ClosePort closes a port OpenPort opened (MPI_CLOSE_PORT): an Accept
 // waiting on it returns ErrPort. Connections made through it stay.
 func ClosePort(name string) error {
+	if intercepted() {
+		c := processCall(OpClosePort)
+		c.Port = name
+		return c.run()
+	}
+	return pClosePort(name)
+}
+
+// pClosePort is ClosePort without interception.
+func pClosePort(name string) error {
 	ports.mu.Lock()
 	ln, ok := ports.m[name]
 	delete(ports.m, name)
@@ -92,13 +111,31 @@ func ClosePort(name string) error {
 // port is used at root alone, and must be a port of root's process
 // (OpenPort). The connection belongs to the session of c.
 func (c *Comm) Accept(port string, root int) (*Comm, error) {
-	return c.AcceptContext(context.Background(), port, root)
+	if intercepted() {
+		return c.connectCall(OpAccept, nil, port, root).runComm()
+	}
+	return c.pAcceptContext(context.Background(), port, root)
 }
 
 // AcceptContext is Accept whose wait and handshake at root end with ctx:
 // then every rank of c returns an error (ErrCanceled at root, matching
 // ctx's error too).
 func (c *Comm) AcceptContext(ctx context.Context, port string, root int) (*Comm, error) {
+	if intercepted() {
+		return c.connectCall(OpAccept, ctx, port, root).runComm()
+	}
+	return c.pAcceptContext(ctx, port, root)
+}
+
+// connectCall returns the Call of Accept or Connect (op) on c.
+func (c *Comm) connectCall(op Op, ctx context.Context, port string, root int) *Call {
+	call := newCall(op, c)
+	call.Ctx, call.Port, call.Peer = ctx, port, root
+	return call
+}
+
+// pAcceptContext is AcceptContext without interception.
+func (c *Comm) pAcceptContext(ctx context.Context, port string, root int) (*Comm, error) {
 	const op = "Accept"
 	if err := c.connectArgs(op, root); err != nil {
 		return nil, err
@@ -200,12 +237,23 @@ func (d *ctxDeadline) release() {
 // It is collective over c; port, a port name or a Listener's address, is
 // used at root alone. The connection belongs to the session of c.
 func (c *Comm) Connect(port string, root int) (*Comm, error) {
-	return c.ConnectContext(context.Background(), port, root)
+	if intercepted() {
+		return c.connectCall(OpConnect, nil, port, root).runComm()
+	}
+	return c.pConnectContext(context.Background(), port, root)
 }
 
 // ConnectContext is Connect whose dial and handshake at root end with
 // ctx.
 func (c *Comm) ConnectContext(ctx context.Context, port string, root int) (*Comm, error) {
+	if intercepted() {
+		return c.connectCall(OpConnect, ctx, port, root).runComm()
+	}
+	return c.pConnectContext(ctx, port, root)
+}
+
+// pConnectContext is ConnectContext without interception.
+func (c *Comm) pConnectContext(ctx context.Context, port string, root int) (*Comm, error) {
 	const op = "Connect"
 	if err := c.connectArgs(op, root); err != nil {
 		return nil, err

@@ -244,6 +244,17 @@ func WithStat(on bool) SessionOption {
 // session that asks for it fails. Otherwise its world is this process
 // alone.
 func NewSession(opts ...SessionOption) (*Session, error) {
+	if intercepted() {
+		c := processCall(OpNewSession)
+		c.args = opts
+		r, err := c.runResult()
+		return r.Session, err
+	}
+	return pNewSession(opts)
+}
+
+// pNewSession is NewSession without interception.
+func pNewSession(opts []SessionOption) (*Session, error) {
 	cfg := defaultSessionConfig()
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -400,6 +411,16 @@ func (s *Session) check(op string) error {
 // with sends undelivered; the session is closed all the same. The
 // default session ends with Finalize, not Close.
 func (s *Session) Close(ctx context.Context) error {
+	if intercepted() {
+		c := sessionCall(OpSessionClose, s)
+		c.Ctx = ctx
+		return c.run()
+	}
+	return s.pClose(ctx)
+}
+
+// pClose is Close without interception.
+func (s *Session) pClose(ctx context.Context) error {
 	if err := s.check("Close"); err != nil {
 		return err
 	}
@@ -434,7 +455,7 @@ func (s *Session) end(ctx context.Context, op string) error {
 	}
 	s.mu.Unlock()
 	for _, l := range lns {
-		l.Close()
+		l.pClose()
 	}
 	s.pending.Wait() // handshakes under way end: the listeners are closed
 	errs := make([]error, len(conns))
@@ -510,6 +531,16 @@ func (s *Session) GroupFromPset(name string) (*Group, error) {
 // overlapping groups pass different tags. A process not in g gets
 // ErrGroup.
 func (s *Session) CommFromGroup(g *Group, tag string) (*Comm, error) {
+	if intercepted() {
+		c := sessionCall(OpCommFromGroup, s)
+		c.group, c.Name = g, tag
+		return c.runComm()
+	}
+	return s.pCommFromGroup(g, tag)
+}
+
+// pCommFromGroup is CommFromGroup without interception.
+func (s *Session) pCommFromGroup(g *Group, tag string) (*Comm, error) {
 	const op = "CommFromGroup"
 	if err := s.check(op); err != nil {
 		return nil, err

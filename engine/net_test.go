@@ -292,14 +292,7 @@ func TestNetAllocs(t *testing.T) {
 		a, b := w.Endpoint(0), w.Endpoint(1)
 		small, big := make([]byte, 8), make([]byte, 5000)
 		for name, buf := range map[string][]byte{"8 B": small, "5000 B": big} {
-			round := func() {
-				r, _ := b.Irecv(buf, 0, 1, 0)
-				a.Send(buf, 1, 1, 0, Standard)
-				r.Wait()
-				r, _ = a.Irecv(buf, 1, 2, 0)
-				b.Send(buf, 0, 2, 0, Standard)
-				r.Wait()
-			}
+			round := roundTrip(a, b, buf)
 			for range 200 {
 				round()
 			}
@@ -481,5 +474,18 @@ func TestNetLinkMode(t *testing.T) {
 	}
 	if v := pvNetLinkMode.ReadAt(k); v != -1 {
 		t.Errorf("a closed rank's link mode %d, want -1", v)
+	}
+}
+
+// roundTrip returns one round trip of buf between a (rank 0) and b (rank
+// 1), for the allocation tests.
+func roundTrip(a, b *Endpoint, buf []byte) func() {
+	return func() {
+		r, _ := b.Irecv(buf, 0, 1, 0)
+		a.Send(buf, 1, 1, 0, Standard)
+		r.Wait()
+		r, _ = a.Irecv(buf, 1, 2, 0)
+		b.Send(buf, 0, 2, 0, Standard)
+		r.Wait()
 	}
 }

@@ -17,14 +17,7 @@ func TestNetScaleAllocs(t *testing.T) {
 	testcvar.Set(t, "nic_drop_rate", "0") // a lost frame makes a wait park, and parking may allocate
 	a, z := scaleJob(t, 64)
 	buf := make([]byte, 8)
-	round := func() {
-		r, _ := z.Irecv(buf, 0, 1, 0)
-		a.Send(buf, 1, 1, 0, Standard)
-		r.Wait()
-		r, _ = a.Irecv(buf, 1, 2, 0)
-		z.Send(buf, 0, 2, 0, Standard)
-		r.Wait()
-	}
+	round := roundTrip(a, z, buf)
 	for range 200 {
 		round()
 	}

@@ -31,10 +31,9 @@ func CreateSegment(name string, size int) (*Segment, error) {
 	}
 	dir := shmDir.Get()
 	path := filepath.Join(dir, name)
-	tmp := filepath.Join(dir, "."+name+".tmp."+strconv.Itoa(os.Getpid())+"."+strconv.FormatUint(tmpSeq.Add(1), 10))
-	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	fd, tmp, err := createTemp(dir, name)
 	if err != nil {
-		return nil, &fs.PathError{Op: "create segment", Path: tmp, Err: err}
+		return nil, err
 	}
 	s, err := newSegment(fd, sz, name)
 	if err != nil {
@@ -62,6 +61,36 @@ func CreateSegment(name string, size int) (*Segment, error) {
 	unix.Unlink(tmp)
 	pvCreated.Add(1)
 	return s, nil
+}
+
+// createTemp creates the temporary file a named segment is built in, and
+// returns it locked. RemoveStale, in this or another process, takes an
+// unlocked file for a leftover and may remove it between the create and
+// the lock; the lock is taken before the check that the file is still
+// linked, so a file that passes it is never removed, and one that fails
+// it is made again under a new name.
+func createTemp(dir, name string) (fd int, tmp string, err error) {
+	for range 100 {
+		tmp = filepath.Join(dir, "."+name+".tmp."+strconv.Itoa(os.Getpid())+"."+strconv.FormatUint(tmpSeq.Add(1), 10))
+		fd, err = unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return -1, "", &fs.PathError{Op: "create segment", Path: tmp, Err: err}
+		}
+		var st unix.Stat_t
+		if err = unix.Flock(fd, unix.LOCK_SH); err == nil {
+			err = unix.Fstat(fd, &st)
+		}
+		if err != nil {
+			unix.Close(fd)
+			unix.Unlink(tmp)
+			return -1, "", &fs.PathError{Op: "create segment", Path: tmp, Err: err}
+		}
+		if st.Nlink > 0 {
+			return fd, tmp, nil
+		}
+		unix.Close(fd) // removed as stale before the lock: again
+	}
+	return -1, "", &fs.PathError{Op: "create segment", Path: tmp, Err: errors.New("removed as stale 100 times in a row")}
 }
 
 // CreateMemfdSegment creates an unnamed segment in a memfd, whose size is

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -150,6 +151,46 @@ func TestSegmentExistsAndStale(t *testing.T) {
 	if _, err := RemoveStale(""); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("empty prefix: %v", err)
 	}
+}
+
+// TestSegmentCreateWhileRemovingStale creates segments while another
+// goroutine removes stale ones under the same prefix, as a listener does
+// for each connection it accepts: a segment being made is never taken
+// for a stale one.
+func TestSegmentCreateWhileRemovingStale(t *testing.T) {
+	prefix := testName()
+	stop := make(chan struct{})
+	var sweeps sync.WaitGroup
+	sweeps.Add(1)
+	go func() {
+		defer sweeps.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				RemoveStale(prefix)
+			}
+		}
+	}()
+	defer func() { close(stop); sweeps.Wait() }()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				s, err := CreateSegment(fmt.Sprintf("%s-%d-%d", prefix, g, i), SegmentSize(64))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				s.Remove()
+				s.Close()
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func TestSegmentCorrupt(t *testing.T) {

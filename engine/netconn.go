@@ -75,8 +75,8 @@ type netConn struct {
 	sndNxt, sndUna, sndSent uint32
 	sndLimit                uint32 // the peer takes seq below this (ack + credit)
 	tx                      []txSlot
-	open                    bool // frame sndNxt-1 is being filled: fill bytes of packets so far
-	fill                    int
+	open                    bool // frame sndNxt-1 is being filled: fill bytes of pkts packets so far
+	fill, pkts              int
 	wakePolls               uint64 // the endpoint's polls at the last Wake
 	txd                     [1]nic.TxDesc
 
@@ -262,7 +262,7 @@ func (c *netConn) Reserve(n int) []byte {
 		c.starved, c.stall = false, stallNone
 		c.tx[c.sndNxt&c.mask] = txSlot{frame: d.one[0]}
 		c.sndNxt++
-		c.open, c.fill = true, 0
+		c.open, c.fill, c.pkts = true, 0, 0
 	}
 	at := nic.HeaderLen + c.fill + pktLen
 	return d.link.Bytes(c.tx[(c.sndNxt-1)&c.mask].frame)[at : at+n]
@@ -276,8 +276,15 @@ func (c *netConn) Commit(n int) {
 	b := d.link.Bytes(c.tx[(c.sndNxt-1)&c.mask].frame)
 	binary.LittleEndian.PutUint16(b[nic.HeaderLen+c.fill:], uint16(n))
 	c.fill += pktLen + n
+	c.pkts++
 	if c.sndUna == c.sndSent && c.sndSent == c.sndNxt-1 {
 		c.seal(false)
+		return
+	}
+	if c.fill >= d.tx.burstBytes && d.tx.goesNow(c.pkts) && !d.tx.on {
+		// A burst of small messages: this frame's send is paid for, and
+		// the peer starts on them now.
+		c.seal(true)
 		return
 	}
 	d.coalesced(c)
@@ -287,7 +294,8 @@ func (c *netConn) Commit(n int) {
 // every frame before it has gone. A frame full (held) while earlier ones
 // are in flight and no batch is open waits, sealed, for the frame left
 // open behind it, and goes with it: up to engine_net_tx_batch of them
-// go together (nettx.go).
+// go together (nettx.go); but one of engine_net_burst_packets small
+// messages goes at once, with those held before it.
 func (c *netConn) seal(held bool) {
 	d := c.dev
 	seq := c.sndNxt - 1
@@ -299,7 +307,7 @@ func (c *netConn) seal(held bool) {
 	c.open = false
 	d.sentData.Inc()
 	if held && !d.tx.on {
-		if c.sndNxt-c.sndSent >= uint32(d.tx.max) {
+		if c.sndNxt-c.sndSent >= uint32(d.tx.max) || d.tx.goesNow(c.pkts) {
 			c.sendSealed()
 		}
 		return

@@ -30,10 +30,18 @@ import (
 //     stamp did not go), an error is logged once a peer; an
 //     acknowledgement on its own is given back.
 
-// netTxBatch is the engine_net_tx_batch control variable.
-var netTxBatch = cvar.NewInt("engine_net_tx_batch", 32,
-	"Most frames a rank hands its network link in one send (one wake-up of an AF_XDP socket's kernel side, one sendmmsg of a UDP link): the frames one poll sends go together, and so do those a burst of sends fills while earlier frames are in flight, up to this many. 1 sends each frame on its own.",
-	cvar.WithCategory("engine"), cvar.WithRange(1, 1024), cvar.WithUnit("frames"))
+// The control variables of the transmit batch and of a burst's frames.
+var (
+	netTxBatch = cvar.NewInt("engine_net_tx_batch", 32,
+		"Most frames a rank hands its network link in one send (one wake-up of an AF_XDP socket's kernel side, one sendmmsg of a UDP link): the frames one poll sends go together, and so do those a burst of sends fills while earlier frames are in flight, up to this many (but see engine_net_burst_packets). 1 sends each frame on its own.",
+		cvar.WithCategory("engine"), cvar.WithRange(1, 1024), cvar.WithUnit("frames"))
+	netBurstPackets = cvar.NewInt("engine_net_burst_packets", 12,
+		"Packets (small messages) a frame filled by a burst of sends must carry to go at once, with the frames held before it, rather than wait for engine_net_tx_batch frames or the next poll: its send is paid for by that many messages, and the peer starts on them while the burst goes on. A frame of fewer (larger messages) is held for the batch. 0 holds every frame.",
+		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<16), cvar.WithUnit("packets"))
+	netBurstBytes = cvar.NewInt("engine_net_burst_bytes", 3072,
+		"Bytes of packets after which a frame being filled by a burst of sends, once it carries engine_net_burst_packets, goes without waiting to fill: on a link of jumbo frames a window of small messages would otherwise fit one frame, which the peer gets only when the burst ends. The default keeps such a frame within one 4 KiB buffer of an AF_XDP receiver, which a larger frame spans several of.",
+		cvar.WithCategory("engine"), cvar.WithRange(64, 1<<16), cvar.WithUnit("bytes"))
+)
 
 // pvNetTxSends counts the sends to the link, for the frames a send carries.
 var pvNetTxSends = pvar.NewCounter("engine_net_tx_sends",
@@ -67,13 +75,21 @@ type txBatch struct {
 	max  int
 	desc []nic.TxDesc
 	work []txWork
+
+	burstPackets int // engine_net_burst_packets: a burst's frame of this many goes at once (0: never)
+	burstBytes   int // engine_net_burst_bytes: ... once it holds this many bytes of them
 }
 
 // newTxBatch makes a closed batch of engine_net_tx_batch frames.
 func newTxBatch() txBatch {
 	n := int(netTxBatch.Get())
-	return txBatch{max: n, desc: make([]nic.TxDesc, 0, n), work: make([]txWork, 0, n)}
+	return txBatch{max: n, desc: make([]nic.TxDesc, 0, n), work: make([]txWork, 0, n),
+		burstPackets: int(netBurstPackets.Get()), burstBytes: int(netBurstBytes.Get())}
 }
+
+// goesNow reports whether a frame of pkts packets, sealed while earlier
+// frames are in flight, goes at once with those held before it.
+func (b *txBatch) goesNow(pkts int) bool { return b.burstPackets > 0 && pkts >= b.burstPackets }
 
 // openTx opens the transmit batch; sendTx or closeTx hands it to the
 // link.

@@ -126,6 +126,81 @@ func TestNetTxBatch(t *testing.T) {
 	}
 }
 
+// TestNetTxBurstSmall: in a burst of small messages behind a frame in
+// flight, a frame goes once it carries engine_net_burst_packets of them
+// and engine_net_burst_bytes, with the full frames held before it, so
+// the peer starts on them while the burst goes on; one that fills with
+// fewer (large messages) is held for the batch.
+func TestNetTxBurstSmall(t *testing.T) {
+	testcvar.Set(t, "engine_net_burst_packets", "12")
+	testcvar.Set(t, "engine_net_burst_bytes", "1024")
+	r := newTxRig(t)
+	a := r.conns[0]
+	r.put(t, a, 8) // in flight: what follows is a burst
+	r.seqs(t)
+	*r.d.polls++
+
+	// Two large packets a frame: held.
+	big := a.max/2 - 16
+	for range 4 {
+		p := a.Reserve(big)
+		p[0] = 1
+		a.Commit(big)
+	}
+	if got := r.seqs(t); len(got) != 0 {
+		t.Fatalf("frames of two large packets went before the burst's end: %v", got)
+	}
+	// Small ones: the frame open behind the large ones (seq 3) goes at
+	// the 12th, with the frames held before it; 11 are not enough.
+	for range 11 {
+		p := a.Reserve(100)
+		p[0] = 1
+		a.Commit(100)
+	}
+	if got := r.seqs(t); len(got) != 0 {
+		t.Fatalf("a frame of 11 small packets went: %v", got)
+	}
+	p := a.Reserve(100)
+	p[0] = 1
+	a.Commit(100)
+	if got := r.seqs(t); len(got) != 3 || got[0][1] != 1 || got[2][1] != 3 {
+		t.Fatalf("at the 12th small packet: frames %v, want seqs 1-3", got)
+	}
+	// The next frame, of 8-byte packets, goes alone once it holds 1024
+	// bytes of them with their lengths: not at its 12th packet.
+	k := 1024 / (8 + pktLen)
+	for range k {
+		p := a.Reserve(8)
+		p[0] = 1
+		a.Commit(8)
+	}
+	if got := r.seqs(t); len(got) != 0 {
+		t.Fatalf("the next frame went at %d packets of 8 bytes: %v", k, got)
+	}
+	p = a.Reserve(8)
+	p[0] = 1
+	a.Commit(8)
+	if got := r.seqs(t); len(got) != 1 || got[0][1] != 4 {
+		t.Fatalf("the next frame at %d packets: %v, want seq 4", k+1, got)
+	}
+
+	// 0 holds every frame for the batch.
+	testcvar.Set(t, "engine_net_burst_packets", "0")
+	r = newTxRig(t)
+	a = r.conns[0]
+	r.put(t, a, 8)
+	r.seqs(t)
+	*r.d.polls++
+	for range 40 {
+		p := a.Reserve(100)
+		p[0] = 1
+		a.Commit(100)
+	}
+	if got := r.seqs(t); len(got) != 0 {
+		t.Fatalf("engine_net_burst_packets 0: frames went in the burst: %v", got)
+	}
+}
+
 // TestNetTxBatchRefused: frames of a batch the link does not take are
 // handled as a single frame's refusal: not counted sent, an
 // acknowledgement owed again, and sent, in order and once each, by the

@@ -52,7 +52,9 @@ import (
 // completes or none), and gives it back when freed. Without a free area,
 // or above mpi_coll_shm_max bytes, the collectives run by messages, but
 // for an Allreduce from mpi_coll_shm_allreduce_long bytes, which goes
-// through the area by reduce-scatter (collshm_allreduce.go).
+// through the area by reduce-scatter (collshm_allreduce.go), and, on an
+// oversubscribed host, for an Allreduce of up to mpi_coll_shm_over_max
+// bytes.
 
 // Control variables.
 var (
@@ -61,6 +63,9 @@ var (
 		cvar.WithCategory("mpi"))
 	collShmMax = cvar.NewInt("mpi_coll_shm_max", 0,
 		"Largest message, in bytes, of a Bcast, Reduce or Allreduce through the shared-memory collective area (mpi_coll_shm); larger ones run by messages (Barrier always goes through the area, and an Allreduce from mpi_coll_shm_allreduce_long by reduce-scatter). 0, the default: data by messages, as on this project's VM a flag line per call (one cache-line transfer each way) costs more than the rings, which pack several small messages in a line (docs/collectives.md has the figures). Above a data slot (engine_coll_shm_slot_bytes) a message goes in chunks, every rank in step at every chunk. Every rank must have the same.",
+		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
+	collShmOverMax = cvar.NewInt("mpi_coll_shm_over_max", shmInline,
+		"Largest Allreduce, in bytes, that goes through the shared-memory collective area, whatever mpi_coll_shm_max, when the host runs more ranks than it has CPUs: each rank publishes its vector and waits once for the others', where by messages it waits for a peer at each step of recursive doubling, every wait a trip through the scheduler to a rank that shares its CPU (docs/collectives.md has the figures). 0: mpi_coll_shm_max decides. Every rank must have the same.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 )
 
@@ -161,10 +166,16 @@ func (c *Comm) shmFor(name string, kind collKind, nb int) (*collShm, error) {
 			return nil, nil
 		}
 	}
-	if kind != collBarrier && int64(nb) > collShmMax.Get() && (kind != collAllreduce || !c.shm.rsag(nb)) {
+	if kind != collBarrier && int64(nb) > collShmMax.Get() && (kind != collAllreduce || !c.shm.rsag(nb) && !c.shm.overSmall(nb)) {
 		return nil, nil
 	}
 	return c.shm, nil
+}
+
+// overSmall reports whether an Allreduce of nb bytes goes through the
+// area because the host is oversubscribed (mpi_coll_shm_over_max).
+func (s *collShm) overSmall(nb int) bool {
+	return int64(nb) <= collShmOverMax.Get() && s.h.Oversubscribed()
 }
 
 // shmAttach decides whether c runs its collectives through a collective

@@ -248,3 +248,54 @@ func TestCollShmAllreduceScatterOversubscribed(t *testing.T) {
 		}
 	}
 }
+
+// TestCollShmAllreduceOverSmall: on more goroutine ranks than CPUs an
+// Allreduce of up to mpi_coll_shm_over_max bytes goes through the area
+// (with the right sums), and by messages when the cvar is 0.
+func TestCollShmAllreduceOverSmall(t *testing.T) {
+	needAreas(t)
+	n := runtime.NumCPU() + 1
+	for _, limit := range []int{0, 48} {
+		testcvar.Set(t, "mpi_coll_shm_over_max", fmt.Sprint(limit))
+		err := Run(n, func(c *Comm) error {
+			if !c.p.ep.HostColl().Oversubscribed() {
+				return nil // the host's CPUs are more than runtime.NumCPU says
+			}
+			if err := c.Barrier(); err != nil {
+				return err
+			}
+			before := pvShmAllreduce.Value()
+			if err := c.Barrier(); err != nil { // every rank has read it
+				return err
+			}
+			for _, m := range []int{1, 6, 7} { // 8 to 56 bytes: the last over the limit
+				send, recv := make([]float64, m), make([]float64, m)
+				for i := range send {
+					send[i] = float64(c.Rank()*10 + i)
+				}
+				if err := Allreduce(c, send, recv, Sum); err != nil {
+					return err
+				}
+				for i, v := range recv {
+					if want := float64(10*n*(n-1)/2 + n*i); v != want {
+						return fmt.Errorf("%d elements: recv[%d] = %v, want %v", m, i, v, want)
+					}
+				}
+			}
+			if err := c.Barrier(); err != nil {
+				return err
+			}
+			want := uint64(0)
+			if limit > 0 {
+				want = 2 * uint64(n) // two calls of n ranks each
+			}
+			if got := pvShmAllreduce.Value() - before; got != want && c.Rank() == 0 {
+				return fmt.Errorf("mpi_coll_shm_over_max %d: %d allreduces through the area, want %d", limit, got, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

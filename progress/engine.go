@@ -37,6 +37,9 @@ var (
 	pauseTime = cvar.NewDuration("progress_pause", time.Millisecond,
 		"How long a waiting goroutine keeps polling after the spin phase and before it parks (progress_idle park), with a PAUSE instruction between calls and, every 16 polls, its P given to other goroutines and its thread to other threads.",
 		cvar.WithCategory("progress"), cvar.WithRange(0, int64(10*time.Second)))
+	yieldEveryVar = cvar.NewInt("progress_yield_every", 16,
+		"Polls of the yield phase between two yields of a waiting goroutine's P and thread (runtime.Gosched, then sched_yield). An engine whose host runs more ranks than it has CPUs (oversubscribed) yields at every poll unless this is set: the rank that would answer may be waiting for this CPU.",
+		cvar.WithCategory("progress"), cvar.WithRange(1, 1<<20), cvar.WithUnit("polls"))
 	parkMax = cvar.NewDuration("progress_park_max", 20*time.Millisecond,
 		"Longest a parked goroutine sleeps before polling again even if nothing rang its doorbell: the bound on how late a transport that cannot ring (a NIC queue without interrupts) is noticed by an idle engine. Each wake-up costs CPU, so a longer bound keeps an idle engine cheaper and a shorter one notices such a transport sooner (docs/progress.md has the cost).",
 		cvar.WithCategory("progress"), cvar.WithRange(int64(10*time.Microsecond), int64(time.Minute)))
@@ -152,6 +155,7 @@ type Engine struct {
 	strategy                     IdleStrategy
 	spin, pause, parkMax, margin time.Duration
 	idleSet, oversubscribed      bool   // WithIdle gave the phases; WithOversubscribed
+	yieldEvery                   int    // polls of the yield phase between yields (progress_yield_every)
 	spinC, parkC, marginC        uint64 // clock counts from idle to the yield phase and to parking; the margin
 	lot                          lot    // the goroutines parked on the doorbell
 
@@ -210,6 +214,10 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	if e.oversubscribed && !e.idleSet && spinTime.Source() == cvar.FromDefault {
 		e.spin = 0 // the peer that would answer may be waiting for this CPU
+	}
+	e.yieldEvery = int(yieldEveryVar.Get())
+	if e.oversubscribed && yieldEveryVar.Source() == cvar.FromDefault {
+		e.yieldEvery = 1 // and it needs the CPU every time this rank finds nothing
 	}
 	e.setIdle(c)
 	e.marginC = durationToCounts(e.margin, c)

@@ -19,7 +19,8 @@ import (
 //     OS thread (Go's scheduler may still preempt it, after 10 ms, if
 //     other goroutines wait for a P);
 //   - yield: poll with a PAUSE instruction between calls and, every 16
-//     polls, give the P to any other runnable goroutine (runtime.Gosched)
+//     polls (progress_yield_every; every poll when oversubscribed), give
+//     the P to any other runnable goroutine (runtime.Gosched)
 //     and then the OS thread to any other runnable thread (sched_yield):
 //     another goroutine waits at most about 16 polls for the P, and a rank
 //     in another process for the CPU;
@@ -186,10 +187,6 @@ const (
 // loop later.
 const spinClockEvery = 4
 
-// yieldEvery is how many polls of the yield phase pass between two
-// yields of the P and the thread.
-const yieldEvery = 16
-
 func (e *Engine) newIdler() idler {
 	if e.strategy != IdlePark {
 		return idler{e: e, role: roleFree}
@@ -309,7 +306,7 @@ func (w *idler) yield() {
 	for i := 0; i < 4; i++ {
 		asm.Pause()
 	}
-	if w.pauses++; w.pauses%yieldEvery == 0 {
+	if w.pauses++; w.pauses%w.e.yieldEvery == 0 {
 		runtime.Gosched()
 		osYield()
 		w.e.refreshCoarse()

@@ -272,7 +272,7 @@ func (c *Comm) collective(a *collArgs) error {
 // runs the schedule kept without checking or building it again: a loop
 // of small collectives pays for the exchange alone.
 func (c *Comm) pCollective(a *collArgs) error {
-	if a.kind <= collAllreduce && c.shmState != shmOff {
+	if (a.kind <= collAllreduce || a.kind == collAllgather || a.kind == collAlltoall) && c.shmState != shmOff {
 		if done, err := c.shmCollective(a); done {
 			return c.fail(err)
 		}

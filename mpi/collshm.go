@@ -11,7 +11,8 @@ import (
 
 // Shared-memory collectives. A communicator whose ranks all share one host
 // (the ranks of a shared-memory job, the goroutine ranks of Run) runs its
-// blocking Barrier, Bcast, Reduce and Allreduce through a collective area
+// blocking Barrier, Bcast, Reduce and Allreduce (and, on a host with more
+// ranks than CPUs, its small Allgather and Alltoall) through a collective area
 // of the host's shared memory (engine.HostColl) rather than by messages:
 //
 //   - Each rank owns, in the area, Slots() flag lines and as many data
@@ -33,7 +34,9 @@ import (
 //     Bcast: the root publishes the data, the others take it. Reduce and
 //     Allreduce: every rank publishes its vector; the root (every rank)
 //     combines them in rank order, the same on every rank, so that every
-//     rank of an Allreduce gets the same bits.
+//     rank of an Allreduce gets the same bits. Allgather and Alltoall:
+//     every rank publishes its block (its whole send) in its line, and
+//     copies the others' (its block of each).
 //
 // A rank waits for a flag as the engine waits for a message
 // (engine.HostWaiter): a short spin on the flag, then the progress
@@ -53,8 +56,9 @@ import (
 // or above mpi_coll_shm_max bytes, the collectives run by messages, but
 // for an Allreduce from mpi_coll_shm_allreduce_long bytes, which goes
 // through the area by reduce-scatter (collshm_allreduce.go), and, on an
-// oversubscribed host, for an Allreduce of up to mpi_coll_shm_over_max
-// bytes.
+// oversubscribed host, for an Allreduce, Allgather or Alltoall whose rank
+// publishes up to mpi_coll_shm_over_max bytes (at most a line's, for the
+// last two).
 
 // Control variables.
 var (
@@ -65,7 +69,7 @@ var (
 		"Largest message, in bytes, of a Bcast, Reduce or Allreduce through the shared-memory collective area (mpi_coll_shm); larger ones run by messages (Barrier always goes through the area, and an Allreduce from mpi_coll_shm_allreduce_long by reduce-scatter). 0, the default: data by messages, as on this project's VM a flag line per call (one cache-line transfer each way) costs more than the rings, which pack several small messages in a line (docs/collectives.md has the figures). Above a data slot (engine_coll_shm_slot_bytes) a message goes in chunks, every rank in step at every chunk. Every rank must have the same.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 	collShmOverMax = cvar.NewInt("mpi_coll_shm_over_max", shmInline,
-		"Largest Allreduce, in bytes, that goes through the shared-memory collective area, whatever mpi_coll_shm_max, when the host runs more ranks than it has CPUs: each rank publishes its vector and waits once for the others', where by messages it waits for a peer at each step of recursive doubling, every wait a trip through the scheduler to a rank that shares its CPU (docs/collectives.md has the figures). 0: mpi_coll_shm_max decides. Every rank must have the same.",
+		"Largest Allreduce, and largest part a rank publishes of an Allgather (its block) or Alltoall (its send; these two at most 48 bytes, a flag line's), in bytes, that go through the shared-memory collective area, whatever mpi_coll_shm_max, when the host runs more ranks than it has CPUs: each rank publishes its data and waits once for the others', where by messages it waits for a peer at each step, every wait a trip through the scheduler to a rank that may share its CPU (docs/collectives.md has the figures). 0: mpi_coll_shm_max decides the Allreduce, and the others go by messages. Every rank must have the same.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 )
 
@@ -79,6 +83,10 @@ var (
 		"Reduces run through a shared-memory collective area.", pvar.WithUnit("calls"))
 	pvShmAllreduce = pvar.NewCounter("mpi_coll_shm_allreduce",
 		"Allreduces run through a shared-memory collective area.", pvar.WithUnit("calls"))
+	pvShmAllgather = pvar.NewCounter("mpi_coll_shm_allgather",
+		"Allgathers run through a shared-memory collective area (an oversubscribed host's, up to mpi_coll_shm_over_max bytes a rank).", pvar.WithUnit("calls"))
+	pvShmAlltoall = pvar.NewCounter("mpi_coll_shm_alltoall",
+		"All-to-alls run through a shared-memory collective area (an oversubscribed host's, up to mpi_coll_shm_over_max bytes a rank).", pvar.WithUnit("calls"))
 	pvShmNoArea = pvar.NewCounter("mpi_coll_shm_no_area",
 		"Communicators of one host's ranks that found no free collective area (engine_coll_shm_areas), whose collectives run by messages.", pvar.WithUnit("communicators"))
 )
@@ -166,14 +174,23 @@ func (c *Comm) shmFor(name string, kind collKind, nb int) (*collShm, error) {
 			return nil, nil
 		}
 	}
-	if kind != collBarrier && int64(nb) > collShmMax.Get() && (kind != collAllreduce || !c.shm.rsag(nb) && !c.shm.overSmall(nb)) {
-		return nil, nil
+	switch kind {
+	case collBarrier:
+	case collAllgather, collAlltoall:
+		if nb > shmInline || !c.shm.overSmall(nb) {
+			return nil, nil
+		}
+	default:
+		if int64(nb) > collShmMax.Get() && (kind != collAllreduce || !c.shm.rsag(nb) && !c.shm.overSmall(nb)) {
+			return nil, nil
+		}
 	}
 	return c.shm, nil
 }
 
-// overSmall reports whether an Allreduce of nb bytes goes through the
-// area because the host is oversubscribed (mpi_coll_shm_over_max).
+// overSmall reports whether an Allreduce, Allgather or Alltoall whose
+// rank publishes nb bytes goes through the area because the host is
+// oversubscribed (mpi_coll_shm_over_max).
 func (s *collShm) overSmall(nb int) bool {
 	return int64(nb) <= collShmOverMax.Get() && s.h.Oversubscribed()
 }
@@ -542,10 +559,16 @@ func (c *Comm) shmCollective(a *collArgs) (bool, error) {
 	name := collNames[a.kind]
 
 	nb := len(a.recv)
-	if a.kind == collReduce {
+	switch a.kind {
+	case collReduce:
 		nb = len(a.send)
 		if a.inPlace {
 			nb = len(a.recv)
+		}
+	case collAllgather:
+		nb = len(a.send) // its block
+		if a.inPlace {
+			nb = len(a.recv) / c.size
 		}
 	}
 	s, err := c.shmFor(name, a.kind, nb)
@@ -574,6 +597,80 @@ func (c *Comm) shmCollective(a *collArgs) (bool, error) {
 			break
 		}
 		err = s.reduce(name, a, mine, -1)
+	case collAllgather:
+		err = s.allgather(name, a)
+	case collAlltoall:
+		err = s.alltoall(name, a)
 	}
 	return true, err
+}
+
+// allgather gives every rank every rank's block (a.count bytes, inline
+// in the flag line): each publishes its own and copies the others'.
+func (s *collShm) allgather(name string, a *collArgs) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	pvShmAllgather.Add(1)
+	blk := a.count
+	mine := a.send
+	if a.inPlace {
+		mine = a.recv[s.r*blk : (s.r+1)*blk]
+	}
+	q, err := s.publishMine(name, collAllgather, mine)
+	if err != nil {
+		return err
+	}
+	for j := range s.n {
+		if j != s.r || !a.inPlace {
+			copy(a.recv[j*blk:(j+1)*blk], s.buf(j, q, blk))
+		}
+	}
+	return nil
+}
+
+// alltoall gives rank i block i of every rank's send (a.count bytes a
+// block, all of them inline in the flag line): each publishes its whole
+// send and copies its block of the others'. In place, recv is published
+// before it is overwritten.
+func (s *collShm) alltoall(name string, a *collArgs) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	pvShmAlltoall.Add(1)
+	blk := a.count
+	mine := a.send
+	if a.inPlace {
+		mine = a.recv
+	}
+	q, err := s.publishMine(name, collAlltoall, mine)
+	if err != nil {
+		return err
+	}
+	for j := range s.n {
+		copy(a.recv[j*blk:(j+1)*blk], s.buf(j, q, len(mine))[s.r*blk:])
+	}
+	return nil
+}
+
+// publishMine publishes mine (at most shmInline bytes) as this rank's
+// data of the next collective, of kind, and waits for every other
+// rank's, which must be as long; it returns the collective's number.
+func (s *collShm) publishMine(name string, kind collKind, mine []byte) (uint64, error) {
+	desc := shmDesc(kind, -1, len(mine))
+	s.seq++
+	q := s.seq
+	if err := s.free(name, q); err != nil {
+		return 0, err
+	}
+	copy(s.buf(s.r, q, len(mine)), mine)
+	s.publish(q, desc)
+	odd, err := s.waitAll(name, q, desc)
+	if err != nil {
+		return 0, err
+	}
+	if odd >= 0 {
+		return 0, s.lengthErr(name, odd, int(s.line(odd, q)[wDesc]&(1<<40-1)), len(mine))
+	}
+	return q, nil
 }

@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -297,5 +298,112 @@ func TestCollShmAllreduceOverSmall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestCollShmGatherAllOver: on more goroutine ranks than CPUs, Allgather
+// and Alltoall whose rank's part fits a flag line go through the area,
+// in place or not, with every block where it belongs; differing blocks
+// give every rank an error, and the communicator goes on.
+func TestCollShmGatherAllOver(t *testing.T) {
+	needAreas(t)
+	n := runtime.NumCPU() + 1
+	err := Run(n, func(c *Comm) error {
+		if !c.p.ep.HostColl().Oversubscribed() {
+			return nil // the host's CPUs are more than runtime.NumCPU says
+		}
+		c.SetErrhandler(ErrorsReturn)
+		r := c.Rank()
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		ag, aa := pvShmAllgather.Value(), pvShmAlltoall.Value()
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		calls := 0
+		for m := 1; m*8*n <= shmInline; m++ { // elements a block
+			for _, inPlace := range []bool{false, true} {
+				calls++
+				send, recv := make([]int64, m), make([]int64, m*n)
+				for i := range send {
+					send[i] = int64(100*r + i)
+				}
+				var err error
+				if inPlace {
+					copy(recv[r*m:], send)
+					err = Allgather(c, nil, recv)
+				} else {
+					err = Allgather(c, send, recv)
+				}
+				if err != nil {
+					return fmt.Errorf("Allgather of %d elements, in place %v: %v", m, inPlace, err)
+				}
+				for j := range n {
+					for i := range m {
+						if recv[j*m+i] != int64(100*j+i) {
+							return fmt.Errorf("Allgather of %d, in place %v: block %d is %v", m, inPlace, j, recv[j*m:(j+1)*m])
+						}
+					}
+				}
+				all := make([]int64, m*n) // block j goes to rank j
+				for j := range n {
+					for i := range m {
+						all[j*m+i] = int64(1000*r + 10*j + i)
+					}
+				}
+				if inPlace {
+					copy(recv, all)
+					err = Alltoall(c, nil, recv)
+				} else {
+					err = Alltoall(c, all, recv)
+				}
+				if err != nil {
+					return fmt.Errorf("Alltoall of %d a block, in place %v: %v", m, inPlace, err)
+				}
+				for j := range n {
+					for i := range m {
+						if recv[j*m+i] != int64(1000*j+10*r+i) {
+							return fmt.Errorf("Alltoall of %d, in place %v: block %d is %v", m, inPlace, j, recv[j*m:(j+1)*m])
+						}
+					}
+				}
+			}
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if r == 0 {
+			if got, want := pvShmAllgather.Value()-ag, uint64(calls*n); got != want {
+				return fmt.Errorf("%d allgathers through the area, want %d", got, want)
+			}
+			if got, want := pvShmAlltoall.Value()-aa, uint64(calls*n); got != want {
+				return fmt.Errorf("%d all-to-alls through the area, want %d", got, want)
+			}
+		}
+		// Rank 0's block is longer than the others'.
+		m := 1
+		if r == 0 {
+			m = 2
+		}
+		err := Allgather(c, make([]int64, m), make([]int64, m*n))
+		if !errors.Is(err, ErrCount) && !errors.Is(err, ErrTruncate) {
+			return fmt.Errorf("rank %d: Allgather of differing blocks: %v", r, err)
+		}
+		err = Alltoall(c, make([]int64, m*n), make([]int64, m*n))
+		if !errors.Is(err, ErrCount) && !errors.Is(err, ErrTruncate) {
+			return fmt.Errorf("rank %d: Alltoall of differing blocks: %v", r, err)
+		}
+		got := make([]int64, n)
+		if err := Allgather(c, []int64{int64(r)}, got); err != nil {
+			return fmt.Errorf("rank %d: Allgather after a mismatch: %v", r, err)
+		}
+		if got[n-1] != int64(n-1) {
+			return fmt.Errorf("rank %d: Allgather after a mismatch: %v", r, got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -36,11 +36,11 @@ func HostID() string {
 	return id
 }
 
-// hostCPUs returns the CPUs the host has online (/sys/devices/system/cpu/online,
+// HostCPUs returns the CPUs the host has online (/sys/devices/system/cpu/online,
 // a list of ranges such as 0-3,6), not this process's affinity: a launcher
 // that pins each rank to one CPU does not make the host smaller. It falls
 // back to runtime.NumCPU.
-func hostCPUs() int {
+func HostCPUs() int {
 	b, err := os.ReadFile("/sys/devices/system/cpu/online")
 	if err != nil {
 		return runtime.NumCPU()

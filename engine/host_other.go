@@ -18,5 +18,5 @@ func HostID() string {
 	return id
 }
 
-// hostCPUs returns the CPUs of the host, as far as Go knows them.
-func hostCPUs() int { return runtime.NumCPU() }
+// HostCPUs returns the CPUs of the host, as far as Go knows them.
+func HostCPUs() int { return runtime.NumCPU() }

@@ -82,7 +82,7 @@ func newHostColl(mem []byte, g collGeom, ranks []int, size int) *HostColl {
 	if g.areas == 0 {
 		return nil
 	}
-	h := &HostColl{mem: mem, g: g, local: make([]int32, size), over: len(ranks) > hostCPUs()}
+	h := &HostColl{mem: mem, g: g, local: make([]int32, size), over: len(ranks) > HostCPUs()}
 	for i := range h.local {
 		h.local[i] = -1
 	}

@@ -143,6 +143,19 @@ type JobSpec struct {
 	// Progress configures the endpoint's progress engine (its idle
 	// strategy, say) beyond the control variables.
 	Progress []progress.Option
+	// MachineRanks is how many ranks of the job run on this rank's
+	// machine (MachineOf its HostID): hosts that are namespaces of one
+	// kernel share its CPUs. More than the machine's CPUs make the
+	// endpoint's waits yield at once, as on an oversubscribed host
+	// (progress.WithOversubscribed). 0 counts Local alone.
+	MachineRanks int
+}
+
+// MachineOf returns the machine part of a HostID: its kernel's boot id
+// (or hostname), which hosts made of namespaces of one kernel share.
+func MachineOf(hostID string) string {
+	m, _, _ := strings.Cut(hostID, "/")
+	return m
 }
 
 // Join makes the endpoint of spec.Rank in a job that may span hosts. The
@@ -167,6 +180,11 @@ func Join(spec JobSpec) (*Endpoint, error) {
 	for i, g := range spec.Local {
 		local[g] = i
 	}
+	opts := spec.Progress
+	if spec.MachineRanks > len(spec.Local) && spec.MachineRanks > HostCPUs() {
+		// After the segment's own view, which counts its host's ranks.
+		opts = append(slices.Clip(opts), progress.WithOversubscribed(true))
+	}
 	links := make([]Link, n)
 	inboxes := make([]Inbox, n)
 	counts := make([]transportCounters, n)
@@ -180,7 +198,7 @@ func Join(spec JobSpec) (*Endpoint, error) {
 		return nil, err
 	}
 	if spec.Seg != nil {
-		a, err := attachShm(spec.Seg, local[rank], spec.Progress)
+		a, err := attachShm(spec.Seg, local[rank], opts)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +213,7 @@ func Join(spec JobSpec) (*Endpoint, error) {
 		}
 	} else {
 		var err error
-		if prog, err = progress.New(spec.Progress...); err != nil {
+		if prog, err = progress.New(opts...); err != nil {
 			return nil, err
 		}
 		closers = append(closers, func() { prog.Close() })

@@ -11,7 +11,7 @@ import (
 // ranks of its job: more ranks than CPUs, and its waits yield at once
 // rather than spin (progress.WithOversubscribed).
 func oversubscribed(ranks int) progress.Option {
-	return progress.WithOversubscribed(ranks > hostCPUs())
+	return progress.WithOversubscribed(ranks > HostCPUs())
 }
 
 // countCPUList counts the CPUs of a kernel CPU list ("0-3,6"); def if it

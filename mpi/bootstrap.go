@@ -108,6 +108,9 @@ func bootstrapPMI(c *pmi.Client, o joinOptions) (*proc, error) {
 //     Barrier publishes the segment's name.
 //  3. Every rank attaches to its group's segment and joins the job
 //     (engine.Join): shared memory within its host, the network across.
+//     Where more of the job's ranks share this rank's machine (hosts that
+//     are namespaces of one kernel: engine.MachineOf) than it has CPUs,
+//     the rank's waits are an oversubscribed host's: they yield at once.
 //     Barrier: then each group's first rank unlinks the segment's name,
 //     so that nothing is left behind however the job ends.
 //
@@ -153,11 +156,15 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 		return fail("gathering the ranks' hosts", err)
 	}
 	var local []int
+	machineRanks := 0          // ranks on this machine: hosts of one kernel share its CPUs
 	addrs := make([]string, n) // the ranks' interfaces' addresses, as nic.FormatAddrs writes them
 	for r, h := range hosts {
 		hosts[r], addrs[r], _ = strings.Cut(h, hostSep)
 		if hosts[r] == host {
 			local = append(local, r)
+		}
+		if engine.MachineOf(hosts[r]) == engine.MachineOf(host) {
+			machineRanks++
 		}
 	}
 	if !slices.Contains(local, me) {
@@ -276,7 +283,7 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 		}
 	}
 	ep, err := engine.Join(engine.JobSpec{Rank: me, Size: n, Local: local, Seg: seg, Link: link, Bulk: bulk,
-		Cookie: cookie, Epoch: epoch, Peers: peers, Key: key, Progress: o.progress})
+		Cookie: cookie, Epoch: epoch, Peers: peers, Key: key, Progress: o.progress, MachineRanks: machineRanks})
 	if err != nil {
 		closeAll()
 		return fail("joining the job", err)

@@ -300,3 +300,35 @@ func TestJoinJobInterface(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinJobMachine: ranks on hosts of their own (network namespaces,
+// say) that share this machine's kernel, more of them than its CPUs,
+// make every rank's waits those of an oversubscribed host; ranks on
+// other machines do not.
+func TestJoinJobMachine(t *testing.T) {
+	n := engine.HostCPUs() + 1
+	for _, same := range []bool{true, false} {
+		j := newFakeJob(n, func(rank int, key string, vals []string) []string {
+			if key == pmiKeyHost && same {
+				for r := range vals {
+					if r != rank {
+						vals[r] = engine.MachineOf(engine.HostID()) + fmt.Sprintf("/net:fake-%d", r)
+					}
+				}
+			}
+			return vals
+		})
+		over := make([]bool, n)
+		errs := runFakeJobWith(t, j, engine.NetLinkConfig{Mode: nic.ModeUDP, Interface: "lo"}, func(r int, p *proc) {
+			over[r] = p.ep.Progress().Oversubscribed()
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+			if over[r] != same {
+				t.Errorf("%d ranks, on one machine %v: rank %d oversubscribed %v", n, same, r, over[r])
+			}
+		}
+	}
+}

@@ -135,6 +135,10 @@ func WithOversubscribed(over bool) Option {
 // IdleStrategy returns the engine's idle strategy.
 func (e *Engine) IdleStrategy() IdleStrategy { return e.strategy }
 
+// Oversubscribed reports whether the engine was made for a rank that
+// shares its CPUs with more ranks than there are (WithOversubscribed).
+func (e *Engine) Oversubscribed() bool { return e.oversubscribed }
+
 // setIdle converts the phases' durations to clock counts for the
 // engine's strategy: the spin phase of IdleSpin, and the yield phase of
 // IdleYield, never end.

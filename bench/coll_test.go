@@ -202,3 +202,32 @@ func TestCollNet(t *testing.T) {
 	}
 	wantColl(t, mpichNetName, got[mpichNetName], 16)
 }
+
+// TestLastFigure: the MPICH run's watcher sees coll.c's last figure
+// however its writes are cut, and nothing else.
+func TestLastFigure(t *testing.T) {
+	if got := lastCollSize(4096); got != 4096 {
+		t.Errorf("lastCollSize(4096) = %d", got)
+	}
+	if got := lastCollSize(5000); got != 4096 {
+		t.Errorf("lastCollSize(5000) = %d", got)
+	}
+	if got := lastCollSize(8); got != 8 {
+		t.Errorf("lastCollSize(8) = %d", got)
+	}
+	w := &lastFigure{prefix: "coll alltoall 4096 ", seen: make(chan struct{})}
+	for _, s := range []string{"coll alltoall 2048 1.0\ncoll alltoall 40", "96 2.0", "\n"} {
+		select {
+		case <-w.seen:
+			t.Fatalf("seen before %q", s)
+		default:
+		}
+		w.Write([]byte(s))
+	}
+	select {
+	case <-w.seen:
+	default:
+		t.Fatal("the last figure was not seen")
+	}
+	w.Write([]byte("coll alltoall 4096 3.0\n")) // again: no second close
+}

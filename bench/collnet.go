@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/launch"
@@ -55,13 +58,34 @@ func mpichCollNet(o options) ([]Result, error) {
 	})
 	fmt.Fprintf(os.Stderr, "running coll under MPICH over UCX's TCP on %d hosts like the benchmark's\n", o.ranks)
 	cmd := exec.Command("mpiexec.mpich", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its ranks with it, to stop them all
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	last := &lastFigure{prefix: fmt.Sprintf("coll alltoall %d ", lastCollSize(o.collMax())), seen: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, last), os.Stderr
 	if !o.quiet {
 		// its figures as they come, for a run that takes minutes
-		cmd.Stdout = io.MultiWriter(&out, os.Stderr)
+		cmd.Stdout = io.MultiWriter(&out, last, os.Stderr)
 	}
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("MPICH over UCX's TCP: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-last.seen:
+		select {
+		case err = <-done:
+		case <-time.After(mpichExitGrace):
+			// Every figure is out, but its ranks hang in MPI_Finalize, as
+			// MPICH over UCX's TCP sometimes does on oversubscribed hosts.
+			fmt.Fprintf(os.Stderr, "MPICH printed every figure but had not exited %v later (its ranks hang in MPI_Finalize): stopped\n", mpichExitGrace)
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			err = nil
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("MPICH over UCX's TCP: %w", err)
 	}
 	res, err := parseColl(&out)
@@ -72,6 +96,42 @@ func mpichCollNet(o options) ([]Result, error) {
 		return nil, fmt.Errorf("MPICH over UCX's TCP: %w", err)
 	}
 	return res, nil
+}
+
+// mpichExitGrace is how long MPICH may take to exit once it has printed
+// its last figure.
+const mpichExitGrace = 20 * time.Second
+
+// lastCollSize is the largest size compare/coll.c measures up to max:
+// 8 bytes doubled while within it.
+func lastCollSize(max int) int {
+	s := 8
+	for 2*s <= max {
+		s *= 2
+	}
+	return s
+}
+
+// lastFigure closes seen once a line written to it starts with prefix.
+type lastFigure struct {
+	prefix string
+	seen   chan struct{}
+	once   sync.Once
+	line   []byte // the line being written
+}
+
+func (w *lastFigure) Write(p []byte) (int, error) {
+	for _, b := range p {
+		if b != '\n' {
+			w.line = append(w.line, b)
+			continue
+		}
+		if strings.HasPrefix(string(w.line), w.prefix) {
+			w.once.Do(func() { close(w.seen) })
+		}
+		w.line = w.line[:0]
+	}
+	return len(p), nil
 }
 
 // mpichNetArgs returns mpiexec.mpich's arguments for one rank in each of

@@ -46,13 +46,23 @@ func newTxRig(t *testing.T) *txRig {
 // put commits a packet of n bytes to c, failing if there is no room.
 func (r *txRig) put(t *testing.T, c *netConn, n int) {
 	t.Helper()
-	p := c.Reserve(n)
-	if p == nil {
-		t.Fatalf("no room for a %d-byte packet to peer %d", n, c.rank)
-	}
-	p[0] = 1
-	c.Commit(n)
+	r.burst(t, c, n, 1)
 	c.Wake()
+}
+
+// burst commits k packets of n bytes to c with no Wake between them, as
+// a burst of sends with no poll between does, failing if there is no
+// room.
+func (r *txRig) burst(t *testing.T, c *netConn, n, k int) {
+	t.Helper()
+	for range k {
+		p := c.Reserve(n)
+		if p == nil {
+			t.Fatalf("no room for a %d-byte packet to peer %d", n, c.rank)
+		}
+		p[0] = 1
+		c.Commit(n)
+	}
 }
 
 // seqs returns the (Dst, Seq) of the data frames the link took, and
@@ -91,11 +101,7 @@ func TestNetTxBatch(t *testing.T) {
 
 	// A burst behind it: the full frames wait for the next poll.
 	*r.d.polls++ // a poll since: Wake sends what is open, as the endpoint's would
-	for range 4 {
-		p := a.Reserve(big)
-		p[0] = 1
-		a.Commit(big)
-	}
+	r.burst(t, a, big, 4)
 	if r.l.sends != 1 {
 		t.Fatalf("the burst's full frames went before its end: %d sends", r.l.sends)
 	}
@@ -107,11 +113,7 @@ func TestNetTxBatch(t *testing.T) {
 	// A poll: frames to both peers and an acknowledgement owed, in one Send.
 	sends := r.l.sends
 	r.d.pump()
-	for range 3 {
-		p := b.Reserve(big)
-		p[0] = 1
-		b.Commit(big)
-	}
+	r.burst(t, b, big, 3)
 	a.ackNow = true
 	r.d.service()
 	if r.l.sends != sends+1 {
@@ -142,44 +144,28 @@ func TestNetTxBurstSmall(t *testing.T) {
 
 	// Two large packets a frame: held.
 	big := a.max/2 - 16
-	for range 4 {
-		p := a.Reserve(big)
-		p[0] = 1
-		a.Commit(big)
-	}
+	r.burst(t, a, big, 4)
 	if got := r.seqs(t); len(got) != 0 {
 		t.Fatalf("frames of two large packets went before the burst's end: %v", got)
 	}
 	// Small ones: the frame open behind the large ones (seq 3) goes at
 	// the 12th, with the frames held before it; 11 are not enough.
-	for range 11 {
-		p := a.Reserve(100)
-		p[0] = 1
-		a.Commit(100)
-	}
+	r.burst(t, a, 100, 11)
 	if got := r.seqs(t); len(got) != 0 {
 		t.Fatalf("a frame of 11 small packets went: %v", got)
 	}
-	p := a.Reserve(100)
-	p[0] = 1
-	a.Commit(100)
+	r.burst(t, a, 100, 1)
 	if got := r.seqs(t); len(got) != 3 || got[0][1] != 1 || got[2][1] != 3 {
 		t.Fatalf("at the 12th small packet: frames %v, want seqs 1-3", got)
 	}
 	// The next frame, of 8-byte packets, goes alone once it holds 1024
 	// bytes of them with their lengths: not at its 12th packet.
 	k := 1024 / (8 + pktLen)
-	for range k {
-		p := a.Reserve(8)
-		p[0] = 1
-		a.Commit(8)
-	}
+	r.burst(t, a, 8, k)
 	if got := r.seqs(t); len(got) != 0 {
 		t.Fatalf("the next frame went at %d packets of 8 bytes: %v", k, got)
 	}
-	p = a.Reserve(8)
-	p[0] = 1
-	a.Commit(8)
+	r.burst(t, a, 8, 1)
 	if got := r.seqs(t); len(got) != 1 || got[0][1] != 4 {
 		t.Fatalf("the next frame at %d packets: %v, want seq 4", k+1, got)
 	}
@@ -191,11 +177,7 @@ func TestNetTxBurstSmall(t *testing.T) {
 	r.put(t, a, 8)
 	r.seqs(t)
 	*r.d.polls++
-	for range 40 {
-		p := a.Reserve(100)
-		p[0] = 1
-		a.Commit(100)
-	}
+	r.burst(t, a, 100, 40)
 	if got := r.seqs(t); len(got) != 0 {
 		t.Fatalf("engine_net_burst_packets 0: frames went in the burst: %v", got)
 	}
@@ -213,9 +195,7 @@ func TestNetTxBatchRefused(t *testing.T) {
 	r.d.pump()
 	for range 3 {
 		for _, c := range r.conns {
-			p := c.Reserve(big)
-			p[0] = 1
-			c.Commit(big)
+			r.burst(t, c, big, 1)
 		}
 	}
 	r.d.service()
@@ -273,11 +253,7 @@ func TestNetPace(t *testing.T) {
 		}
 		waits, paced := r.d.cc.paceWaits.Load(), r.d.cc.paced.Load()
 		r.d.pump()
-		for range 30 {
-			p := a.Reserve(big)
-			p[0] = 1
-			a.Commit(big)
-		}
+		r.burst(t, a, big, 30)
 		r.d.service()
 		got := len(r.seqs(t))
 		if !loss {

@@ -39,7 +39,7 @@ var (
 		"Packets (small messages) a frame filled by a burst of sends must carry to go at once, with the frames held before it, rather than wait for engine_net_tx_batch frames or the next poll: its send is paid for by that many messages, and the peer starts on them while the burst goes on. A frame of fewer (larger messages) is held for the batch. 0 holds every frame.",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<16), cvar.WithUnit("packets"))
 	netBurstBytes = cvar.NewInt("engine_net_burst_bytes", 3072,
-		"Bytes of packets after which a frame being filled by a burst of sends, once it carries engine_net_burst_packets, goes without waiting to fill: on a link of jumbo frames a window of small messages would otherwise fit one frame, which the peer gets only when the burst ends. The default keeps such a frame within one 4 KiB buffer of an AF_XDP receiver, which a larger frame spans several of.",
+		"Bytes of packets after which a frame being filled by a burst of sends, once it carries engine_net_burst_packets, goes without waiting to fill: on a link of jumbo frames a window of small messages would otherwise fit one frame, which the peer gets only when the burst ends. At the defaults, a frame of messages of up to about 250 bytes goes before it outgrows one 4 KiB buffer of an AF_XDP receiver, where a larger frame spans several, gathered by a copy.",
 		cvar.WithCategory("engine"), cvar.WithRange(64, 1<<16), cvar.WithUnit("bytes"))
 )
 

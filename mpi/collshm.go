@@ -597,58 +597,42 @@ func (c *Comm) shmCollective(a *collArgs) (bool, error) {
 			break
 		}
 		err = s.reduce(name, a, mine, -1)
-	case collAllgather:
-		err = s.allgather(name, a)
-	case collAlltoall:
-		err = s.alltoall(name, a)
+	case collAllgather, collAlltoall:
+		err = s.exchange(name, a)
 	}
 	return true, err
 }
 
-// allgather gives every rank every rank's block (a.count bytes, inline
-// in the flag line): each publishes its own and copies the others'.
-func (s *collShm) allgather(name string, a *collArgs) error {
+// exchange runs an Allgather or an Alltoall whose rank's part fits its
+// flag line: each rank publishes its part (an Allgather's block, an
+// Alltoall's whole send; in place, read from recv before recv is
+// written) and copies from every rank's, its own included, block i of
+// recv: the Allgather's whole part of rank i, the Alltoall's block of
+// it for this rank.
+func (s *collShm) exchange(name string, a *collArgs) error {
 	if err := s.start(); err != nil {
 		return err
 	}
-	pvShmAllgather.Add(1)
 	blk := a.count
-	mine := a.send
-	if a.inPlace {
-		mine = a.recv[s.r*blk : (s.r+1)*blk]
-	}
-	q, err := s.publishMine(name, collAllgather, mine)
-	if err != nil {
-		return err
-	}
-	for j := range s.n {
-		if j != s.r || !a.inPlace {
-			copy(a.recv[j*blk:(j+1)*blk], s.buf(j, q, blk))
+	mine, off := a.send, 0
+	if a.kind == collAllgather {
+		pvShmAllgather.Add(1)
+		if a.inPlace {
+			mine = a.recv[s.r*blk : (s.r+1)*blk]
 		}
+	} else {
+		pvShmAlltoall.Add(1)
+		if a.inPlace {
+			mine = a.recv
+		}
+		off = s.r * blk
 	}
-	return nil
-}
-
-// alltoall gives rank i block i of every rank's send (a.count bytes a
-// block, all of them inline in the flag line): each publishes its whole
-// send and copies its block of the others'. In place, recv is published
-// before it is overwritten.
-func (s *collShm) alltoall(name string, a *collArgs) error {
-	if err := s.start(); err != nil {
-		return err
-	}
-	pvShmAlltoall.Add(1)
-	blk := a.count
-	mine := a.send
-	if a.inPlace {
-		mine = a.recv
-	}
-	q, err := s.publishMine(name, collAlltoall, mine)
+	q, err := s.publishMine(name, a.kind, mine)
 	if err != nil {
 		return err
 	}
 	for j := range s.n {
-		copy(a.recv[j*blk:(j+1)*blk], s.buf(j, q, len(mine))[s.r*blk:])
+		copy(a.recv[j*blk:(j+1)*blk], s.buf(j, q, len(mine))[off:])
 	}
 	return nil
 }

@@ -302,10 +302,27 @@ func joinJob(x exchange, o joinOptions, op, who string) (*proc, error) {
 		}
 	}
 	p := newProc(ep, nil)
+	if len(local) < n {
+		p.hosts = hostTable(hosts)
+	}
 	if seg != nil {
 		p.closer = func() { seg.Close() }
 	}
 	return p, nil
+}
+
+// hostTable returns, by rank, the lowest rank on the same host as it: the
+// proc's table of hosts (collhier.go).
+func hostTable(hosts []string) []int32 {
+	first := make(map[string]int32, len(hosts))
+	t := make([]int32, len(hosts))
+	for r, h := range hosts {
+		if _, ok := first[h]; !ok {
+			first[h] = int32(r)
+		}
+		t[r] = first[h]
+	}
+	return t
 }
 
 // hostSep parts a rank's host from its addresses in its value under

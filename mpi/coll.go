@@ -381,11 +381,20 @@ func (k *schedKey) same(a *collArgs, c *Comm) bool {
 		k.nsend == len(a.send) && k.nrecv == len(a.recv)
 }
 
-// runBarrier runs a barrier's schedule on c.
-func (c *Comm) runBarrier(name string) error {
+// runBarrier runs a barrier's schedule on c: hierarchical where c's
+// layout asks for it (collhier.go) and hier is set, else flat.
+func (c *Comm) runBarrier(name string, hier bool) error {
 	s := c.takeSched()
 	s.reset(c, name)
-	buildBarrier(s)
+	var h *collHier
+	if hier && collHierOn.Get() {
+		h = c.hier()
+	}
+	if h != nil {
+		hierBarrier(s, h)
+	} else {
+		buildBarrier(s)
+	}
 	err := s.run()
 	s.release()
 	c.putSched(s)

@@ -60,6 +60,21 @@ func build(s *sched, a *collArgs) {
 		buildInter(s, a) // intercoll.go
 		return
 	}
+	if a.kind <= collAllreduce {
+		if h := hierFor(s.c, a); h != nil {
+			switch a.kind {
+			case collBarrier:
+				hierBarrier(s, h)
+			case collBcast:
+				hierBcast(s, h, a.recv, a.root)
+			case collReduce:
+				hierReduce(s, h, a)
+			case collAllreduce:
+				hierAllreduce(s, h, a)
+			}
+			return
+		}
+	}
 	switch a.kind {
 	case collBarrier:
 		buildBarrier(s)

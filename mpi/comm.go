@@ -36,6 +36,8 @@ type Comm struct {
 	collPlain *sched                // the same below ThreadMultiple
 	shm       *collShm              // the shared-memory collectives' side (collshm.go), when shmState is shmOn
 	shmState  uint8                 // shmUnknown until the first collective decides
+
+	hierLayout atomic.Pointer[collHier] // how the ranks sit on hosts (collhier.go), worked out at the first collective that asks
 }
 
 func newComm(p *proc, g *Group, pair uint32) *Comm {

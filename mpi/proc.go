@@ -35,6 +35,7 @@ type proc struct {
 	skew      float64     // the bound on two ranks' Wtime disagreement, Init's measure (WtimeSkew)
 	collOnce  sync.Once   // registers collPl
 	collPl    *collPoller // advances the rank's nonblocking collectives (collsched.go)
+	hosts     []int32     // by world rank, its host's lowest world rank; nil when the job has one host (collhier.go)
 
 	// Requests WaitallInto completed, for Isend and Irecv to reuse: a
 	// plain stack while one goroutine at a time calls MPI (thread levels
@@ -436,15 +437,16 @@ func (c *Comm) barrier(op string) error {
 			return s.barrier(op)
 		}
 	}
-	return c.runBarrier(op)
+	return c.runBarrier(op, true)
 }
 
-// msgBarrier is barrier by messages, on every communicator.
+// msgBarrier is barrier by messages, on every communicator, flat: a
+// message from every rank reaches some rank before the last leave.
 func (c *Comm) msgBarrier(op string) error {
 	if err := c.collectiveLive(op); err != nil {
 		return err
 	}
-	return c.runBarrier(op)
+	return c.runBarrier(op, false)
 }
 
 // barrierContext is barrier bounded by ctx (BarrierContext). A context

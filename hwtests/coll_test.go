@@ -71,8 +71,11 @@ func collJob(w *mpi.Comm) error {
 			}
 		}
 	}
-	if err := hostColls(w); err != nil {
+	hier, _ := pvar.Lookup("mpi_coll_hier_allreduce")
+	if perHost, err := hostColls(w); err != nil {
 		return err
+	} else if perHost > 1 && hier.Read() == 0 {
+		return fmt.Errorf("%d ranks on this host, and no Allreduce ran hierarchically", perHost)
 	}
 	req, err := mpi.Iallreduce(w, []int64{int64(r)}, make([]int64, 1), mpi.Sum)
 	if err != nil {
@@ -95,13 +98,14 @@ func collJob(w *mpi.Comm) error {
 // hostColls splits w by host and runs collectives on each host's ranks:
 // their barriers go through the host's shared-memory collective area
 // when the host has more than one rank (mpi_coll_shm_barrier counts
-// them), the rest too up to mpi_coll_shm_max.
-func hostColls(w *mpi.Comm) error {
+// them), the rest too up to mpi_coll_shm_max. It returns the host's
+// number of ranks.
+func hostColls(w *mpi.Comm) (int, error) {
 	h := fnv.New32a()
 	h.Write([]byte(engine.HostID()))
 	hc, err := w.Split(int(h.Sum32()&0x7fffffff), w.Rank())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	shm, _ := pvar.Lookup("mpi_coll_shm_barrier")
 	before := shm.Read()
@@ -110,32 +114,33 @@ func hostColls(w *mpi.Comm) error {
 		x := []int64{int64(hc.Rank() + it)}
 		sum := make([]int64, 1)
 		if err := mpi.Allreduce(hc, x, sum, mpi.Sum); err != nil {
-			return fmt.Errorf("Allreduce on the host's ranks: %v", err)
+			return 0, fmt.Errorf("Allreduce on the host's ranks: %v", err)
 		}
 		if want := int64(m*(m-1)/2 + m*it); sum[0] != want {
-			return fmt.Errorf("Allreduce on the host's %d ranks: %d, want %d", m, sum[0], want)
+			return 0, fmt.Errorf("Allreduce on the host's %d ranks: %d, want %d", m, sum[0], want)
 		}
 		b := make([]float64, 3000)
 		if hc.Rank() == it%m {
 			b[2999] = float64(it)
 		}
 		if err := mpi.Bcast(hc, b, it%m); err != nil || b[2999] != float64(it) {
-			return fmt.Errorf("Bcast on the host's ranks: %v %v", b[2999], err)
+			return 0, fmt.Errorf("Bcast on the host's ranks: %v %v", b[2999], err)
 		}
 		if err := hc.Barrier(); err != nil {
-			return fmt.Errorf("Barrier on the host's ranks: %v", err)
+			return 0, fmt.Errorf("Barrier on the host's ranks: %v", err)
 		}
 	}
 	if m > 1 && shm.Read() == before {
-		return fmt.Errorf("the %d ranks of this host ran no Barrier through shared memory", m)
+		return 0, fmt.Errorf("the %d ranks of this host ran no Barrier through shared memory", m)
 	}
-	return hc.Free()
+	return m, hc.Free()
 }
 
 // TestCollectivesAcrossHosts runs collJob on 4 hosts under mpiexec.mpich:
-// 2 ranks a host over UDP, 1 over AF_XDP (two ranks of a host cannot bind
-// the same queue of its interface: the second's Init fails, "device or
-// resource busy").
+// 2 ranks a host over UDP, sharing the host's memory (shareHost), so that
+// the collectives run hierarchically; 1 over AF_XDP (two ranks of a host
+// cannot bind the veth's one receive queue: the second's Init fails,
+// every queue "busy").
 func TestCollectivesAcrossHosts(t *testing.T) {
 	mpiexec := needHostJobs(t)
 	for _, c := range []struct {
@@ -144,7 +149,7 @@ func TestCollectivesAcrossHosts(t *testing.T) {
 	}{{"udp", 2}, {"xdp", 1}} {
 		t.Run(c.mode, func(t *testing.T) {
 			nw := nictest.Network(t, nethost.Config{Hosts: 4})
-			job := hostJob{role: "colls", perHost: c.perHost, env: []string{"TACHYON_NIC_MODE=" + c.mode}}
+			job := hostJob{role: "colls", perHost: c.perHost, shareHost: true, env: []string{"TACHYON_NIC_MODE=" + c.mode}}
 			out, took := job.run(t, mpiexec, nw, 5*time.Minute, finished("colls", job.ranks(nw)))
 			t.Logf("%v:\n%s", took, out)
 		})

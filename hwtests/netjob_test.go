@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,5 +232,33 @@ func TestTachyonrunNetns(t *testing.T) {
 	}
 	if after, _ := exec.Command("ip", "-o", "link").Output(); string(after) != string(before) {
 		t.Fatalf("links left behind:\nbefore %s\nafter %s", before, after)
+	}
+}
+
+// TestTachyonrunPerHost: tachyonrun -netns -per-host 2 puts two ranks on
+// each of three hosts (the last has one): the collective job finds them
+// sharing memory within a host and the network across, and its
+// collectives run hierarchically (collJob checks the counter).
+func TestTachyonrunPerHost(t *testing.T) {
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	bin := buildProgram(t, "github.com/tachyon-hpc/tachyon/cmd/tachyonrun")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	cmd := exec.Command(bin, "-netns", "-per-host", "2", "-n", strconv.Itoa(n), exe, testrole.NoTests)
+	cmd.Env = append(os.Environ(), testrole.Setting("colls"), "TACHYON_NIC_MODE=udp")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	for r := range n {
+		host := fmt.Sprintf("-host%d", r/2) // nethost's names: nX-hostI
+		if !regexp.MustCompile(fmt.Sprintf(`colls rank %d of %d on n\d+%s ok`, r, n, host)).Match(out) {
+			t.Errorf("rank %d did not finish on host %s:\n%s", r, host, out)
+		}
 	}
 }

@@ -48,6 +48,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/engine"
 	"github.com/tachyon-hpc/tachyon/internal/nethost"
 	"github.com/tachyon-hpc/tachyon/pmi"
@@ -108,7 +109,14 @@ type Config struct {
 	NetNS bool
 	// NetMTU, with NetNS, is the MTU of the hosts' interfaces (0: 1500).
 	NetMTU int
+	// NetPerHost, with NetNS, is how many ranks share each host (0 or 1:
+	// one a host): ranks i*NetPerHost to (i+1)*NetPerHost-1 are host i's,
+	// sharing its memory as the ranks of one machine do.
+	NetPerHost int
 }
+
+// envShmDir sets the ranks' rings_shm_dir, where their host's segments go.
+const envShmDir = cvar.EnvPrefix + "RINGS_SHM_DIR"
 
 // Stopping and draining delays; vars for tests.
 var (
@@ -189,6 +197,9 @@ func (cfg *Config) check() (string, error) {
 	if cfg.Program == "" {
 		return "", fmt.Errorf("%w: no program to run", ErrConfig)
 	}
+	if cfg.NetPerHost < 0 || cfg.NetPerHost > 1 && !cfg.NetNS {
+		return "", fmt.Errorf("%w: %d ranks a host: wants NetNS, and at least 1", ErrConfig, cfg.NetPerHost)
+	}
 	if p := cfg.SegmentPrefix; p != "" {
 		if p[0] == '.' || len(p) > 100 || strings.IndexFunc(p, func(r rune) bool {
 			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
@@ -222,10 +233,11 @@ type job struct {
 	out     output
 	// With NetNS: the hosts, the process manager, this program (the
 	// shim), and the ranks' aborts through PMI.
-	hosts  []*nethost.Host
-	pm     *pmi.Server
-	shim   string
-	aborts chan abort
+	hosts   []*nethost.Host
+	shmDirs []string // by host, with NetPerHost: its ranks' rings_shm_dir
+	pm      *pmi.Server
+	shim    string
+	aborts  chan abort
 }
 
 // abort is a rank's PMI abort of the job.
@@ -401,8 +413,12 @@ func (j *job) command(i int) (cmd *exec.Cmd, rOut, rErr *os.File, err error) {
 	cmd.Env = j.env(i)
 	if j.hosts != nil {
 		cmd = exec.Command(j.shim, append([]string{j.path}, j.cfg.Args...)...)
-		cmd.Env = append(j.env(i), j.hosts[i].EnterEnv(), "PMI_FD=3",
+		h := i / max(1, j.cfg.NetPerHost)
+		cmd.Env = append(j.env(i), j.hosts[h].EnterEnv(), "PMI_FD=3",
 			"PMI_RANK="+strconv.Itoa(i), "PMI_SIZE="+strconv.Itoa(j.cfg.N))
+		if j.shmDirs != nil {
+			cmd.Env = append(cmd.Env, envShmDir+"="+j.shmDirs[h])
+		}
 		f, err := j.pm.Attach(i)
 		if err != nil {
 			return cmd, nil, nil, err

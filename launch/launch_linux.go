@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -76,9 +77,10 @@ func bindThread(cpu int) (restore func() error, err error) {
 	return func() error { return unix.SchedSetaffinity(0, &orig) }, nil
 }
 
-// runNetNS is Run with NetNS: a test host for each rank (at least two:
-// nethost's smallest network) and a PMI-1 process manager, in place of
-// the segment. Everything is removed on every path.
+// runNetNS is Run with NetNS: a test host for each rank, or each
+// NetPerHost ranks (at least two: nethost's smallest network), and a
+// PMI-1 process manager, in place of the segment. Everything is removed
+// on every path.
 func runNetNS(ctx context.Context, cfg Config, path string) (int, error) {
 	if err := nethost.Available(); err != nil {
 		return 1, fmt.Errorf("launch: a host for each rank: %w", err)
@@ -87,13 +89,31 @@ func runNetNS(ctx context.Context, cfg Config, path string) (int, error) {
 	if err != nil {
 		return 1, fmt.Errorf("launch: finding this program, the shim into each host: %w", err)
 	}
-	nw, err := nethost.New(nethost.Config{Hosts: max(2, cfg.N), Prefix: "tr", MTU: cfg.NetMTU})
+	per := max(1, cfg.NetPerHost)
+	nw, err := nethost.New(nethost.Config{Hosts: max(2, (cfg.N+per-1)/per), Prefix: "tr", MTU: cfg.NetMTU})
 	if err != nil {
 		return 1, fmt.Errorf("launch: making a host for each rank: %w", err)
 	}
 	defer nw.Close()
 	j := newJob(cfg, path, "")
 	j.hosts, j.shim = nw.Hosts, shim
+	if per > 1 {
+		// Each host's ranks enter it apart, each with a /dev/shm of its
+		// own: a directory of the host's for their segments makes them
+		// one host (engine.HostID).
+		dir, err := os.MkdirTemp("", "tachyon-hosts-")
+		if err != nil {
+			return 1, fmt.Errorf("launch: a directory for the hosts' segments: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		for i := range nw.Hosts {
+			d := filepath.Join(dir, nw.Hosts[i].Name)
+			if err := os.Mkdir(d, 0o700); err != nil {
+				return 1, fmt.Errorf("launch: a directory for the hosts' segments: %w", err)
+			}
+			j.shmDirs = append(j.shmDirs, d)
+		}
+	}
 	j.pm = pmi.NewServer(cfg.N, fmt.Sprintf("tachyon_%d_%d", os.Getpid(), jobSeq.Add(1)), func(rank, code int, msg string) {
 		j.aborts <- abort{rank: rank, code: code, msg: msg}
 	})

@@ -407,6 +407,8 @@ func TestConfigErrors(t *testing.T) {
 		{"dot prefix", func(c *Config) { c.SegmentPrefix = ".x" }, true, "segment prefix"},
 		{"bad cpu", func(c *Config) { c.CPUs = []int{0, 4096} }, true, "CPU 4096"},
 		{"negative cpu", func(c *Config) { c.CPUs = []int{-1} }, true, "CPU -1"},
+		{"per host without NetNS", func(c *Config) { c.NetPerHost = 2 }, true, "ranks a host"},
+		{"negative per host", func(c *Config) { c.NetNS, c.NetPerHost = true, -1 }, true, "ranks a host"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,6 @@
 // Command tachyonrun runs a Tachyon job of N processes on this host.
 //
-//	tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [-netns] [--] prog [args...]
+//	tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [-netns [-per-host K]] [--] prog [args...]
 //
 // It creates the job's shared-memory segment, starts N processes of prog
 // with their rank, the size and the segment in TACHYON_RANK, TACHYON_SIZE
@@ -24,6 +24,8 @@
 //	           manager tachyonrun serves and talk over the network
 //	           transport, as a job across machines would. Everything made is
 //	           removed when the job ends.
+//	-per-host K  with -netns, K ranks a host: ranks 0 to K-1 share the first
+//	           (its memory, as the ranks of one machine do), and so on.
 //
 // Usage errors exit with status 2; a job that cannot start (program not
 // found, a rank that cannot be started) with status 1.
@@ -50,7 +52,7 @@ import (
 )
 
 // usage is the command line's one-line summary, printed by -h and with every misuse.
-var usage = cli.Usage{Name: "tachyonrun", Line: "usage: tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [-netns] [--] prog [args...]"}
+var usage = cli.Usage{Name: "tachyonrun", Line: "usage: tachyonrun -n N [-bind] [-cpus 0,1,...] [-prefix] [-netns [-per-host K]] [--] prog [args...]"}
 
 func main() {
 	nethost.EnterMain() // with -netns, tachyonrun is also the shim that puts each rank in its host
@@ -66,6 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cpuList := fs.String("cpus", "", "bind rank i to the i-th CPU of this list, e.g. 0,2,4-7")
 	prefix := fs.Bool("prefix", false, "prefix each output line with \"[rank] \"")
 	netns := fs.Bool("netns", false, "make each rank a host of its own: network namespace, host name, /dev/shm (root)")
+	perHost := fs.Int("per-host", 1, "with -netns, ranks a host: ranks 0 to K-1 share the first, and so on")
 	if status, done := usage.Parse(fs, args, stdout, stderr); done {
 		return status
 	}
@@ -82,8 +85,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return usage.Error(stderr, "no program to run")
 	case *bind && *cpuList != "":
 		return usage.Error(stderr, "use -bind or -cpus, not both")
+	case *perHost < 1:
+		return usage.Error(stderr, fmt.Sprintf("-per-host must be at least 1 (got %d)", *perHost))
+	case *perHost > 1 && !*netns:
+		return usage.Error(stderr, "-per-host wants -netns")
 	}
-	cfg := launch.Config{N: *n, Program: fs.Arg(0), Args: fs.Args()[1:], Prefix: *prefix, NetNS: *netns, Stdout: stdout, Stderr: stderr}
+	cfg := launch.Config{N: *n, Program: fs.Arg(0), Args: fs.Args()[1:], Prefix: *prefix, NetNS: *netns, NetPerHost: *perHost, Stdout: stdout, Stderr: stderr}
 	if *cpuList != "" {
 		cpus, err := parseCPUs(*cpuList)
 		if err != nil {

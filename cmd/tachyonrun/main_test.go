@@ -168,6 +168,8 @@ func TestUsageErrors(t *testing.T) {
 		{"-n", "2", "-cpus", "3-1", "prog"},
 		{"-n", "2", "-nosuchflag", "prog"},
 		{"-n", "99999", "prog"},
+		{"-n", "2", "-per-host", "2", "prog"}, // without -netns
+		{"-n", "2", "-netns", "-per-host", "0", "prog"},
 	} {
 		code, out, errs := runCmd(t, "hello", args...)
 		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "tachyonrun: ") ||

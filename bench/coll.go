@@ -92,6 +92,12 @@ func (o options) checkColl() error {
 		return errors.New("-iface is for two machines (-listen, -peer): -coll -net runs simulated hosts")
 	case o.net != "" && o.ranks < 2:
 		return fmt.Errorf("-n %d: -net wants at least 2 ranks, one a host", o.ranks)
+	case o.perHost < 0 || o.perHost > 1 && o.net == "":
+		return fmt.Errorf("-per-host %d: want 1 or more, with -net", o.perHost)
+	case o.perHost > 1 && o.net == "xdp":
+		return errors.New("-per-host with -net xdp: a test host's veth has one receive queue, which AF_XDP gives one rank; use -net udp")
+	case o.perHost > 1 && o.compare:
+		return errors.New("-per-host with -compare: MPICH's ranks under one Hydra take every rank for local or none (MPIR_CVAR_NOLOCAL), so its figures would not be alike")
 	case !(o.loss >= 0 && o.loss < 1) || o.loss > 0 && o.net == "":
 		return fmt.Errorf("-loss %v: want a fraction in [0, 1), with -net", o.loss)
 	case o.net != "" && (o.mtu < 576 || o.mtu > 65535):
@@ -163,11 +169,12 @@ func spawnColl(o options) ([]Result, int, error) {
 	var out strings.Builder
 	code, err := launch.Run(ctx, launch.Config{
 		N: o.ranks, Program: self, Args: []string{"-quiet=" + strconv.FormatBool(o.quiet), "-thread=" + o.thread, "-coll-iters=" + strconv.Itoa(o.collItersSet)},
-		Env:    append([]string{collEnv + "=" + strconv.Itoa(o.collMax())}, o.netEnv()...),
-		CPUs:   cpus,
-		NetNS:  o.net != "",
-		NetMTU: o.mtu,
-		Stdout: &out,
+		Env:        append([]string{collEnv + "=" + strconv.Itoa(o.collMax())}, o.netEnv()...),
+		CPUs:       cpus,
+		NetNS:      o.net != "",
+		NetMTU:     o.mtu,
+		NetPerHost: o.perHost,
+		Stdout:     &out,
 	})
 	if err != nil || code != 0 {
 		if err == nil {
@@ -370,7 +377,10 @@ func reportColl(w io.Writer, o options, res []Result, anchors map[string][]Resul
 	if o.net != "" {
 		over = map[string]string{"xdp": "over the network transport on AF_XDP", "udp": "over the network transport on UDP"}[o.net] +
 			" (processes, each a host of network namespaces, joined by veth"
-		if o.ranks > 2 {
+		if o.perHost > 1 {
+			over = strings.Replace(over, "each a host", fmt.Sprintf("%d a host", o.perHost), 1)
+		}
+		if (o.ranks+max(1, o.perHost)-1)/max(1, o.perHost) > 2 {
 			over += " and a bridge"
 		}
 		if o.loss > 0 {

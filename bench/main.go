@@ -79,6 +79,7 @@ type options struct {
 	mtu          int
 	coll         bool
 	ranks        int
+	perHost      int
 	collItersSet int
 	rpcOptions
 	peerOptions
@@ -104,6 +105,7 @@ func main() {
 	flag.BoolVar(&o.coll, "coll", false, "measure collectives instead (barrier, bcast, reduce, allreduce, allgather, alltoall; 8 B to -max, 1 MiB unless set) on -n process ranks over shared memory, OSU-style; with -compare beside MPICH and Open MPI (compare/coll.c); with -net each rank a host of its own (root), with -compare beside MPICH over UCX's TCP on as many hosts")
 	flag.IntVar(&o.collItersSet, "coll-iters", 0, "with -coll, timed calls at every size (0: OSU's counts, 10000 up to 8 KiB, 1000 up to 256 KiB, 100 above; 100 at every size when the ranks are more than the CPUs, where MPICH's spin)")
 	flag.IntVar(&o.ranks, "n", 0, "with -coll, the number of ranks: 2, or 4 with -net (more than the CPUs oversubscribe them)")
+	flag.IntVar(&o.perHost, "per-host", 1, "with -coll -net udp, ranks a host (tachyonrun -per-host): the collectives run hierarchically, a leader per host (docs/collectives.md)")
 	o.rpcOptions.flags()
 	o.peerOptions.flags()
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each process rank's suite to this path with .rank0 and .rank1 added (of the whole run with -transport inproc); merge them with go tool pprof -proto; with -rpc, of each server and client with .KIND.server and .KIND.client added (.KIND.gc.server, .KIND.gc.client under -gc-load)")

@@ -71,11 +71,11 @@ func collJob(w *mpi.Comm) error {
 			}
 		}
 	}
-	hier, _ := pvar.Lookup("mpi_coll_hier_allreduce")
+	hier, _ := pvar.Lookup("mpi_coll_hier_bcast")
 	if perHost, err := hostColls(w); err != nil {
 		return err
 	} else if perHost > 1 && hier.Read() == 0 {
-		return fmt.Errorf("%d ranks on this host, and no Allreduce ran hierarchically", perHost)
+		return fmt.Errorf("%d ranks on this host, and no Bcast ran hierarchically", perHost)
 	}
 	req, err := mpi.Iallreduce(w, []int64{int64(r)}, make([]int64, 1), mpi.Sum)
 	if err != nil {

@@ -49,6 +49,7 @@ type collHier struct {
 	local   *Comm   // view of this rank's host's ranks, in rank order
 	leaders *Comm   // view of the leaders, by host; its rank is this rank's host's number on a leader
 	blocked bool    // every host's ranks are consecutive: host order is rank order
+	aligned bool    // blocked, and every host has the same number of ranks, a power of two
 }
 
 // flatHier marks a communicator without hierarchy.
@@ -94,6 +95,11 @@ func newCollHier(c *Comm) *collHier {
 	if len(h.leader) < 2 || len(h.leader) == c.size {
 		return flatHier
 	}
+	per := c.size / len(h.leader)
+	h.aligned = h.blocked && per&(per-1) == 0 && per*len(h.leader) == c.size
+	for k := 1; h.aligned && k < len(h.leader); k++ {
+		h.aligned = h.leader[k] == k*per
+	}
 	mine := h.host[c.rank]
 	var local, leaders []int
 	for i := range c.size {
@@ -124,7 +130,18 @@ func (c *Comm) view(ranks []int, me int) *Comm {
 func (h *collHier) leads(r int) bool { return h.leader[h.host[r]] == r }
 
 // hierFor returns c's layout if a's collective runs hierarchically, nil if
-// it runs flat.
+// it runs flat. Barrier and Bcast run hierarchically on every layout: the
+// dissemination barrier and a binomial tree rooted elsewhere than a host's
+// first rank cross hosts at nearly every step. A Reduce does where a host's
+// ranks are not consecutive: on consecutive ones the binomial tree's
+// subtrees are runs of ranks, which keep to a host, and going up to a
+// leader first only adds steps. An Allreduce does unless the hosts'
+// ranks are consecutive and as many on each, a power of two: then the
+// first rounds of recursive doubling (and of Rabenseifner's halving), with
+// the partners nearest in rank, stay within each host and the rest cross
+// once for the whole host, where the hierarchy adds the rounds of its
+// broadcast. A non-commutative operation needs rank order: it runs
+// hierarchically only on consecutive ranks.
 func hierFor(c *Comm, a *collArgs) *collHier {
 	if !collHierOn.Get() {
 		return nil
@@ -137,11 +154,13 @@ func hierFor(c *Comm, a *collArgs) *collHier {
 	if a.kind == collReduce {
 		nb = a.count
 	}
-	if int64(nb) > collHierMax.Get() {
+	switch {
+	case int64(nb) > collHierMax.Get():
 		return nil
-	}
-	if a.kind != collBcast && !a.op.Commutative() && !h.blocked {
-		return nil // a non-commutative operation needs rank order
+	case a.kind == collReduce && (h.blocked || !a.op.Commutative()):
+		return nil
+	case a.kind == collAllreduce && (h.aligned || !h.blocked && !a.op.Commutative()):
+		return nil
 	}
 	return h
 }
@@ -208,8 +227,9 @@ func hierBcast(s *sched, h *collHier, buf []byte, root int) {
 
 // hierReduce: each host's ranks reduce to their leader, the leaders to the
 // leader of root's host, which hands the result to root if it does not
-// lead. The order of combination is by host, then by rank within it: rank
-// order where the hosts' ranks are consecutive (hierFor).
+// lead. It combines by host, then by rank within each: rank order where
+// the hosts' ranks are consecutive, so a non-commutative operation could
+// run it there (hierFor keeps such layouts flat).
 func hierReduce(s *sched, h *collHier, a *collArgs) {
 	pvHierReduce.Add(1)
 	c := s.c

@@ -13,8 +13,8 @@ import (
 // TestCollHierAcrossFakeHosts: goroutine ranks that joinJob puts on three
 // hosts of two ranks each (shared memory within a host, UDP on the
 // loopback interface across) run every collective (collCheck) and the
-// nonblocking and persistent forms, the four hierarchical ones
-// hierarchically, with the right results.
+// nonblocking and persistent forms, with the right results, the
+// broadcasts hierarchically.
 func TestCollHierAcrossFakeHosts(t *testing.T) {
 	const n = 6
 	j := newFakeJob(n, func(rank int, key string, vals []string) []string {
@@ -29,7 +29,7 @@ func TestCollHierAcrossFakeHosts(t *testing.T) {
 		}
 		return vals
 	})
-	before := pvHierAllreduce.Value()
+	before := pvHierBcast.Value()
 	errs := make([]error, n)
 	joinErrs := runFakeJobWith(t, j, engine.NetLinkConfig{Interface: "lo", Mode: nic.ModeUDP}, func(r int, p *proc) {
 		c := p.world
@@ -53,7 +53,7 @@ func TestCollHierAcrossFakeHosts(t *testing.T) {
 			t.Error(errs[r])
 		}
 	}
-	if pvHierAllreduce.Value() == before {
-		t.Error("no allreduce ran hierarchically")
+	if pvHierBcast.Value() == before {
+		t.Error("no Bcast ran hierarchically")
 	}
 }

@@ -63,10 +63,15 @@ func TestCollHier(t *testing.T) {
 						testcvar.Set(t, "mpi_coll_shm", "false") // the ranks share memory: the area would take Barrier
 					}
 					b, bc, rd, ar := pvHierBarrier.Value(), pvHierBcast.Value(), pvHierReduce.Value(), pvHierAllreduce.Value()
+					var blocked, aligned bool
 					err := Run(n, func(c *Comm) error {
 						withHosts(c, hosts)
-						if c.hier() == nil {
+						h := c.hier()
+						if h == nil {
 							return errors.New("no hierarchy")
+						}
+						if c.Rank() == 0 {
+							blocked, aligned = h.blocked, h.aligned
 						}
 						for _, m := range []int{0, 4, 40, 1000} {
 							if err := collCheck(c, m); err != nil {
@@ -78,8 +83,12 @@ func TestCollHier(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if pvHierBarrier.Value() == b || pvHierBcast.Value() == bc || pvHierReduce.Value() == rd || pvHierAllreduce.Value() == ar {
-						t.Error("a hierarchical collective did not run")
+					if pvHierBarrier.Value() == b || pvHierBcast.Value() == bc {
+						t.Error("no Barrier or no Bcast ran hierarchically")
+					}
+					if (pvHierReduce.Value() > rd) != !blocked || (pvHierAllreduce.Value() > ar) != !aligned {
+						t.Errorf("hierarchical Reduces %d, Allreduces %d, on consecutive ranks %v, aligned %v",
+							pvHierReduce.Value()-rd, pvHierAllreduce.Value()-ar, blocked, aligned)
 					}
 				})
 			}
@@ -142,57 +151,73 @@ func hierForms(c *Comm) error {
 	return nil
 }
 
-// TestCollHierChoice: the hierarchical forms run only where they should:
-// not with mpi_coll_hier off, not above mpi_coll_hier_max, not for a
-// non-commutative operation on hosts whose ranks are not consecutive, not
-// on ranks each on a host of its own or all on one; and a
-// non-commutative one on consecutive ranks does.
+// TestCollHierChoice: Reduce and Allreduce run hierarchically only where
+// they should (hierFor): not with mpi_coll_hier off, not above
+// mpi_coll_hier_max, not on ranks each on a host of its own or all on
+// one; a Reduce only on hosts whose ranks are not consecutive, an
+// Allreduce unless they are and as many on each, a power of two; a
+// non-commutative operation only on consecutive ranks.
 func TestCollHierChoice(t *testing.T) {
 	testcvar.Set(t, "mpi_coll_shm", "false")
 	n := 6
-	blocks, cyclic := hierLayouts(n)["blocks"], hierLayouts(n)["cyclic"]
+	l := hierLayouts(n)
+	blocks, cyclic, uneven := l["blocks"], l["cyclic"], l["uneven"] // aligned; scattered; consecutive, 1, 3 and 2 a host
 	own, one := make([]int32, n), make([]int32, n)
 	for r := range own {
 		own[r] = int32(r)
 	}
-	run := func(hosts []int32, op ReduceOp, elems int) uint64 {
-		before := pvHierAllreduce.Value()
+	run := func(reduce bool, hosts []int32, op ReduceOp, elems int) bool {
+		pv := pvHierAllreduce
+		if reduce {
+			pv = pvHierReduce
+		}
+		before := pv.Value()
 		err := Run(n, func(c *Comm) error {
 			withHosts(c, hosts)
 			out := make([]uint64, elems)
+			if reduce {
+				return Reduce(c, make([]uint64, elems), out, op, 1)
+			}
 			return Allreduce(c, make([]uint64, elems), out, op)
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return pvHierAllreduce.Value() - before
+		return pv.Value() > before
 	}
 	mat := NewReduceOp(matmul, false)
 	for _, tc := range []struct {
-		name  string
-		hosts []int32
-		op    ReduceOp
-		elems int
-		hier  bool
+		name   string
+		reduce bool
+		hosts  []int32
+		op     ReduceOp
+		elems  int
+		hier   bool
 	}{
-		{"blocks", blocks, Sum, 4, true},
-		{"blocks non-commutative", blocks, mat, 4, true},
-		{"cyclic non-commutative", cyclic, mat, 4, false},
-		{"a host each", own, Sum, 4, false},
-		{"one host", one, Sum, 4, false},
-		{"one host (no table)", nil, Sum, 4, false},
-		{"over mpi_coll_hier_max", blocks, Sum, 1 << 10, false},
+		{"Allreduce aligned", false, blocks, Sum, 4, false},
+		{"Allreduce consecutive", false, uneven, Sum, 4, true},
+		{"Allreduce consecutive non-commutative", false, uneven, mat, 4, true},
+		{"Allreduce scattered", false, cyclic, Sum, 4, true},
+		{"Allreduce scattered non-commutative", false, cyclic, mat, 4, false},
+		{"Allreduce a host each", false, own, Sum, 4, false},
+		{"Allreduce one host", false, one, Sum, 4, false},
+		{"Allreduce one host (no table)", false, nil, Sum, 4, false},
+		{"Allreduce over mpi_coll_hier_max", false, uneven, Sum, 1 << 10, false},
+		{"Reduce consecutive", true, uneven, Sum, 4, false},
+		{"Reduce scattered", true, cyclic, Sum, 4, true},
+		{"Reduce scattered non-commutative", true, cyclic, mat, 4, false},
+		{"Reduce over mpi_coll_hier_max", true, cyclic, Sum, 1 << 10, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testcvar.Set(t, "mpi_coll_hier_max", "4096")
-			if got := run(tc.hosts, tc.op, tc.elems) > 0; got != tc.hier {
+			if got := run(tc.reduce, tc.hosts, tc.op, tc.elems); got != tc.hier {
 				t.Errorf("ran hierarchically %v, want %v", got, tc.hier)
 			}
 		})
 	}
 	t.Run("off", func(t *testing.T) {
 		testcvar.Set(t, "mpi_coll_hier", "false")
-		if run(blocks, Sum, 4) > 0 {
+		if run(false, cyclic, Sum, 4) || run(true, cyclic, Sum, 4) {
 			t.Error("ran hierarchically with mpi_coll_hier off")
 		}
 	})

@@ -135,17 +135,21 @@ func TestCollOptions(t *testing.T) {
 		t.Errorf("default -max gives %d", base.collMax())
 	}
 	for name, bad := range map[string]func(*options){
-		"n 0":        func(o *options) { o.ranks = 0 },
-		"n too many": func(o *options) { o.ranks = collMaxRanks + 1 },
-		"max 4":      func(o *options) { o.max = 4 },
-		"inproc":     func(o *options) { o.transport = "inproc" },
-		"net tcp":    func(o *options) { o.net = "tcp" },
-		"net n 1":    func(o *options) { o.net, o.ranks = "udp", 1 },
-		"loss":       func(o *options) { o.loss = 0.1 },
-		"mtu":        func(o *options) { o.net, o.mtu = "udp", 100 },
-		"iters":      func(o *options) { o.collItersSet = -1 },
-		"plot":       func(o *options) { o.plot = "x.svg" },
-		"rpc":        func(o *options) { o.rpc = "host" },
+		"n 0":              func(o *options) { o.ranks = 0 },
+		"n too many":       func(o *options) { o.ranks = collMaxRanks + 1 },
+		"max 4":            func(o *options) { o.max = 4 },
+		"inproc":           func(o *options) { o.transport = "inproc" },
+		"net tcp":          func(o *options) { o.net = "tcp" },
+		"net n 1":          func(o *options) { o.net, o.ranks = "udp", 1 },
+		"loss":             func(o *options) { o.loss = 0.1 },
+		"mtu":              func(o *options) { o.net, o.mtu = "udp", 100 },
+		"iters":            func(o *options) { o.collItersSet = -1 },
+		"plot":             func(o *options) { o.plot = "x.svg" },
+		"rpc":              func(o *options) { o.rpc = "host" },
+		"per-host":         func(o *options) { o.perHost = 2 }, // without -net
+		"per-host -1":      func(o *options) { o.net, o.mtu, o.perHost = "udp", 1500, -1 },
+		"per-host xdp":     func(o *options) { o.net, o.mtu, o.ranks, o.perHost = "xdp", 1500, 4, 2 },
+		"per-host compare": func(o *options) { o.net, o.mtu, o.ranks, o.perHost, o.compare = "udp", 1500, 4, 2, true },
 	} {
 		o := base
 		bad(&o)
@@ -186,6 +190,12 @@ func TestCollNet(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantColl(t, "over UDP", res, 16)
+	ph := o
+	ph.ranks, ph.perHost = 4, 2
+	if res, _, err = spawnColl(ph); err != nil {
+		t.Fatal(err)
+	}
+	wantColl(t, "over UDP, 2 ranks a host", res, 16)
 	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
 		t.Logf("skipping the comparison: mpicc.mpich is not installed (CI installs MPICH)")
 		return

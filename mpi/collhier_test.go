@@ -307,26 +307,27 @@ func TestCollHierRankGone(t *testing.T) {
 
 // TestCollHierAllocs: a blocking hierarchical collective allocates nothing
 // in steady state, whether its schedule is kept from the last call or
-// built again (roots that alternate, a Barrier, a vector over
-// maxKeptBytes).
+// built again (roots that alternate, a Barrier, vectors just over
+// maxKeptBytes), on a layout where all four run hierarchically.
 func TestCollHierAllocs(t *testing.T) {
 	skipCollAllocs(t)
 	testcvar.Set(t, "mpi_coll_shm", "false")
 	const n = 6
 	err := Run(n, func(c *Comm) error {
-		withHosts(c, hierLayouts(n)["blocks"])
+		withHosts(c, hierLayouts(n)["cyclic"])
 		small, out := []float64{1}, make([]float64, 1)
-		big, bigOut := make([]float64, 1<<14), make([]float64, 1<<14)
+		const m = maxKeptBytes/16 + 8 // float64s: send and recv together just over maxKeptBytes
+		big, bigOut := make([]float64, m), make([]float64, m)
 		root := 0
 		cases := []struct {
 			name string
 			fn   func() error
 		}{
 			{"Allreduce8", func() error { return Allreduce(c, small, out, Sum) }},
-			{"Allreduce128K", func() error { return Allreduce(c, big, bigOut, Sum) }},
+			{"Allreduce32K", func() error { return Allreduce(c, big, bigOut, Sum) }},
 			{"Bcast8", func() error { root = (root + 3) % n; return Bcast(c, small, root) }},
 			{"Reduce8", func() error { root = (root + 5) % n; return Reduce(c, small, out, Max, root) }},
-			{"Reduce128K", func() error { return Reduce(c, big, bigOut, Sum, 3) }},
+			{"Reduce32K", func() error { return Reduce(c, big, bigOut, Sum, 3) }},
 			{"Barrier", c.Barrier},
 		}
 		for _, k := range cases {

@@ -507,14 +507,14 @@ func (e *Engine) loop(cpu int, started chan<- error) {
 			continue
 		}
 		if w.idle() {
-			w.park(stopCondition{e})
+			w.park(stopCondition{})
 		}
 	}
 }
 
-type stopCondition struct{ e *Engine }
+type stopCondition struct{}
 
-func (s stopCondition) ready() bool { return s.e.stopping.Load() || s.e.Progress() > 0 }
+func (stopCondition) ready(e *Engine) bool { return e.stopping.Load() || e.Progress() > 0 }
 
 // Close stops the progress goroutine, removes every poller, completes every
 // pending timer request as cancelled, and releases the engine's performance

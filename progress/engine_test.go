@@ -117,6 +117,47 @@ func (p *lazyPoller) Poll() int {
 	return 0
 }
 
+// TestWaitParkAllocs: a Wait and a WaitUntil that park until another
+// goroutine completes their request allocate nothing once the engine has
+// a sleeper to reuse: their conditions are one pointer each, which the
+// sleeper holds without a copy on the heap.
+func TestWaitParkAllocs(t *testing.T) {
+	if raceEnabled {
+		testskip.Skip(t, testskip.RaceDetector, "the race detector allocates")
+	}
+	e := newEngine(t, WithIdle(0, 0, time.Second))
+	var c Completion
+	kick, stop := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-kick:
+			case <-stop:
+				return
+			}
+			time.Sleep(200 * time.Microsecond) // long enough that the waiter parks
+			e.Complete(&c)
+		}
+	}()
+	ready := func() bool { return c.Done() }
+	for name, wait := range map[string]func(){"Wait": func() { e.Wait(&c) }, "WaitUntil": func() { e.WaitUntil(ready) }} {
+		run := func() {
+			c.Rearm()
+			kick <- struct{}{}
+			wait()
+		}
+		run() // the engine's first sleeper
+		parks := pvParks.Value()
+		if n := testing.AllocsPerRun(50, run); n != 0 {
+			t.Errorf("%s: %v allocations a parked wait", name, n)
+		}
+		if pvParks.Value() == parks {
+			t.Errorf("%s: never parked", name)
+		}
+	}
+}
+
 // TestWaitIdleAllocs: waiting through many empty polls, in the spin and
 // pause phases, allocates nothing (the condition a parked waiter rechecks
 // once cost an allocation per empty poll).

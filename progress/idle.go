@@ -214,8 +214,9 @@ func (w *idler) reset() {
 // idle is called each time a poll found nothing; it returns when the caller
 // should look again. It reports true when the caller should park: it then
 // calls park with its condition. (The condition is not an argument here:
-// turning it into an interface value allocates, which only parking, a
-// system call anyway, may do.)
+// WaitAny's and the Context forms' allocate as interface values, which
+// only parking, a system call anyway, may do. Wait's and WaitUntil's,
+// one pointer each, do not.)
 func (w *idler) idle() bool {
 	e := w.e
 	if w.skip > 0 {
@@ -335,7 +336,7 @@ func (w *idler) park(c condition) {
 		return // closed: its doorbell may be gone
 	}
 	seq, sure := e.bell.announce()
-	if !c.ready() {
+	if !c.ready(e) {
 		if sure {
 			e.parkInLot(w, c, seq)
 		} else {

@@ -248,7 +248,7 @@ func (e *Engine) watch(w *idler, s *sleeper) {
 		// once, finding it held, would trust its holder to find the work
 		// the ring announced, which it may have polled past already.
 		worked := polls && e.pollNow() > 0
-		if s.c.ready() || worked {
+		if s.c.ready(e) || worked {
 			if w.dedicated {
 				return // to poll, keeping the watch (watchAway)
 			}
@@ -262,7 +262,7 @@ func (e *Engine) watch(w *idler, s *sleeper) {
 		timeout, due := e.napTime(polls, e.lot.firstUntil(w.until))
 		if due != 0 {
 			// A deadline within the margin: poll until it has passed.
-			for theClock.Load().read() <= due && !s.c.ready() {
+			for theClock.Load().read() <= due && !s.c.ready(e) {
 				w.yield()
 			}
 			continue

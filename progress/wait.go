@@ -32,16 +32,15 @@ func (c *Completion) MarkDoneLocal() { asm.StoreRelaxed32(&c.state, 1) }
 // publishes the reset with it.
 func (c *Completion) Rearm() { asm.StoreRelaxed32(&c.state, 0) }
 
-// condition is what a parking goroutine rechecks after announcing itself.
-type condition interface{ ready() bool }
+// condition is what a parking goroutine rechecks after announcing itself,
+// on the engine it waits with. Wait's and WaitUntil's are one pointer each,
+// which an interface holds without allocating.
+type condition interface{ ready(e *Engine) bool }
 
 // waitOne is the condition of Wait: c is done, or a poll found work.
-type waitOne struct {
-	e *Engine
-	c *Completion
-}
+type waitOne struct{ c *Completion }
 
-func (w waitOne) ready() bool { return w.c.Done() || w.e.pollIfOwner() > 0 }
+func (w waitOne) ready(e *Engine) bool { return w.c.Done() || e.pollIfOwner() > 0 }
 
 // pollIfOwner polls unless a dedicated progress goroutine does the polling.
 func (e *Engine) pollIfOwner() int {
@@ -64,7 +63,7 @@ func (e *Engine) Wait(c *Completion) {
 			continue
 		}
 		if w.idle() {
-			w.park(waitOne{e, c})
+			w.park(waitOne{c})
 		}
 	}
 	w.done()
@@ -91,7 +90,7 @@ func (e *Engine) WaitUntil(ready func() bool) {
 			continue
 		}
 		if w.idle() {
-			w.park(waitFunc{e, ready})
+			w.park(waitFunc{ready})
 		}
 	}
 	w.done()
@@ -99,12 +98,9 @@ func (e *Engine) WaitUntil(ready func() bool) {
 
 // waitFunc is the condition of WaitUntil: ready holds, or a poll found
 // work.
-type waitFunc struct {
-	e *Engine
-	f func() bool
-}
+type waitFunc struct{ f func() bool }
 
-func (w waitFunc) ready() bool { return w.f() || w.e.pollIfOwner() > 0 }
+func (w waitFunc) ready(e *Engine) bool { return w.f() || e.pollIfOwner() > 0 }
 
 // Test reports whether c is complete, polling once if it is not yet.
 func (e *Engine) Test(c *Completion) bool {
@@ -116,12 +112,9 @@ func (e *Engine) Test(c *Completion) bool {
 }
 
 // anyDone is the condition of WaitAny.
-type anyDone struct {
-	e  *Engine
-	cs []*Completion
-}
+type anyDone struct{ cs []*Completion }
 
-func (a *anyDone) ready() bool { return firstDone(a.cs) >= 0 || a.e.pollIfOwner() > 0 }
+func (a *anyDone) ready(e *Engine) bool { return firstDone(a.cs) >= 0 || e.pollIfOwner() > 0 }
 
 // firstDone returns the index of the first completed entry, -1 if none.
 func firstDone(cs []*Completion) int {
@@ -161,7 +154,7 @@ func (e *Engine) WaitAny(cs []*Completion) int {
 			continue
 		}
 		if w.idle() {
-			w.park(&anyDone{e, cs})
+			w.park(&anyDone{cs})
 		}
 	}
 }

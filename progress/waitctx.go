@@ -67,7 +67,7 @@ func (e *Engine) WaitContext(ctx context.Context, c *Completion) error {
 			break
 		}
 		if w.idle() {
-			k.park(&w, waitOneCtx{e, c, done})
+			k.park(&w, waitOneCtx{c, done})
 		}
 	}
 	k.disarm()
@@ -113,7 +113,7 @@ func (e *Engine) WaitAnyContext(ctx context.Context, cs []*Completion) (int, err
 			return -1, k.err()
 		}
 		if w.idle() {
-			k.park(&w, &anyDoneCtx{anyDone{e, cs}, done})
+			k.park(&w, &anyDoneCtx{anyDone{cs}, done})
 		}
 	}
 }
@@ -160,7 +160,7 @@ func (e *Engine) WaitUntilContext(ctx context.Context, ready func() bool) error 
 			return k.err()
 		}
 		if w.idle() {
-			k.park(&w, waitFuncCtx{waitFunc{e, ready}, done})
+			k.park(&w, waitFuncCtx{waitFunc{ready}, done})
 		}
 	}
 	k.disarm()
@@ -287,13 +287,12 @@ func closed(done <-chan struct{}) bool {
 // waitOneCtx is the condition of WaitContext: waitOne's, or the context
 // has ended.
 type waitOneCtx struct {
-	e    *Engine
 	c    *Completion
 	done <-chan struct{}
 }
 
-func (w waitOneCtx) ready() bool {
-	return w.c.Done() || closed(w.done) || w.e.pollIfOwner() > 0
+func (w waitOneCtx) ready(e *Engine) bool {
+	return w.c.Done() || closed(w.done) || e.pollIfOwner() > 0
 }
 
 // anyDoneCtx is the condition of WaitAnyContext.
@@ -302,7 +301,7 @@ type anyDoneCtx struct {
 	done <-chan struct{}
 }
 
-func (a *anyDoneCtx) ready() bool { return closed(a.done) || a.anyDone.ready() }
+func (a *anyDoneCtx) ready(e *Engine) bool { return closed(a.done) || a.anyDone.ready(e) }
 
 // waitFuncCtx is the condition of WaitUntilContext.
 type waitFuncCtx struct {
@@ -310,4 +309,4 @@ type waitFuncCtx struct {
 	done <-chan struct{}
 }
 
-func (w waitFuncCtx) ready() bool { return closed(w.done) || w.waitFunc.ready() }
+func (w waitFuncCtx) ready(e *Engine) bool { return closed(w.done) || w.waitFunc.ready(e) }

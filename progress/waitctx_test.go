@@ -184,7 +184,7 @@ func TestWaitContextDisarmed(t *testing.T) {
 	wake := k.wake
 	go func() { time.Sleep(10 * time.Millisecond); e.Complete(&c) }()
 	for !c.Done() {
-		k.park(&w, waitOneCtx{e, &c, k.done})
+		k.park(&w, waitOneCtx{&c, k.done})
 	}
 	k.disarm()
 	seq := atomic.LoadUint32(&e.bell.seq)

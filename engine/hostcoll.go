@@ -15,7 +15,7 @@ import (
 // collectives), beside the rings. A shared-memory job keeps it in its
 // segment's third region, a world of goroutine ranks in ordinary memory.
 // It is cut into areas, each held by one communicator at a time; an area
-// is a header line, then for each of up to Ranks() ranks Slots() flag
+// is a header line, then for each of up to Ranks() ranks Lines() flag
 // lines (one cache line each, written by that rank alone) followed by
 // Slots() data slots of SlotBytes() bytes. What the lines and slots mean
 // is the user's; the engine lays them out, hands the areas out (Claim,
@@ -28,8 +28,11 @@ var (
 		"Collective areas of a host's shared memory (one per communicator that runs shared-memory collectives at a time; the world's is one of them); 0: none, every collective by messages.",
 		cvar.WithCategory("engine"), cvar.WithRange(0, 1<<12), cvar.WithUnit("areas"))
 	collShmSlots = cvar.NewInt("engine_coll_shm_slots", 4,
-		"Flag lines and data slots per rank of a collective area: how many collectives a rank may run ahead of the slowest (a broadcast's root, a reduction's contributors) before it waits for a slot to be read.",
+		"Data slots per rank of a collective area: how many collectives whose data goes in a slot (more than a flag line holds) a rank may run ahead of the slowest (a broadcast's root, a reduction's contributors) before it waits for a slot to be read.",
 		cvar.WithCategory("engine"), cvar.WithRange(2, 64), cvar.WithUnit("slots"))
+	collShmLines = cvar.NewInt("engine_coll_shm_lines", 64,
+		"Flag lines per rank of a collective area (at least engine_coll_shm_slots, which it is raised to): how many collectives whose data fits a flag line a rank may run ahead of the slowest before it waits for a line to be read. A line is a cache line; a loop of small reductions on more ranks than CPUs runs ahead as far as the lines allow (docs/collectives.md).",
+		cvar.WithCategory("engine"), cvar.WithRange(2, 1024), cvar.WithUnit("lines"))
 	collShmSlotBytes = cvar.NewInt("engine_coll_shm_slot_bytes", 64<<10,
 		"Bytes of each data slot of a collective area (a multiple of 64): the chunk in which a shared-memory collective moves a message larger than a flag line's, and the chunk of a large Allreduce's reduce-scatter and allgather (mpi_coll_shm_allreduce_long), which takes two slots of each rank a chunk. Larger chunks mean fewer steps in which every rank waits for every other; the areas take engine_coll_shm_areas x ranks x engine_coll_shm_slots slots of the host's shared memory (of a World of goroutine ranks, of its heap), touched only where used.",
 		cvar.WithCategory("engine"), cvar.WithRange(64, 1<<24), cvar.WithUnit("bytes"))
@@ -37,7 +40,7 @@ var (
 
 // collGeom is the layout of a host's collective areas.
 type collGeom struct {
-	areas, ranks, slots, slotBytes int
+	areas, ranks, lines, slots, slotBytes int
 }
 
 // currentCollGeom returns the geometry the control variables give for a
@@ -45,13 +48,14 @@ type collGeom struct {
 func currentCollGeom(n int) collGeom {
 	g := collGeom{areas: int(collShmAreas.Get()), ranks: n, slots: int(collShmSlots.Get()),
 		slotBytes: int(collShmSlotBytes.Get()+rings.CacheLine-1) &^ (rings.CacheLine - 1)}
+	g.lines = max(int(collShmLines.Get()), g.slots)
 	if n < 2 {
 		g.areas = 0
 	}
 	return g
 }
 
-func (g collGeom) rankBytes() int { return g.slots * (rings.CacheLine + g.slotBytes) }
+func (g collGeom) rankBytes() int { return g.lines*rings.CacheLine + g.slots*g.slotBytes }
 func (g collGeom) areaBytes() int { return rings.CacheLine + g.ranks*g.rankBytes() }
 
 // size returns the bytes the areas take; at least a line, so that the
@@ -60,7 +64,7 @@ func (g collGeom) size() int { return max(g.areas*g.areaBytes(), rings.CacheLine
 
 // valid reports whether g is a geometry this build can use on mem.
 func (g collGeom) valid(mem int) bool {
-	return g.areas >= 0 && g.areas <= 1<<12 && g.slots >= 2 && g.slots <= 64 && g.slotBytes >= rings.CacheLine &&
+	return g.areas >= 0 && g.areas <= 1<<12 && g.slots >= 2 && g.slots <= 64 && g.lines >= g.slots && g.lines <= 1024 && g.slotBytes >= rings.CacheLine &&
 		g.slotBytes <= 1<<24 && g.slotBytes%rings.CacheLine == 0 && g.ranks >= 1 && g.ranks <= maxShmRanks &&
 		g.size() <= mem
 }
@@ -111,7 +115,10 @@ func (h *HostColl) Areas() int { return h.g.areas }
 // Ranks returns the most ranks an area serves: the host's ranks.
 func (h *HostColl) Ranks() int { return h.g.ranks }
 
-// Slots returns the flag lines and data slots per rank of an area.
+// Lines returns the flag lines per rank of an area.
+func (h *HostColl) Lines() int { return h.g.lines }
+
+// Slots returns the data slots per rank of an area.
 func (h *HostColl) Slots() int { return h.g.slots }
 
 // SlotBytes returns the size of a data slot.
@@ -131,7 +138,7 @@ func (h *HostColl) Line(a, j, s int) *[8]uint64 {
 
 // Slot returns data slot s of user j of area a.
 func (h *HostColl) Slot(a, j, s int) []byte {
-	off := a*h.g.areaBytes() + rings.CacheLine + j*h.g.rankBytes() + h.g.slots*rings.CacheLine + s*h.g.slotBytes
+	off := a*h.g.areaBytes() + rings.CacheLine + j*h.g.rankBytes() + h.g.lines*rings.CacheLine + s*h.g.slotBytes
 	return h.mem[off : off+h.g.slotBytes : off+h.g.slotBytes]
 }
 
@@ -147,7 +154,7 @@ func (h *HostColl) Claim(users, first int) int {
 	for a := max(first, 0); a < h.g.areas; a++ {
 		if atomic.CompareAndSwapInt32(h.users(a), 0, -1) { // claimed, not yet handed out
 			for j := 0; j < users; j++ {
-				for s := 0; s < h.g.slots; s++ {
+				for s := 0; s < h.g.lines; s++ {
 					l := h.Line(a, j, s)
 					for w := range l {
 						atomic.StoreUint64(&l[w], 0)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 	"github.com/tachyon-hpc/tachyon/internal/testskip"
@@ -17,6 +18,7 @@ func TestHostCollShm(t *testing.T) {
 	testcvar.Set(t, "engine_coll_shm_areas", "3")
 	testcvar.Set(t, "engine_coll_shm_slots", "2")
 	testcvar.Set(t, "engine_coll_shm_slot_bytes", "100") // rounded up to 128
+	testcvar.Set(t, "engine_coll_shm_lines", "5")
 	seg, err := CreateShmJob("", 2)
 	if errors.Is(err, rings.ErrUnsupported) {
 		testskip.Skip(t, testskip.NoSharedMemory, err)
@@ -26,6 +28,7 @@ func TestHostCollShm(t *testing.T) {
 	}
 	defer seg.Close()
 	testcvar.Set(t, "engine_coll_shm_areas", "7") // a rank's own: not the segment's
+	testcvar.Set(t, "engine_coll_shm_lines", "9")
 	var hs [2]*HostColl
 	for r := range hs {
 		ep, err := OpenShm(seg, r)
@@ -38,13 +41,16 @@ func TestHostCollShm(t *testing.T) {
 		}
 	}
 	h0, h1 := hs[0], hs[1]
-	if h0.Areas() != 3 || h0.Slots() != 2 || h0.SlotBytes() != 128 || h0.Ranks() != 2 || !h0.OnHost(1) || h0.OnHost(2) {
-		t.Fatalf("geometry: %d areas of %d slots of %d bytes for %d ranks", h0.Areas(), h0.Slots(), h0.SlotBytes(), h0.Ranks())
+	if h0.Areas() != 3 || h0.Lines() != 5 || h0.Slots() != 2 || h0.SlotBytes() != 128 || h0.Ranks() != 2 || !h0.OnHost(1) || h0.OnHost(2) {
+		t.Fatalf("geometry: %d areas of %d lines and %d slots of %d bytes for %d ranks", h0.Areas(), h0.Lines(), h0.Slots(), h0.SlotBytes(), h0.Ranks())
 	}
-	atomic.StoreUint64(&h0.Line(2, 1, 1)[0], 42)
+	atomic.StoreUint64(&h0.Line(2, 1, 4)[0], 42)
 	h0.Slot(2, 1, 1)[127] = 7
-	if atomic.LoadUint64(&h1.Line(2, 1, 1)[0]) != 42 || h1.Slot(2, 1, 1)[127] != 7 {
+	if atomic.LoadUint64(&h1.Line(2, 1, 4)[0]) != 42 || h1.Slot(2, 1, 1)[127] != 7 {
 		t.Fatal("rank 1 does not see rank 0's line and slot")
+	}
+	if uintptr(unsafe.Pointer(&h0.Slot(2, 1, 0)[0]))-uintptr(unsafe.Pointer(&h0.Line(2, 1, 4)[0])) != 64 {
+		t.Fatal("the last line and the first slot of a rank do not follow each other")
 	}
 	a := h0.Claim(2, 1)
 	if a != 1 || h1.Claim(2, 1) != 2 || h0.Claim(2, 1) != -1 {

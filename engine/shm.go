@@ -54,6 +54,7 @@ const (
 	offCtlAreas  = 40      // within line 0: collective areas u32
 	offCtlSlots  = 44      // within line 0: slots per rank of an area u32
 	offCtlSlotB  = 48      // within line 0: bytes of a data slot u32
+	offCtlLines  = 52      // within line 0: flag lines per rank of an area u32
 	offCtlPID    = ctlLine // within a rank's lines
 	offCtlJoined = ctlLine + 8
 	maxShmRanks  = 1 << 12
@@ -158,6 +159,7 @@ func CreateShmJob(name string, n int) (*Segment, error) {
 	binary.LittleEndian.PutUint32(ctl[offCtlAreas:], uint32(geom.areas))
 	binary.LittleEndian.PutUint32(ctl[offCtlSlots:], uint32(geom.slots))
 	binary.LittleEndian.PutUint32(ctl[offCtlSlotB:], uint32(geom.slotBytes))
+	binary.LittleEndian.PutUint32(ctl[offCtlLines:], uint32(geom.lines))
 	if base, hz, ok := progress.SharedClock(); ok {
 		binary.LittleEndian.PutUint64(ctl[offCtlClock:], base)
 		binary.LittleEndian.PutUint64(ctl[offCtlHz:], math.Float64bits(hz))
@@ -245,9 +247,10 @@ func openShmJob(seg *rings.Segment) (shmJob, error) {
 		return shmJob{}, err
 	}
 	geom := collGeom{areas: int(binary.LittleEndian.Uint32(ctl[offCtlAreas:])), ranks: n,
-		slots: int(binary.LittleEndian.Uint32(ctl[offCtlSlots:])), slotBytes: int(binary.LittleEndian.Uint32(ctl[offCtlSlotB:]))}
+		slots: int(binary.LittleEndian.Uint32(ctl[offCtlSlots:])), slotBytes: int(binary.LittleEndian.Uint32(ctl[offCtlSlotB:])),
+		lines: int(binary.LittleEndian.Uint32(ctl[offCtlLines:]))}
 	if geom.areas != 0 && !geom.valid(len(coll)) {
-		return shmJob{}, fmt.Errorf("%w: segment %q: %d collective areas of %d slots of %d bytes for %d ranks in a %d-byte region", ErrConfig, seg.Name(), geom.areas, geom.slots, geom.slotBytes, n, len(coll))
+		return shmJob{}, fmt.Errorf("%w: segment %q: %d collective areas of %d lines and %d slots of %d bytes for %d ranks in a %d-byte region", ErrConfig, seg.Name(), geom.areas, geom.lines, geom.slots, geom.slotBytes, n, len(coll))
 	}
 	return shmJob{ctl: ctl, rings: all, coll: coll, geom: geom, n: n, stride: int(stride)}, nil
 }

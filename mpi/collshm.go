@@ -15,19 +15,23 @@ import (
 // ranks than CPUs, its small Allgather and Alltoall) through a collective area
 // of the host's shared memory (engine.HostColl) rather than by messages:
 //
-//   - Each rank owns, in the area, Slots() flag lines and as many data
-//     slots. Collective number q of the communicator (every rank counts
-//     them alike) uses line and slot q mod Slots(): a rank writes its data
+//   - Each rank owns, in the area, Lines() flag lines and Slots() data
+//     slots (Lines() >= Slots()). Collective number q of the communicator
+//     (every rank counts them alike) uses line q mod Lines() and slot q mod
+//     Slots(): a rank writes its data
 //     (a message of up to shmInline bytes in the line itself, beside the
 //     flag, a larger one in the slot), then the call's descriptor, then q
 //     in the line's first word with a release store; a rank that reads it
 //     loads the flag with acquire and takes the data. Every rank publishes
 //     q as it enters collective q, data or none (a broadcast's receivers).
-//   - A rank writes line or slot q mod Slots() only once every other rank
-//     has entered collective q-Slots()+1, so has finished reading what it
-//     wrote there for q-Slots() (free): a broadcast's root leaves as soon
-//     as its data is out, and waits for its receivers only when it would
-//     reuse a slot they may still read; a reduction's contributors alike.
+//   - A rank writes line q mod Lines() only once every other rank has
+//     entered collective q-Lines()+1, so has finished reading what it
+//     wrote there for q-Lines(), and slot q mod Slots() once they have
+//     entered q-Slots()+1 (free): a broadcast's root leaves as soon as its
+//     data is out, and waits for its receivers only when it would reuse a
+//     line or slot they may still read; a reduction's contributors alike.
+//     Lines are cheap (a cache line each), so that small collectives run
+//     far ahead; slots are not.
 //   - A message larger than a flag line's goes in chunks of a slot, one
 //     collective number each: a pipeline of Slots() chunks.
 //   - Barrier: every rank publishes and waits for every other's flag.
@@ -56,9 +60,9 @@ import (
 // or above mpi_coll_shm_max bytes, the collectives run by messages, but
 // for an Allreduce from mpi_coll_shm_allreduce_long bytes, which goes
 // through the area by reduce-scatter (collshm_allreduce.go), and, on an
-// oversubscribed host, for an Allreduce, Allgather or Alltoall whose rank
-// publishes up to mpi_coll_shm_over_max bytes (at most a line's, for the
-// last two).
+// oversubscribed host, for an Allreduce, Reduce, Allgather or Alltoall
+// whose rank publishes up to mpi_coll_shm_over_max bytes (at most a
+// line's, for the last three).
 
 // Control variables.
 var (
@@ -69,7 +73,7 @@ var (
 		"Largest message, in bytes, of a Bcast, Reduce or Allreduce through the shared-memory collective area (mpi_coll_shm); larger ones run by messages (Barrier always goes through the area, and an Allreduce from mpi_coll_shm_allreduce_long by reduce-scatter). 0, the default: data by messages, as on this project's VM a flag line per call (one cache-line transfer each way) costs more than the rings, which pack several small messages in a line (docs/collectives.md has the figures). Above a data slot (engine_coll_shm_slot_bytes) a message goes in chunks, every rank in step at every chunk. Every rank must have the same.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 	collShmOverMax = cvar.NewInt("mpi_coll_shm_over_max", shmInline,
-		"Largest Allreduce, and largest part a rank publishes of an Allgather (its block) or Alltoall (its send; these two at most 48 bytes, a flag line's), in bytes, that go through the shared-memory collective area, whatever mpi_coll_shm_max, when the host runs more ranks than it has CPUs: each rank publishes its data and waits once for the others', where by messages it waits for a peer at each step, every wait a trip through the scheduler to a rank that may share its CPU (docs/collectives.md has the figures). 0: mpi_coll_shm_max decides the Allreduce, and the others go by messages. Every rank must have the same.",
+		"Largest Allreduce, Reduce (at most 48 bytes, a flag line's), and largest part a rank publishes of an Allgather (its block) or Alltoall (its send; these two at most a line's too), in bytes, that go through the shared-memory collective area, whatever mpi_coll_shm_max, when the host runs more ranks than it has CPUs: each rank publishes its data and waits once for the others', where by messages it waits for a peer at each step, every wait a trip through the scheduler to a rank that may share its CPU (docs/collectives.md has the figures). 0: mpi_coll_shm_max decides the Allreduce, and the others go by messages. Every rank must have the same.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
 )
 
@@ -117,10 +121,11 @@ type collShm struct {
 	h         *engine.HostColl
 	area      int
 	n, r      int
+	nlines    int
 	slots     int
 	slotBytes int
 	seq       uint64         // collectives run through the area
-	lines     [][]*[8]uint64 // by rank and slot
+	lines     [][]*[8]uint64 // by rank and line
 	data      [][][]byte     // by rank and slot
 	world     []int          // world rank of each rank
 	known     []uint64       // by rank: the highest collective it is known to have entered
@@ -134,15 +139,17 @@ type collShm struct {
 
 // newCollShm returns c's side of area a of h.
 func newCollShm(c *Comm, h *engine.HostColl, a int) *collShm {
-	s := &collShm{c: c, h: h, area: a, n: c.size, r: c.rank, slots: h.Slots(), slotBytes: h.SlotBytes(),
+	s := &collShm{c: c, h: h, area: a, n: c.size, r: c.rank, nlines: h.Lines(), slots: h.Slots(), slotBytes: h.SlotBytes(),
 		lines: make([][]*[8]uint64, c.size), data: make([][][]byte, c.size), world: make([]int, c.size),
 		known: make([]uint64, c.size)}
 	for j := range s.lines {
 		s.world[j] = c.group.worldRank(j)
-		s.lines[j] = make([]*[8]uint64, s.slots)
+		s.lines[j] = make([]*[8]uint64, s.nlines)
 		s.data[j] = make([][]byte, s.slots)
-		for k := range s.slots {
+		for k := range s.nlines {
 			s.lines[j][k] = h.Line(a, j, k)
+		}
+		for k := range s.slots {
 			s.data[j][k] = h.Slot(a, j, k)
 		}
 	}
@@ -181,7 +188,8 @@ func (c *Comm) shmFor(name string, kind collKind, nb int) (*collShm, error) {
 			return nil, nil
 		}
 	default:
-		if int64(nb) > collShmMax.Get() && (kind != collAllreduce || !c.shm.rsag(nb) && !c.shm.overSmall(nb)) {
+		over := (kind == collAllreduce || kind == collReduce && nb <= shmInline) && c.shm.overSmall(nb)
+		if int64(nb) > collShmMax.Get() && !over && (kind != collAllreduce || !c.shm.rsag(nb)) {
 			return nil, nil
 		}
 	}
@@ -258,7 +266,7 @@ func (c *Comm) shmFree() {
 }
 
 // line returns rank j's flag line for collective q.
-func (s *collShm) line(j int, q uint64) *[8]uint64 { return s.lines[j][q%uint64(s.slots)] }
+func (s *collShm) line(j int, q uint64) *[8]uint64 { return s.lines[j][q%uint64(s.nlines)] }
 
 // inline returns the data bytes of line l.
 func inline(l *[8]uint64) []byte {
@@ -340,13 +348,18 @@ func (s *collShm) lengthErr(name string, j, got, nb int) error {
 	return errorf(ErrCount, name, "rank %d has %d bytes where this rank has %d: the ranks' counts differ", j, got, nb)
 }
 
-// free returns once this rank may write its line and slot of collective
-// q: every other rank has entered collective q-slots+1.
-func (s *collShm) free(name string, q uint64) error {
-	if q < uint64(s.slots) {
+// free returns once this rank may write its line of collective q, and its
+// slot if slot: every other rank has entered collective q-Lines()+1
+// (q-Slots()+1).
+func (s *collShm) free(name string, q uint64, slot bool) error {
+	depth := uint64(s.nlines)
+	if slot {
+		depth = uint64(s.slots)
+	}
+	if q < depth {
 		return nil
 	}
-	need := q - uint64(s.slots) + 1
+	need := q - depth + 1
 	if s.minKnown >= need {
 		return nil
 	}
@@ -412,7 +425,7 @@ func (s *collShm) barrier(name string) error {
 	s.seq++
 	q := s.seq
 	desc := shmDesc(collBarrier, 0, 0)
-	if err := s.free(name, q); err != nil {
+	if err := s.free(name, q, false); err != nil {
 		return err
 	}
 	s.publish(q, desc)
@@ -459,7 +472,7 @@ func (s *collShm) bcast(name string, buf []byte, root int) error {
 		lo, hi := k*size, min((k+1)*size, total)
 		s.seq++
 		q := s.seq
-		if err := s.free(name, q); err != nil {
+		if err := s.free(name, q, s.r == root && total > shmInline); err != nil {
 			return err
 		}
 		if s.r == root {
@@ -529,7 +542,7 @@ func (s *collShm) reduce(name string, a *collArgs, mine []byte, root int) error 
 		}
 		s.seq++
 		q := s.seq
-		if err := s.free(name, q); err != nil {
+		if err := s.free(name, q, len(mine) > shmInline); err != nil {
 			return err
 		}
 		copy(s.buf(s.r, q, hi-lo), mine[lo:hi])
@@ -644,7 +657,7 @@ func (s *collShm) publishMine(name string, kind collKind, mine []byte) (uint64, 
 	desc := shmDesc(kind, -1, len(mine))
 	s.seq++
 	q := s.seq
-	if err := s.free(name, q); err != nil {
+	if err := s.free(name, q, false); err != nil { // at most a line's
 		return 0, err
 	}
 	copy(s.buf(s.r, q, len(mine)), mine)

@@ -92,7 +92,7 @@ func (s *collShm) allreduceRSAG(name string, a *collArgs, mine []byte) error {
 		// 1. This rank's part of the chunk, but for its own segment.
 		q := s.seq + 1
 		s.seq = q + 1
-		if err := s.free(name, q); err != nil {
+		if err := s.free(name, q, true); err != nil {
 			return err
 		}
 		slot := s.buf(s.r, q, cb)
@@ -108,7 +108,7 @@ func (s *collShm) allreduceRSAG(name string, a *collArgs, mine []byte) error {
 		}
 
 		// 2. Its segment of the result, in rank order.
-		if err := s.free(name, q+1); err != nil {
+		if err := s.free(name, q+1, true); err != nil {
 			return err
 		}
 		res := s.buf(s.r, q+1, cb)

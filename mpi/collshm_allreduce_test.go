@@ -251,8 +251,9 @@ func TestCollShmAllreduceScatterOversubscribed(t *testing.T) {
 }
 
 // TestCollShmAllreduceOverSmall: on more goroutine ranks than CPUs an
-// Allreduce of up to mpi_coll_shm_over_max bytes goes through the area
-// (with the right sums), and by messages when the cvar is 0.
+// Allreduce, and a Reduce, of up to mpi_coll_shm_over_max bytes goes
+// through the area (with the right sums), and by messages when the cvar
+// is 0.
 func TestCollShmAllreduceOverSmall(t *testing.T) {
 	needAreas(t)
 	n := runtime.NumCPU() + 1
@@ -265,11 +266,11 @@ func TestCollShmAllreduceOverSmall(t *testing.T) {
 			if err := c.Barrier(); err != nil {
 				return err
 			}
-			before := pvShmAllreduce.Value()
+			before, beforeR := pvShmAllreduce.Value(), pvShmReduce.Value()
 			if err := c.Barrier(); err != nil { // every rank has read it
 				return err
 			}
-			for _, m := range []int{1, 6, 7} { // 8 to 56 bytes: the last over the limit
+			for k, m := range []int{1, 6, 7} { // 8 to 56 bytes: the last over the limit
 				send, recv := make([]float64, m), make([]float64, m)
 				for i := range send {
 					send[i] = float64(c.Rank()*10 + i)
@@ -282,6 +283,16 @@ func TestCollShmAllreduceOverSmall(t *testing.T) {
 						return fmt.Errorf("%d elements: recv[%d] = %v, want %v", m, i, v, want)
 					}
 				}
+				root := k % n
+				clear(recv)
+				if err := Reduce(c, send, recv, Sum, root); err != nil {
+					return err
+				}
+				for i, v := range recv {
+					if want := float64(10*n*(n-1)/2 + n*i); c.Rank() == root && v != want {
+						return fmt.Errorf("Reduce of %d elements: recv[%d] = %v, want %v", m, i, v, want)
+					}
+				}
 			}
 			if err := c.Barrier(); err != nil {
 				return err
@@ -292,6 +303,9 @@ func TestCollShmAllreduceOverSmall(t *testing.T) {
 			}
 			if got := pvShmAllreduce.Value() - before; got != want && c.Rank() == 0 {
 				return fmt.Errorf("mpi_coll_shm_over_max %d: %d allreduces through the area, want %d", limit, got, want)
+			}
+			if got := pvShmReduce.Value() - beforeR; got != want && c.Rank() == 0 {
+				return fmt.Errorf("mpi_coll_shm_over_max %d: %d reduces through the area, want %d", limit, got, want)
 			}
 			return nil
 		})

@@ -94,8 +94,8 @@ func shmCheckSizes(c *Comm, ms ...int) error {
 
 // TestCollShm: 1 to 9 ranks with the default geometry; with tiny slots
 // (messages of up to 40 elements in up to 5 chunks, 2 slots: every chunk
-// after the second waits for a slot to be read) on fewer, as lockstep
-// chunks on more ranks than CPUs take long.
+// after the second waits for a slot to be read), and 64 or 3 flag lines,
+// on fewer, as lockstep chunks on more ranks than CPUs take long.
 func TestCollShm(t *testing.T) {
 	shmData(t)
 	for n := 1; n <= 9; n++ {
@@ -106,12 +106,15 @@ func TestCollShm(t *testing.T) {
 		})
 	}
 	for _, n := range []int{2, 3, 4, 7} {
-		t.Run(fmt.Sprintf("tiny/n=%d", n), func(t *testing.T) {
-			tinySlots(t)
-			if err := Run(n, func(c *Comm) error { return shmCheckSizes(c, 0, 4, 40) }); err != nil {
-				t.Fatal(err)
-			}
-		})
+		for _, lines := range []string{"64", "3"} { // the default; lines reused at another pace than slots
+			t.Run(fmt.Sprintf("tiny/lines=%s/n=%d", lines, n), func(t *testing.T) {
+				tinySlots(t)
+				testcvar.Set(t, "engine_coll_shm_lines", lines)
+				if err := Run(n, func(c *Comm) error { return shmCheckSizes(c, 0, 4, 40) }); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	}
 }
 
@@ -122,7 +125,7 @@ func TestCollShmProcesses(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) { runProcesses(t, n, scShmCheck, shmDataEnv) })
 	}
 	t.Run("tiny", func(t *testing.T) {
-		runProcesses(t, 4, scShmCheck, shmDataEnv, "TACHYON_ENGINE_COLL_SHM_SLOTS=2", "TACHYON_ENGINE_COLL_SHM_SLOT_BYTES=64")
+		runProcesses(t, 4, scShmCheck, shmDataEnv, "TACHYON_ENGINE_COLL_SHM_SLOTS=2", "TACHYON_ENGINE_COLL_SHM_SLOT_BYTES=64", "TACHYON_ENGINE_COLL_SHM_LINES=3")
 	})
 }
 

@@ -177,20 +177,27 @@ func TestNetnsAuthMismatch(t *testing.T) {
 	}
 }
 
+// tachyonrunNetns skips t without network namespaces, and returns a
+// tachyonrun built for it and this test binary, which its ranks run.
+func tachyonrunNetns(t *testing.T) (bin, exe string) {
+	t.Helper()
+	if err := nethost.Available(); err != nil {
+		testskip.Skip(t, testskip.NoNamespaces, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buildProgram(t, "github.com/tachyon-hpc/tachyon/cmd/tachyonrun"), exe
+}
+
 // TestTachyonrunNetns: tachyonrun -netns makes each rank a host of its
 // own, serves their PMI connections, and removes everything afterwards:
 // jobs of 2 and 4 ranks over AF_XDP across the bridge, a job whose clocks
 // start apart (clock_test.go), and an Abort that stops the job with its
 // code.
 func TestTachyonrunNetns(t *testing.T) {
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
-	bin := buildProgram(t, "github.com/tachyon-hpc/tachyon/cmd/tachyonrun")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, exe := tachyonrunNetns(t)
 	before, _ := exec.Command("ip", "-o", "link").Output()
 	run := func(role string, n int, env ...string) (string, int) {
 		cmd := exec.Command(bin, "-netns", "-n", strconv.Itoa(n), exe, testrole.NoTests)
@@ -240,14 +247,7 @@ func TestTachyonrunNetns(t *testing.T) {
 // sharing memory within a host and the network across, and its
 // collectives run hierarchically (collJob checks the counter).
 func TestTachyonrunPerHost(t *testing.T) {
-	if err := nethost.Available(); err != nil {
-		testskip.Skip(t, testskip.NoNamespaces, err)
-	}
-	bin := buildProgram(t, "github.com/tachyon-hpc/tachyon/cmd/tachyonrun")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, exe := tachyonrunNetns(t)
 	const n = 5
 	cmd := exec.Command(bin, "-netns", "-per-host", "2", "-n", strconv.Itoa(n), exe, testrole.NoTests)
 	cmd.Env = append(os.Environ(), testrole.Setting("colls"), "TACHYON_NIC_MODE=udp")

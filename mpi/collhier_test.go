@@ -275,16 +275,7 @@ func TestCollHierRankGone(t *testing.T) {
 					return nil
 				}
 				c.SetErrhandler(ErrorsReturn)
-				check := func(name string, err error) error {
-					switch {
-					case errors.Is(err, ErrProcFailed):
-						failed.Add(1)
-					case errors.Is(err, ErrCount), errors.Is(err, ErrTruncate):
-					default:
-						return fmt.Errorf("rank %d: %s with rank %d gone: %v, want an error", c.Rank(), name, gone, err)
-					}
-					return nil
-				}
+				check := func(name string, err error) error { return goneErr(c, &failed, name, err) }
 				out := make([]float64, 16)
 				if err := check("Allreduce", Allreduce(c, make([]float64, 16), out, Sum)); err != nil {
 					return err

@@ -375,12 +375,13 @@ func reportColl(w io.Writer, o options, res []Result, anchors map[string][]Resul
 	}
 	over := "over shared memory (processes"
 	if o.net != "" {
-		over = map[string]string{"xdp": "over the network transport on AF_XDP", "udp": "over the network transport on UDP"}[o.net] +
-			" (processes, each a host of network namespaces, joined by veth"
+		hosts, who := o.ranks, "each a host"
 		if o.perHost > 1 {
-			over = strings.Replace(over, "each a host", fmt.Sprintf("%d a host", o.perHost), 1)
+			hosts, who = (o.ranks+o.perHost-1)/o.perHost, fmt.Sprintf("%d a host", o.perHost)
 		}
-		if (o.ranks+max(1, o.perHost)-1)/max(1, o.perHost) > 2 {
+		over = map[string]string{"xdp": "over the network transport on AF_XDP", "udp": "over the network transport on UDP"}[o.net] +
+			" (processes, " + who + " of network namespaces, joined by veth"
+		if hosts > 2 {
 			over += " and a bridge"
 		}
 		if o.loss > 0 {

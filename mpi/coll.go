@@ -445,6 +445,9 @@ func Reduce[T Numeric](c *Comm, send, recv []T, op ReduceOp, root int) error {
 // Allreduce is Reduce whose result every rank gets in recv
 // (MPI_ALLREDUCE). A nil send reduces recv in place.
 func Allreduce[T Numeric](c *Comm, send, recv []T, op ReduceOp) error {
+	if done, err := allreduceSmall(c, send, recv, op); done {
+		return err
+	}
 	a := typed(collAllreduce, send, recv)
 	a.op = op
 	return c.collective(&a)

@@ -1,11 +1,13 @@
 package mpi
 
 import (
+	"time"
 	"unsafe"
 
 	"github.com/tachyon-hpc/tachyon/asm"
 	"github.com/tachyon-hpc/tachyon/cvar"
 	"github.com/tachyon-hpc/tachyon/engine"
+	"github.com/tachyon-hpc/tachyon/progress"
 	"github.com/tachyon-hpc/tachyon/pvar"
 )
 
@@ -41,10 +43,17 @@ import (
 //     rank of an Allreduce gets the same bits. Allgather and Alltoall:
 //     every rank publishes its block (its whole send) in its line, and
 //     copies the others' (its block of each).
+//   - A rank takes its own part from its own buffer, never back from its
+//     line or slot: once another CPU has read a line, reading it back
+//     costs a miss (about 40 ns a call in a loop of two ranks' 8-byte
+//     allreduces).
+//   - An Allreduce of up to a line's data, with a predefined operation,
+//     runs the same protocol on a path of its own (collshm_small.go).
 //
 // A rank waits for a flag as the engine waits for a message
-// (engine.HostWaiter): a short spin on the flag, then the progress
-// engine's back-off (spin, yield, park) with its polls, so that
+// (engine.HostWaiter): a spin on the flag alone (mpi_coll_shm_spin),
+// then the progress engine's back-off (spin, yield, park) with its polls,
+// so that
 // point-to-point traffic moves meanwhile and a dead rank is found; a
 // publisher wakes the ranks parked on its flags. A rank whose wait fails
 // (the rank it waits for is gone, or failed itself) poisons its flag lines
@@ -58,7 +67,8 @@ import (
 // learn it from an Allreduce by messages, which either every rank
 // completes or none), and gives it back when freed. Without a free area,
 // or above mpi_coll_shm_max bytes, the collectives run by messages, but
-// for an Allreduce from mpi_coll_shm_allreduce_long bytes, which goes
+// for an Allreduce of up to mpi_coll_shm_allreduce_small bytes (48, a
+// line's data) and one from mpi_coll_shm_allreduce_long bytes, which goes
 // through the area by reduce-scatter (collshm_allreduce.go), and, on an
 // oversubscribed host, for an Allreduce, Reduce, Allgather or Alltoall
 // whose rank publishes up to mpi_coll_shm_over_max bytes (at most a
@@ -70,8 +80,11 @@ var (
 		"Whether the blocking Barrier, Bcast, Reduce and Allreduce of a communicator whose ranks all share one host run through a collective area of the host's shared memory (flags and data slots) rather than by messages. Every rank must have the same setting.",
 		cvar.WithCategory("mpi"))
 	collShmMax = cvar.NewInt("mpi_coll_shm_max", 0,
-		"Largest message, in bytes, of a Bcast, Reduce or Allreduce through the shared-memory collective area (mpi_coll_shm); larger ones run by messages (Barrier always goes through the area, and an Allreduce from mpi_coll_shm_allreduce_long by reduce-scatter). 0, the default: data by messages, as on this project's VM a flag line per call (one cache-line transfer each way) costs more than the rings, which pack several small messages in a line (docs/collectives.md has the figures). Above a data slot (engine_coll_shm_slot_bytes) a message goes in chunks, every rank in step at every chunk. Every rank must have the same.",
+		"Largest message, in bytes, of a Bcast, Reduce or Allreduce through the shared-memory collective area (mpi_coll_shm); larger ones run by messages (Barrier always goes through the area, an Allreduce up to mpi_coll_shm_allreduce_small, and one from mpi_coll_shm_allreduce_long by reduce-scatter). 0, the default: data by messages, as on this project's VM a flag line per call (one cache-line transfer each way) costs more than the rings, which pack several small messages in a line (docs/collectives.md has the figures). Above a data slot (engine_coll_shm_slot_bytes) a message goes in chunks, every rank in step at every chunk. Every rank must have the same.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
+	collShmSpin = cvar.NewDuration("mpi_coll_shm_spin", time.Microsecond,
+		"How long a rank waiting for another's flag in a shared-memory collective area looks at the flag alone before it waits as the engine does (polling point-to-point traffic, then spinning, yielding, parking: progress_spin): a flag seen at once is a call sooner than one seen between two polls. On a host with more ranks than CPUs it looks 64 times, so that the rank it waits for gets the CPU. 0: 64 times everywhere.",
+		cvar.WithCategory("mpi"), cvar.WithRange(0, int64(time.Millisecond)))
 	collShmOverMax = cvar.NewInt("mpi_coll_shm_over_max", shmInline,
 		"Largest Allreduce, Reduce (at most 48 bytes, a flag line's), and largest part a rank publishes of an Allgather (its block) or Alltoall (its send; these two at most a line's too), in bytes, that go through the shared-memory collective area, whatever mpi_coll_shm_max, when the host runs more ranks than it has CPUs: each rank publishes its data and waits once for the others', where by messages it waits for a peer at each step, every wait a trip through the scheduler to a rank that may share its CPU (docs/collectives.md has the figures). 0: mpi_coll_shm_max decides the Allreduce, and the others go by messages. Every rank must have the same.",
 		cvar.WithCategory("mpi"), cvar.WithRange(0, 1<<40), cvar.WithUnit("bytes"))
@@ -111,8 +124,9 @@ const (
 	errBit    = uint64(1) << 63
 )
 
-// shmSpin is how many times a rank looks at a flag before it waits as
-// the engine does.
+// shmSpin is how many times a rank looks at a flag between two readings
+// of the clock while it spins (mpi_coll_shm_spin), and in all on an
+// oversubscribed host.
 const shmSpin = 64
 
 // collShm is one rank's side of a communicator's collective area.
@@ -131,6 +145,9 @@ type collShm struct {
 	known     []uint64       // by rank: the highest collective it is known to have entered
 	minKnown  uint64         // the least of known, other ranks'
 	broken    error          // the first failure: every later call fails with it
+
+	spinD time.Duration // mpi_coll_shm_spin, as last read
+	spinC uint64        // spinD in clock counts
 
 	waitFlag *uint64 // what the waiter waits for: *waitFlag >= waitSeq
 	waitSeq  uint64
@@ -188,7 +205,8 @@ func (c *Comm) shmFor(name string, kind collKind, nb int) (*collShm, error) {
 			return nil, nil
 		}
 	default:
-		over := (kind == collAllreduce || kind == collReduce && nb <= shmInline) && c.shm.overSmall(nb)
+		over := (kind == collAllreduce || kind == collReduce && nb <= shmInline) && c.shm.overSmall(nb) ||
+			kind == collAllreduce && c.shm.small(nb)
 		if int64(nb) > collShmMax.Get() && !over && (kind != collAllreduce || !c.shm.rsag(nb)) {
 			return nil, nil
 		}
@@ -301,8 +319,8 @@ func (s *collShm) wakeAll() {
 func (s *collShm) wait(name string, j int, q uint64) error {
 	f := &s.line(j, q)[wSeq]
 	v := asm.LoadAcquire64(f)
-	for i := 0; v < q && i < shmSpin; i++ {
-		v = asm.LoadAcquire64(f)
+	if v < q {
+		v = s.spin(f, q)
 	}
 	if v < q {
 		s.waitFlag, s.waitSeq = f, q
@@ -323,6 +341,32 @@ func (s *collShm) wait(name string, j int, q uint64) error {
 		s.known[j] = v
 	}
 	return nil
+}
+
+// spin looks at flag f until it reaches q, for up to mpi_coll_shm_spin
+// (64 looks on an oversubscribed host), and returns its last value.
+func (s *collShm) spin(f *uint64, q uint64) uint64 {
+	var end uint64
+	for {
+		for range shmSpin {
+			if v := asm.LoadAcquire64(f); v >= q {
+				return v
+			}
+		}
+		if s.h.Oversubscribed() {
+			return asm.LoadAcquire64(f)
+		}
+		now := progress.Now()
+		if end == 0 {
+			if d := collShmSpin.Get(); d != s.spinD {
+				s.spinD, s.spinC = d, progress.SecondsToCounts(d.Seconds())
+			}
+			end = now + s.spinC
+		}
+		if now >= end {
+			return asm.LoadAcquire64(f)
+		}
+	}
 }
 
 // check compares rank j's descriptor of collective q with this rank's
@@ -369,10 +413,11 @@ func (s *collShm) free(name string, q uint64, slot bool) error {
 			continue
 		}
 		if s.known[j] < need {
-			for _, l := range s.lines[j] { // the latest it published, to jump ahead
-				if v := asm.LoadAcquire64(&l[wSeq]); v > s.known[j] && v&errBit == 0 {
-					s.known[j] = v
-				}
+			// Its line of q-1 holds q-1 or later once it has entered
+			// q-1: one line to read, where it may be a whole depth
+			// ahead of what this rank needs.
+			if v := asm.LoadAcquire64(&s.line(j, q-1)[wSeq]); v > s.known[j] && v&errBit == 0 {
+				s.known[j] = v
 			}
 			if s.known[j] < need {
 				if err := s.wait(name, j, need); err != nil {
@@ -421,7 +466,6 @@ func (s *collShm) barrier(name string) error {
 	if err := s.start(); err != nil {
 		return err
 	}
-	pvShmBarrier.Add(1)
 	s.seq++
 	q := s.seq
 	desc := shmDesc(collBarrier, 0, 0)
@@ -429,6 +473,7 @@ func (s *collShm) barrier(name string) error {
 		return err
 	}
 	s.publish(q, desc)
+	pvShmBarrier.Add(1) // after: the others wait for the publication, not for this
 	_, err := s.waitAll(name, q, desc)
 	return err
 }
@@ -558,9 +603,16 @@ func (s *collShm) reduce(name string, a *collArgs, mine []byte, root int) error 
 			return s.lengthErr(name, odd, int(s.line(odd, q)[wDesc]&(1<<40-1)), len(mine))
 		}
 		out := a.recv[lo:hi]
-		copy(out, s.buf(s.n-1, q, hi-lo))
-		for j := s.n - 2; j >= 0; j-- {
-			a.k(s.buf(j, q, hi-lo), out)
+		for j := s.n - 1; j >= 0; j-- {
+			in := s.buf(j, q, hi-lo)
+			if j == s.r && (!a.inPlace || j == s.n-1) {
+				in = mine[lo:hi] // ownData
+			}
+			if j == s.n-1 {
+				copy(out, in)
+				continue
+			}
+			a.k(in, out)
 		}
 	}
 	return nil
@@ -645,6 +697,12 @@ func (s *collShm) exchange(name string, a *collArgs) error {
 		return err
 	}
 	for j := range s.n {
+		if j == s.r { // from mine (ownData); in place, already there
+			if !a.inPlace {
+				copy(a.recv[j*blk:(j+1)*blk], mine[off:])
+			}
+			continue
+		}
 		copy(a.recv[j*blk:(j+1)*blk], s.buf(j, q, len(mine))[off:])
 	}
 	return nil

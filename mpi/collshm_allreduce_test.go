@@ -253,9 +253,10 @@ func TestCollShmAllreduceScatterOversubscribed(t *testing.T) {
 // TestCollShmAllreduceOverSmall: on more goroutine ranks than CPUs an
 // Allreduce, and a Reduce, of up to mpi_coll_shm_over_max bytes goes
 // through the area (with the right sums), and by messages when the cvar
-// is 0.
+// is 0 (and mpi_coll_shm_allreduce_small too).
 func TestCollShmAllreduceOverSmall(t *testing.T) {
 	needAreas(t)
+	testcvar.Set(t, "mpi_coll_shm_allreduce_small", "0")
 	n := runtime.NumCPU() + 1
 	for _, limit := range []int{0, 48} {
 		testcvar.Set(t, "mpi_coll_shm_over_max", fmt.Sprint(limit))

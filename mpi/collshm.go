@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"errors"
 	"time"
 	"unsafe"
 
@@ -376,11 +377,41 @@ func (s *collShm) spin(f *uint64, q uint64) uint64 {
 // caller to judge: the calls still take the same collective numbers.
 func (s *collShm) check(name string, j int, q, desc uint64) (int, error) {
 	d := s.line(j, q)[wDesc]
+	if d>>40 != desc>>40 && d>>40 == shmDescMsgs>>40 && desc>>56 == uint64(collAllreduce) {
+		return 0, errShmByMessages
+	}
 	if d>>40 != desc>>40 {
 		return 0, s.fail(errorf(ErrCount, name, "rank %d called %s with root %d where this rank calls %s with root %d: the ranks' calls differ",
 			j, collNames[min(d>>56, uint64(collKinds-1))], int16(d>>40), name, int16(desc>>40)))
 	}
 	return int(d & (1<<40 - 1)), nil
+}
+
+// An Allreduce on a communicator with an area that goes by messages (its
+// count is over what goes through the area) still publishes its
+// collective number, with shmDescMsgs: a rank whose count put its call
+// through the area finds it among the others' descriptors
+// (errShmByMessages) and runs its call by messages too, so that ranks
+// whose counts differ across the threshold get the messages' error
+// rather than wait for each other on two paths.
+var (
+	shmDescMsgs      = shmDesc(collAllreduce, -2, 0)
+	errShmByMessages = errors.New("mpi: a rank runs this Allreduce by messages")
+)
+
+// announce publishes, as this rank's part of its next collective, that it
+// runs an Allreduce of nb bytes by messages.
+func (s *collShm) announce(name string, nb int) error {
+	if s.broken != nil {
+		return nil // its lines are poisoned: nobody waits on them
+	}
+	s.seq++
+	q := s.seq
+	if err := s.free(name, q, false); err != nil {
+		return err
+	}
+	s.publish(q, shmDescMsgs|uint64(nb)&(1<<40-1))
+	return nil
 }
 
 // lengthErr is the error of a call of nb bytes whose root, or another
@@ -638,6 +669,14 @@ func (c *Comm) shmCollective(a *collArgs) (bool, error) {
 	}
 	s, err := c.shmFor(name, a.kind, nb)
 	if s == nil {
+		if err == nil && a.kind == collAllreduce && c.shmState == shmOn {
+			if err := c.collReady(name, a); err != nil {
+				return true, err
+			}
+			if err := c.shm.announce(name, nb); err != nil {
+				return true, err
+			}
+		}
 		return err != nil, err
 	}
 	if err := c.collReady(name, a); err != nil {
@@ -659,9 +698,12 @@ func (c *Comm) shmCollective(a *collArgs) (bool, error) {
 		}
 		if s.rsag(nb) {
 			err = s.allreduceRSAG(name, a, mine)
-			break
+		} else {
+			err = s.reduce(name, a, mine, -1)
 		}
-		err = s.reduce(name, a, mine, -1)
+		if err == errShmByMessages { // another rank's count sent it by messages
+			return false, nil
+		}
 	case collAllgather, collAlltoall:
 		err = s.exchange(name, a)
 	}

@@ -100,6 +100,9 @@ func (s *collShm) allreduceRSAG(name string, a *collArgs, mine []byte) error {
 		copy(slot[myHi:], part[myHi:])
 		s.publish(q, desc)
 		odd, err := s.waitAll(name, q, desc)
+		if err == errShmByMessages && lo == 0 {
+			s.seq = q // as the rank that runs it by messages: one number
+		}
 		if err != nil {
 			return err
 		}

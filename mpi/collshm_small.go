@@ -54,7 +54,13 @@ func allreduceSmall[T Numeric](c *Comm, send, recv []T, op ReduceOp) (bool, erro
 			return true, c.fail(err)
 		}
 	}
-	return true, c.fail(shmAllreduceSmall(c.shm, send, recv, op.kind, k))
+	err := shmAllreduceSmall(c.shm, send, recv, op.kind, k)
+	if err == errShmByMessages { // another rank's count is over the threshold
+		a := typed(collAllreduce, send, recv)
+		a.op = op
+		err = c.msgCollective(&a)
+	}
+	return true, c.fail(err)
 }
 
 // shmAllreduceSmall is collShm.reduce's Allreduce of one line's data on

@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/tachyon-hpc/tachyon/internal/testcvar"
 )
@@ -139,5 +140,47 @@ func BenchmarkAllreduceSmallPath(b *testing.B) {
 			in, out := [2][]int32{make([]int32, 2), make([]int32, 2)}, [2][]int32{make([]int32, 2), make([]int32, 2)}
 			benchColl(b, 2, func(c *Comm) error { return Allreduce(c, in[c.Rank()], out[c.Rank()], op) })
 		})
+	}
+}
+
+// TestCollShmAllreduceThreshold: ranks whose Allreduce counts differ
+// across a threshold of the area (a line's data, where the small path
+// ends; mpi_coll_shm_allreduce_long, where the reduce-scatter starts) take
+// two paths, and the ones in the area, seeing that another went by
+// messages, go by messages too: every rank gets ErrTruncate or ErrCount
+// rather than a hang, and the communicator goes on.
+func TestCollShmAllreduceThreshold(t *testing.T) {
+	needAreas(t)
+	testcvar.Set(t, "mpi_coll_shm_allreduce_long", "1024")
+	testcvar.Set(t, "mpi_coll_shm_allreduce_oversubscribed", "true")
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(3, func(c *Comm) error {
+			c.SetErrhandler(ErrorsReturn)
+			r := c.Rank()
+			for _, m := range [][3]int{{6, 7, 6}, {7, 6, 7}, {128, 100, 128}, {100, 128, 6}} { // elements by rank
+				send, recv := make([]float64, m[r]), make([]float64, m[r])
+				err := Allreduce(c, send, recv, Sum)
+				if !errors.Is(err, ErrTruncate) && !errors.Is(err, ErrCount) {
+					return fmt.Errorf("rank %d: Allreduce of %d elements among %v: %v, want ErrTruncate or ErrCount", r, m[r], m, err)
+				}
+				if err := c.Barrier(); err != nil {
+					return fmt.Errorf("rank %d: Barrier after %v: %w", r, m, err)
+				}
+				out := make([]float64, 6)
+				if err := Allreduce(c, []float64{1, 1, 1, 1, 1, 1}, out, Sum); err != nil || out[5] != 3 {
+					return fmt.Errorf("rank %d: Allreduce after %v: %v, %v", r, m, out, err)
+				}
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("ranks whose counts differ across a threshold hang")
 	}
 }

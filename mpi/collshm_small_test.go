@@ -151,6 +151,8 @@ func BenchmarkAllreduceSmallPath(b *testing.B) {
 // rather than a hang, and the communicator goes on.
 func TestCollShmAllreduceThreshold(t *testing.T) {
 	needAreas(t)
+	testcvar.Set(t, "mpi_coll_shm_allreduce_small", "48")
+	testcvar.Set(t, "mpi_coll_shm_over_max", "0")
 	testcvar.Set(t, "mpi_coll_shm_allreduce_long", "1024")
 	testcvar.Set(t, "mpi_coll_shm_allreduce_oversubscribed", "true")
 	done := make(chan error, 1)

@@ -392,6 +392,8 @@ func shmRankGone(c *Comm, failed *atomic.Int32, leave func() error, procs bool) 
 func TestCollShmLarge(t *testing.T) {
 	needAreas(t)
 	testcvar.Set(t, "mpi_coll_shm_max", "4096")
+	testcvar.Set(t, "mpi_coll_shm_allreduce_small", "0") // mpi_coll_shm_max alone decides
+	testcvar.Set(t, "mpi_coll_shm_over_max", "0")
 	err := Run(3, func(c *Comm) error {
 		for _, m := range []int{512, 513} {
 			before := pvShmAllreduce.Value()

@@ -6,18 +6,18 @@ import (
 	"github.com/tachyon-hpc/tachyon/cvar"
 )
 
-// Small allreduces through the shared-memory collective area (up to
-// mpi_coll_shm_allreduce_small bytes on any host), those of up to a flag
-// line's data on a path of their own. Two ranks' allreduce loop is as fast as one rank learns that
-// the other published: every instruction between seeing the last flag of
-// one call and publishing the next call's lies on that path. So an
-// Allreduce of up to a flag line's data skips the general call's layers
-// (its argument record, its kernel lookup by type, its byte copies) and
-// runs collshm.go's protocol on the caller's elements: each rank writes
-// its vector into its line of the collective and publishes; once every
-// rank has, each combines the vectors in rank order, its own read from its
-// vector rather than its line (a line that another CPU has just read costs
-// a miss to read back), Sum and Prod in line in the caller's type.
+// Small allreduces through the shared-memory collective area: up to
+// mpi_coll_shm_allreduce_small bytes on any host, and those of up to a flag
+// line's data on a path of their own. Two ranks' allreduce loop is as fast
+// as one rank learns that the other published: every instruction between
+// seeing the last flag of one call and publishing the next call's lies on
+// that path. So an Allreduce of up to a line's data skips the general
+// call's layers (its argument record, its kernel lookup by type, its byte
+// copies) and runs collshm.go's protocol on the caller's elements: each
+// rank writes its vector into its line of the collective and publishes;
+// once every rank has, each combines the vectors in rank order, its own
+// read from its vector rather than its line, Sum and Prod in line in the
+// caller's type.
 //
 // The lines, numbers and descriptors are those of collshm.go, so that a
 // call on this path and one on the general path (a user operation, a

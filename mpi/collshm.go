@@ -54,8 +54,7 @@ import (
 // A rank waits for a flag as the engine waits for a message
 // (engine.HostWaiter): a spin on the flag alone (mpi_coll_shm_spin),
 // then the progress engine's back-off (spin, yield, park) with its polls,
-// so that
-// point-to-point traffic moves meanwhile and a dead rank is found; a
+// so that point-to-point traffic moves meanwhile and a dead rank is found; a
 // publisher wakes the ranks parked on its flags. A rank whose wait fails
 // (the rank it waits for is gone, or failed itself) poisons its flag lines
 // with errBit: whoever waits on it fails in turn, ErrProcFailed, so an
@@ -68,8 +67,8 @@ import (
 // learn it from an Allreduce by messages, which either every rank
 // completes or none), and gives it back when freed. Without a free area,
 // or above mpi_coll_shm_max bytes, the collectives run by messages, but
-// for an Allreduce of up to mpi_coll_shm_allreduce_small bytes (48, a
-// line's data) and one from mpi_coll_shm_allreduce_long bytes, which goes
+// for an Allreduce of up to mpi_coll_shm_allreduce_small bytes (1 KiB) and
+// one from mpi_coll_shm_allreduce_long bytes, which goes
 // through the area by reduce-scatter (collshm_allreduce.go), and, on an
 // oversubscribed host, for an Allreduce, Reduce, Allgather or Alltoall
 // whose rank publishes up to mpi_coll_shm_over_max bytes (at most a
@@ -377,7 +376,7 @@ func (s *collShm) spin(f *uint64, q uint64) uint64 {
 // caller to judge: the calls still take the same collective numbers.
 func (s *collShm) check(name string, j int, q, desc uint64) (int, error) {
 	d := s.line(j, q)[wDesc]
-	if d>>40 != desc>>40 && d>>40 == shmDescMsgs>>40 && desc>>56 == uint64(collAllreduce) {
+	if d>>40 == shmDescMsgs>>40 && desc>>56 == uint64(collAllreduce) {
 		return 0, errShmByMessages
 	}
 	if d>>40 != desc>>40 {
@@ -627,6 +626,9 @@ func (s *collShm) reduce(name string, a *collArgs, mine []byte, root int) error 
 			continue
 		}
 		odd, err := s.waitAll(name, q, desc)
+		if err == errShmByMessages && k > 0 { // only a first chunk may go by messages
+			return s.fail(errorf(ErrCount, name, "a rank ran an Allreduce by messages where this rank's was in its chunk at %d bytes: the ranks' calls differ", lo))
+		}
 		if err != nil {
 			return err
 		}
@@ -637,7 +639,7 @@ func (s *collShm) reduce(name string, a *collArgs, mine []byte, root int) error 
 		for j := s.n - 1; j >= 0; j-- {
 			in := s.buf(j, q, hi-lo)
 			if j == s.r && (!a.inPlace || j == s.n-1) {
-				in = mine[lo:hi] // ownData
+				in = mine[lo:hi] // its own part: see the top of this file
 			}
 			if j == s.n-1 {
 				copy(out, in)
@@ -739,7 +741,7 @@ func (s *collShm) exchange(name string, a *collArgs) error {
 		return err
 	}
 	for j := range s.n {
-		if j == s.r { // from mine (ownData); in place, already there
+		if j == s.r { // its own part from mine (see the top of this file); in place, already there
 			if !a.inPlace {
 				copy(a.recv[j*blk:(j+1)*blk], mine[off:])
 			}

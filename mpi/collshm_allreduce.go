@@ -100,7 +100,10 @@ func (s *collShm) allreduceRSAG(name string, a *collArgs, mine []byte) error {
 		copy(slot[myHi:], part[myHi:])
 		s.publish(q, desc)
 		odd, err := s.waitAll(name, q, desc)
-		if err == errShmByMessages && lo == 0 {
+		if err == errShmByMessages {
+			if lo > 0 { // a later chunk: the ranks' calls are out of step
+				return s.fail(errorf(ErrCount, name, "a rank ran an Allreduce by messages where this rank's was in its chunk at %d bytes: the ranks' calls differ", lo))
+			}
 			s.seq = q // as the rank that runs it by messages: one number
 		}
 		if err != nil {
